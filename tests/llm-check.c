@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "llm-check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int skipped;
+
+char *
+llm_test_data_path (const char *relative)
+{
+  return g_build_filename (LLM_TEST_DATA, relative, NULL);
+}
+
+char *
+llm_test_shared_path (const char *relative)
+{
+  const char *env = g_getenv ("LLM_SHARED_TESTDATA");
+  char *path = g_build_filename (env ? env : LLM_SHARED_TESTDATA, relative, NULL);
+  if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
+    g_free (path);
+    return NULL;
+  }
+  return path;
+}
+
+GBytes *
+llm_test_read_file (const char *path)
+{
+  char *contents = NULL;
+  gsize len = 0;
+  GError *error = NULL;
+  if (!g_file_get_contents (path, &contents, &len, &error))
+    ck_abort_msg ("cannot read %s: %s", path, error->message);
+  return g_bytes_new_take (contents, len);
+}
+
+void
+llm_test_note_skip (void)
+{
+  skipped++;
+}
+
+int
+llm_test_run_suite (Suite *suite)
+{
+  SRunner *runner = srunner_create (suite);
+  /* No fork: GstHarness and the skip counter need one address space. */
+  srunner_set_fork_status (runner, CK_NOFORK);
+  srunner_run_all (runner, CK_NORMAL);
+  int run = srunner_ntests_run (runner);
+  int failed = srunner_ntests_failed (runner);
+  srunner_free (runner);
+  printf ("check: %d passed, %d failed\n", run - failed, failed);
+  if (failed)
+    return EXIT_FAILURE;
+  return (run > 0 && skipped == run) ? 77 : EXIT_SUCCESS;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Shared by the Check suites: data paths and a main() that prints a plain
+ * "check: N passed, M failed" line next to Check's own summary. */
+#pragma once
+
+#include <check.h>
+#include <glib.h>
+
+/* Bundled test data (tests/data). */
+char *llm_test_data_path (const char *relative);
+/* ../shared/testdata, or NULL when this checkout has none beside it. */
+char *llm_test_shared_path (const char *relative);
+/* Reads a whole file or fails the test. */
+GBytes *llm_test_read_file (const char *path);
+
+/* Runs @suite and returns the process exit status (0, 1, or 77 if every
+ * test skipped). */
+int llm_test_run_suite (Suite *suite);
+
+/* Marks the current test skipped (prints why); the test returns at once. */
+#define LLM_TEST_SKIP(...) \
+  do { g_print ("SKIP: " __VA_ARGS__); g_print ("\n"); llm_test_note_skip (); return; } while (0)
+void llm_test_note_skip (void);
+
+#define LLM_TEST_MAIN(suite_fn) \
+  int main (void) { return llm_test_run_suite (suite_fn ()); }
