@@ -440,10 +440,18 @@ parse (LlmGguf *g, GError **error)
   for (guint64 i = 0; i < g->n_tensors; i++)
     g_ptr_array_add (order, &g->tensors[i]);
   g_ptr_array_sort (order, compare_by_offset);
-  for (guint i = 1; i < order->len; i++) {
-    const LlmGgufTensor *a = order->pdata[i - 1], *b = order->pdata[i];
-    if (a->size > 0 && b->size > 0 && a->offset + a->size > b->offset)
-      return format_error (error, &r, b->offset, "tensors '%s' and '%s' overlap", a->name, b->name);
+  /* Compare each tensor with the furthest-reaching one before it, so an
+   * empty tensor in between cannot hide an overlap. */
+  const LlmGgufTensor *reach = NULL;
+  for (guint i = 0; i < order->len; i++) {
+    const LlmGgufTensor *b = order->pdata[i];
+    if (b->size == 0)
+      continue;
+    if (reach != NULL && reach->offset + reach->size > b->offset)
+      return format_error (error, &r, b->offset, "tensors '%s' and '%s' overlap", reach->name,
+          b->name);
+    if (reach == NULL || b->offset + b->size > reach->offset + reach->size)
+      reach = b;
   }
   return TRUE;
 }

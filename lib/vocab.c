@@ -61,6 +61,10 @@ invalid (GError **error, const char *fmt, ...)
 gint32
 llm_vocab_lookup (const LlmVocab *v, const char *text, gsize len)
 {
+  /* Tokens never contain NUL; the table's keys are C strings, so a text
+   * with one would match the token spelled by the bytes before it. */
+  if (memchr (text, 0, len) != NULL)
+    return -1;
   char stack[256];
   char *key = len < sizeof stack ? stack : g_malloc (len + 1);
   memcpy (key, text, len);
@@ -75,7 +79,7 @@ gint32
 llm_vocab_merge_rank (const LlmVocab *v, const char *left, gsize left_len,
     const char *right, gsize right_len)
 {
-  if (v->merges == NULL)
+  if (v->merges == NULL || memchr (left, 0, left_len) || memchr (right, 0, right_len))
     return -1;
   gsize len = left_len + 1 + right_len;
   char stack[256];
@@ -215,9 +219,9 @@ read_tokens (const LlmGguf *g, LlmVocab *v, GError **error)
       t->type = (ty >= LLM_TOKEN_NORMAL && ty <= LLM_TOKEN_BYTE) ? (LlmTokenType) ty
           : LLM_TOKEN_UNDEFINED;
     }
-    /* First id wins for a repeated text, so lookups are deterministic. */
-    if (!g_hash_table_contains (v->token_to_id, t->text))
-      g_hash_table_insert (v->token_to_id, (char *) t->text, GINT_TO_POINTER (i + 1));
+    /* A repeated text maps to its last id, as in the llama.cpp the golden
+     * data came from (newer llama.cpp refuses such files). */
+    g_hash_table_insert (v->token_to_id, (char *) t->text, GINT_TO_POINTER (i + 1));
   }
   return TRUE;
 }

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "ggml-type.h"
 
+#include <stddef.h>
+
+#define N_ELEMENTS(a) (sizeof (a) / sizeof ((a)[0]))
+
 typedef struct {
-  guint32 id;
+  uint32_t id;
   const char *name;
-  guint32 block_elems;
-  guint32 block_bytes;
+  uint32_t block_elems;
+  uint32_t block_bytes;
 } TypeInfo;
 
 /* Block sizes follow ggml's on-disk layouts (e.g. Q4_K: fp16 d, fp16 dmin,
@@ -36,43 +40,43 @@ static const TypeInfo type_table[] = {
 };
 
 static const TypeInfo *
-lookup (guint32 id)
+lookup (uint32_t id)
 {
-  for (gsize i = 0; i < G_N_ELEMENTS (type_table); i++)
+  for (size_t i = 0; i < N_ELEMENTS (type_table); i++)
     if (type_table[i].id == id)
       return &type_table[i];
   return NULL;
 }
 
-gboolean
-llm_type_info (guint32 id, guint32 *block_elems, guint32 *block_bytes)
+bool
+llm_type_info (uint32_t id, uint32_t *block_elems, uint32_t *block_bytes)
 {
   const TypeInfo *t = lookup (id);
   if (t == NULL)
-    return FALSE;
+    return false;
   if (block_elems)
     *block_elems = t->block_elems;
   if (block_bytes)
     *block_bytes = t->block_bytes;
-  return TRUE;
+  return true;
 }
 
 const char *
-llm_type_name (guint32 id)
+llm_type_name (uint32_t id)
 {
   const TypeInfo *t = lookup (id);
   return t ? t->name : "unknown";
 }
 
-gboolean
-llm_type_row_bytes (guint32 type, guint64 n_elems, guint64 *bytes)
+bool
+llm_type_row_bytes (uint32_t type, uint64_t n_elems, uint64_t *bytes)
 {
   const TypeInfo *t = lookup (type);
   if (t == NULL || n_elems % t->block_elems != 0)
-    return FALSE;
-  guint64 blocks = n_elems / t->block_elems;
-  if (blocks > G_MAXUINT64 / t->block_bytes)
-    return FALSE;
+    return false;
+  uint64_t blocks = n_elems / t->block_elems;
+  if (blocks > UINT64_MAX / t->block_bytes)
+    return false;
   *bytes = blocks * t->block_bytes;
-  return TRUE;
+  return true;
 }

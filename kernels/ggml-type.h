@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tensor element types as numbered by GGUF/ggml, with their block geometry. */
+/* Tensor element types as numbered by GGUF/ggml, with their block geometry.
+ * Pure C: shared by the kernels and the library. */
 #pragma once
 
-#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-G_BEGIN_DECLS
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Values are the on-disk type ids; never renumber. */
 typedef enum {
@@ -32,15 +36,17 @@ typedef enum {
   LLM_TYPE_BF16 = 30,
 } LlmType;
 
-/* TRUE if @id is a type this build knows the block geometry of; fills
+/* true if @id is a type this build knows the block geometry of; fills
  * @block_elems (elements per block) and @block_bytes when non-NULL. */
-gboolean llm_type_info (guint32 id, guint32 *block_elems, guint32 *block_bytes);
+bool llm_type_info (uint32_t id, uint32_t *block_elems, uint32_t *block_bytes);
 
 /* "F32", "Q4_K", ...; "unknown" for ids llm_type_info() rejects. */
-const char *llm_type_name (guint32 id);
+const char *llm_type_name (uint32_t id);
 
-/* Bytes of a row of @n_elems elements. FALSE if @type is unknown or @n_elems
+/* Bytes of a row of @n_elems elements. false if @type is unknown or @n_elems
  * is not a whole number of blocks. */
-gboolean llm_type_row_bytes (guint32 type, guint64 n_elems, guint64 *bytes);
+bool llm_type_row_bytes (uint32_t type, uint64_t n_elems, uint64_t *bytes);
 
-G_END_DECLS
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,592 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-llmdetokenize
+ * @title: llmdetokenize
+ * @short_description: turns token ids back into UTF-8 text, as they stream
+ *
+ * llmdetokenize reads the vocabulary of a GGUF model and turns
+ * `application/x-llm-tokens` (little-endian int32 ids) into
+ * `text/x-raw,format=utf8`. It accepts only token caps whose `vocab` field
+ * is its own model's vocabulary hash, so a model and a detokenizer that
+ * disagree fail at link time instead of printing garbage. Caps without a
+ * `vocab` field (a hand-written capsfilter) are accepted unchecked.
+ *
+ * Text leaves as soon as it forms whole UTF-8 characters: a character
+ * whose bytes come from several tokens (byte-fallback tokens, byte-level
+ * BPE) is held until complete, and its output buffer carries the PTS of
+ * the input buffer that began it and lasts until the end of the input
+ * that completed it. Held bytes are flushed at EOS and at the
+ * `llm-end-of-response` and `llm-end-of-prompt` events (which are
+ * forwarded); bytes that never became valid UTF-8 come out as U+FFFD, so
+ * output is always valid UTF-8. An input buffer that completes no
+ * character produces no output buffer (and no gap event, which could
+ * contradict the earlier PTS of held text).
+ *
+ * SentencePiece vocabularies with a space prefix put a space in front of
+ * the first word of a prompt; llmdetokenize removes that one space from
+ * the first text of the stream and after each end-of-response,
+ * end-of-prompt and flush, so text -> llmtokenize -> llmdetokenize gives
+ * back the same bytes.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 filesrc location=prompt.txt ! llmtokenize model=stories260K.gguf ! \
+ *     llmdetokenize model=stories260K.gguf ! fdsink
+ * ]| Prints prompt.txt again, after a round trip through token ids.
+ *
+ * Since: 0.1
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include <gst/base/gstbasetransform.h>
+
+#include "gstllmelements.h"
+#include "llm-caps.h"
+#include "tokenizer.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_llm_detokenize_debug);
+#define GST_CAT_DEFAULT gst_llm_detokenize_debug
+
+#define DEFAULT_MODEL NULL
+#define DEFAULT_SKIP_SPECIAL TRUE
+
+enum {
+  PROP_0,
+  PROP_MODEL,
+  PROP_SKIP_SPECIAL,
+};
+
+#define GST_TYPE_LLM_DETOKENIZE (gst_llm_detokenize_get_type ())
+G_DECLARE_FINAL_TYPE (GstLlmDetokenize, gst_llm_detokenize, GST, LLM_DETOKENIZE, GstBaseTransform)
+
+struct _GstLlmDetokenize {
+  GstBaseTransform parent;
+
+  /* properties; object lock */
+  char *model;
+  gboolean skip_special;
+
+  /* from NULL->READY to READY->NULL; vocab_hash also under the object lock
+   * because caps queries read it from any thread */
+  LlmTokenizer *tok;
+  char *loaded_model;           /* the path tok came from, for messages */
+  char vocab_hash[GST_LLM_VOCAB_HASH_LEN + 1];
+  gboolean strip_space;         /* SPM vocabulary with add_space_prefix */
+
+  /* streaming thread */
+  GString *pending;             /* bytes of an unfinished UTF-8 character */
+  GstClockTime pending_pts;     /* of the buffer that began them */
+  GstClockTime pending_dts;
+  guint64 pending_offset;
+  GstClockTime last_end;        /* end (pts + duration) of the newest input */
+  guint64 last_offset_end;
+  gboolean at_start;            /* the next text begins a prompt or response */
+  GArray *ids;                  /* scratch, gint32 */
+};
+
+G_DEFINE_TYPE (GstLlmDetokenize, gst_llm_detokenize, GST_TYPE_BASE_TRANSFORM);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (llmdetokenize, "llmdetokenize", GST_RANK_NONE,
+    GST_TYPE_LLM_DETOKENIZE, gst_llm_element_init (plugin));
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_CAPS_TOKENS));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_CAPS_TEXT));
+
+/* Number of bytes at the end of @s that begin a UTF-8 character that is
+ * not complete yet, so a later token may finish it. 0 when @s ends on a
+ * character boundary, and also when its tail can never become valid (that
+ * is no reason to wait). */
+static gsize
+utf8_unfinished_tail (const guchar *s, gsize len)
+{
+  gsize cont = 0;
+
+  while (cont < len && cont < 3 && (s[len - 1 - cont] & 0xc0) == 0x80)
+    cont++;
+  if (cont == len)
+    return 0;
+  guchar lead = s[len - 1 - cont];
+  gsize need;
+  if (lead >= 0xc2 && lead <= 0xdf)
+    need = 2;
+  else if (lead >= 0xe0 && lead <= 0xef)
+    need = 3;
+  else if (lead >= 0xf0 && lead <= 0xf4)
+    need = 4;
+  else
+    return 0;
+  return cont + 1 < need ? cont + 1 : 0;
+}
+
+static void
+stamp (GstLlmDetokenize *self, GstBuffer *out)
+{
+  GST_BUFFER_PTS (out) = self->pending_pts;
+  GST_BUFFER_DTS (out) = self->pending_dts;
+  if (GST_CLOCK_TIME_IS_VALID (self->pending_pts) && GST_CLOCK_TIME_IS_VALID (self->last_end)
+      && self->last_end >= self->pending_pts)
+    GST_BUFFER_DURATION (out) = self->last_end - self->pending_pts;
+  GST_BUFFER_OFFSET (out) = self->pending_offset;
+  GST_BUFFER_OFFSET_END (out) = self->last_offset_end;
+}
+
+/* Makes an output buffer of the first @n pending bytes and removes them;
+ * invalid UTF-8 becomes U+FFFD. */
+static GstBuffer *
+take_text (GstLlmDetokenize *self, gsize n)
+{
+  GstBuffer *out;
+
+  if (g_utf8_validate_len (self->pending->str, n, NULL)) {
+    out = gst_buffer_new_memdup (self->pending->str, n);
+  } else {
+    char *valid = g_utf8_make_valid (self->pending->str, n);
+    GST_WARNING_OBJECT (self, "token bytes are not valid UTF-8; replaced with U+FFFD");
+    out = gst_buffer_new_wrapped (valid, strlen (valid));
+  }
+  g_string_erase (self->pending, 0, n);
+  stamp (self, out);
+  return out;
+}
+
+static void
+reset_stream (GstLlmDetokenize *self)
+{
+  if (self->pending->len)
+    GST_DEBUG_OBJECT (self, "dropping %" G_GSIZE_FORMAT " held bytes", self->pending->len);
+  g_string_truncate (self->pending, 0);
+  self->pending_pts = self->pending_dts = GST_CLOCK_TIME_NONE;
+  self->pending_offset = GST_BUFFER_OFFSET_NONE;
+  self->last_end = GST_CLOCK_TIME_NONE;
+  self->last_offset_end = GST_BUFFER_OFFSET_NONE;
+  self->at_start = TRUE;
+}
+
+static gboolean ensure_src_caps (GstLlmDetokenize *self);
+
+/* A prompt or response ended: what is held will never be completed.
+ * An event handler cannot return a flow, so a failed push is posted as a
+ * source would. */
+static void
+finish_text (GstLlmDetokenize *self)
+{
+  if (self->pending->len > 0) {
+    GstBuffer *out = take_text (self, self->pending->len);
+    GstFlowReturn ret = GST_FLOW_NOT_NEGOTIATED;
+
+    GST_DEBUG_OBJECT (self, "flushing %" G_GSIZE_FORMAT " held bytes", gst_buffer_get_size (out));
+    if (ensure_src_caps (self))
+      ret = gst_pad_push (GST_BASE_TRANSFORM_SRC_PAD (self), gst_buffer_ref (out));
+    gst_buffer_unref (out);
+    if (ret == GST_FLOW_NOT_LINKED || ret == GST_FLOW_NOT_NEGOTIATED)
+      GST_ELEMENT_FLOW_ERROR (self, ret);
+  }
+  reset_stream (self);
+}
+
+/* Appends the text of @ids to pending bytes. */
+static void
+append_pieces (GstLlmDetokenize *self, const gint32 *ids, guint n, gboolean special)
+{
+  const LlmVocab *vocab = llm_tokenizer_vocab (self->tok);
+
+  for (guint i = 0; i < n; i++) {
+    gint32 id = ids[i];
+    if (id < 0 || (guint32) id >= vocab->n_tokens) {
+      GST_WARNING_OBJECT (self, "token id %d is outside the vocabulary (%u tokens); skipped",
+          id, vocab->n_tokens);
+      continue;
+    }
+    gsize start = self->pending->len;
+    gsize added = llm_tokenizer_token_to_piece (self->tok, id, special, self->pending);
+    /* The space prefix sits on the first word, not on BOS or other
+     * control tokens in front of it. */
+    if (self->at_start && added > 0 && vocab->tokens[id].type != LLM_TOKEN_CONTROL) {
+      if (self->strip_space && self->pending->str[start] == ' ')
+        g_string_erase (self->pending, start, 1);
+      self->at_start = FALSE;
+    }
+  }
+}
+
+static GstFlowReturn
+gst_llm_detokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
+{
+  GstLlmDetokenize *self = GST_LLM_DETOKENIZE (trans);
+  GstBuffer *in = trans->queued_buf;
+  gboolean special;
+
+  *outbuf = NULL;
+  if (in == NULL)
+    return GST_FLOW_OK;
+  trans->queued_buf = NULL;
+
+  if (!ensure_src_caps (self)) {
+    gst_buffer_unref (in);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  g_array_set_size (self->ids, 0);
+  if (!gst_llm_tokens_buffer_read (in, self->ids)) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("Received a token buffer that is not "
+            "a whole number of token ids."),
+        ("%" G_GSIZE_FORMAT " bytes; application/x-llm-tokens buffers hold "
+            "%d-byte little-endian ids", gst_buffer_get_size (in), GST_LLM_TOKEN_SIZE));
+    gst_buffer_unref (in);
+    return GST_FLOW_ERROR;
+  }
+
+  GST_OBJECT_LOCK (self);
+  special = !self->skip_special;
+  GST_OBJECT_UNLOCK (self);
+
+  gsize held = self->pending->len;
+  if (held == 0) {
+    self->pending_pts = GST_BUFFER_PTS (in);
+    self->pending_dts = GST_BUFFER_DTS (in);
+    self->pending_offset = GST_BUFFER_OFFSET (in);
+  }
+  self->last_end = GST_CLOCK_TIME_NONE;
+  if (GST_BUFFER_PTS_IS_VALID (in) && GST_BUFFER_DURATION_IS_VALID (in))
+    self->last_end = GST_BUFFER_PTS (in) + GST_BUFFER_DURATION (in);
+  self->last_offset_end = GST_BUFFER_OFFSET_END (in);
+
+  append_pieces (self, (const gint32 *) self->ids->data, self->ids->len, special);
+
+  gsize len = self->pending->len;
+  gsize tail = utf8_unfinished_tail ((const guchar *) self->pending->str, len);
+  if (len > tail) {
+    *outbuf = take_text (self, len - tail);
+    /* a tail no longer than this buffer's bytes began in this buffer */
+    if (tail <= len - held) {
+      self->pending_pts = GST_BUFFER_PTS (in);
+      self->pending_dts = GST_BUFFER_DTS (in);
+      self->pending_offset = GST_BUFFER_OFFSET (in);
+    }
+  }
+  GST_LOG_OBJECT (self, "%u ids, holding %" G_GSIZE_FORMAT " bytes", self->ids->len,
+      self->pending->len);
+
+  gst_buffer_unref (in);
+  return GST_FLOW_OK;
+}
+
+/* Sources with ANY caps (filesrc replaying ids) send no caps: the bytes
+ * are taken as ids of our vocabulary, unchecked, and our caps go
+ * downstream anyway, checked first, because a refused sticky caps event
+ * only shows as a failed buffer push later. */
+static gboolean
+ensure_src_caps (GstLlmDetokenize *self)
+{
+  GstPad *srcpad = GST_BASE_TRANSFORM_SRC_PAD (self);
+
+  if (gst_pad_has_current_caps (srcpad))
+    return TRUE;
+
+  GstCaps *caps = gst_llm_caps_new_text ();
+  gboolean ok = !gst_pad_is_linked (srcpad) || gst_pad_peer_query_accept_caps (srcpad, caps);
+  if (ok) {
+    GST_WARNING_OBJECT (self, "no input caps: cannot check that the ids are of the "
+        "vocabulary of %s", self->loaded_model);
+    gst_pad_set_caps (srcpad, caps);
+  }
+  gst_caps_unref (caps);
+  return ok;
+}
+
+static gboolean
+gst_llm_detokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
+{
+  GstLlmDetokenize *self = GST_LLM_DETOKENIZE (trans);
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CAPS:{
+      GstCaps *caps;
+      gst_event_parse_caps (event, &caps);
+      if (gst_llm_caps_get_vocab (caps) == NULL)
+        GST_WARNING_OBJECT (self, "input caps %" GST_PTR_FORMAT " name no vocabulary; "
+            "cannot check that the ids are of the vocabulary of %s", caps, self->loaded_model);
+      break;
+    }
+    case GST_EVENT_SEGMENT:
+      /* caps belong before the segment; data flow reports a refusal */
+      ensure_src_caps (self);
+      break;
+    case GST_EVENT_EOS:
+    case GST_EVENT_STREAM_START:
+      finish_text (self);
+      break;
+    case GST_EVENT_FLUSH_STOP:
+      reset_stream (self);
+      break;
+    case GST_EVENT_CUSTOM_DOWNSTREAM:
+      if (gst_llm_event_is_end_of_response (event) || gst_llm_event_is_end_of_prompt (event))
+        finish_text (self);
+      break;
+    default:
+      break;
+  }
+  return GST_BASE_TRANSFORM_CLASS (gst_llm_detokenize_parent_class)->sink_event (trans, event);
+}
+
+static GstCaps *
+own_tokens_caps (GstLlmDetokenize *self)
+{
+  GstCaps *caps;
+
+  GST_OBJECT_LOCK (self);
+  caps = gst_llm_caps_new_tokens (self->vocab_hash[0] ? self->vocab_hash : NULL);
+  GST_OBJECT_UNLOCK (self);
+  return caps;
+}
+
+static GstCaps *
+gst_llm_detokenize_transform_caps (GstBaseTransform *trans, GstPadDirection direction,
+    GstCaps *caps, GstCaps *filter)
+{
+  GstLlmDetokenize *self = GST_LLM_DETOKENIZE (trans);
+  GstCaps *tokens = own_tokens_caps (self);
+  GstCaps *result;
+
+  if (direction == GST_PAD_SRC) {
+    result = gst_caps_ref (tokens);
+  } else if (gst_caps_can_intersect (caps, tokens)) {
+    result = gst_llm_caps_new_text ();
+  } else {
+    /* ids of another vocabulary: refusing them here is what makes
+     * negotiation (and accept-caps) fail */
+    GST_DEBUG_OBJECT (self, "%" GST_PTR_FORMAT " is not our vocabulary %" GST_PTR_FORMAT,
+        caps, tokens);
+    result = gst_caps_new_empty ();
+  }
+  gst_caps_unref (tokens);
+
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, result, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (result);
+    result = tmp;
+  }
+  GST_LOG_OBJECT (self, "%s %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
+      direction == GST_PAD_SINK ? "sink" : "src", caps, result);
+  return result;
+}
+
+static gboolean
+load_tokenizer (GstLlmDetokenize *self)
+{
+  GError *error = NULL;
+  char *model;
+
+  GST_OBJECT_LOCK (self);
+  model = g_strdup (self->model);
+  GST_OBJECT_UNLOCK (self);
+
+  if (model == NULL || model[0] == '\0') {
+    g_free (model);
+    GST_LLM_ELEMENT_ERROR_NO_MODEL (self);
+    return FALSE;
+  }
+
+  LlmTokenizer *tok = llm_tokenizer_new_from_file (model, &error);
+  if (tok == NULL) {
+    GST_LLM_ELEMENT_ERROR_LOAD (self, model, error);
+    g_error_free (error);
+    g_free (model);
+    return FALSE;
+  }
+
+  const LlmVocab *vocab = llm_tokenizer_vocab (tok);
+  self->tok = tok;
+  self->strip_space = vocab->kind == LLM_VOCAB_SPM && vocab->add_space_prefix;
+  GST_OBJECT_LOCK (self);
+  g_strlcpy (self->vocab_hash, vocab->hash, sizeof self->vocab_hash);
+  GST_OBJECT_UNLOCK (self);
+
+  GST_INFO_OBJECT (self, "%s: %s vocabulary of %u tokens, vocab=%s%s", model,
+      vocab->kind == LLM_VOCAB_SPM ? "SPM" : "BPE", vocab->n_tokens, vocab->hash,
+      self->strip_space ? ", strips the space prefix" : "");
+  self->loaded_model = model;
+  return TRUE;
+}
+
+static void
+unload_tokenizer (GstLlmDetokenize *self)
+{
+  g_clear_pointer (&self->tok, llm_tokenizer_free);
+  g_clear_pointer (&self->loaded_model, g_free);
+  GST_OBJECT_LOCK (self);
+  self->vocab_hash[0] = '\0';
+  GST_OBJECT_UNLOCK (self);
+}
+
+static GstStateChangeReturn
+gst_llm_detokenize_change_state (GstElement *element, GstStateChange transition)
+{
+  GstLlmDetokenize *self = GST_LLM_DETOKENIZE (element);
+  GstStateChangeReturn ret;
+
+  /* Loaded at NULL->READY so that caps queries in READY already answer
+   * with the vocabulary, and a bad file fails the first state change. */
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !load_tokenizer (self))
+    return GST_STATE_CHANGE_FAILURE;
+
+  ret = GST_ELEMENT_CLASS (gst_llm_detokenize_parent_class)->change_state (element, transition);
+
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL ||
+      (transition == GST_STATE_CHANGE_NULL_TO_READY && ret == GST_STATE_CHANGE_FAILURE))
+    unload_tokenizer (self);
+  return ret;
+}
+
+static gboolean
+gst_llm_detokenize_start (GstBaseTransform *trans)
+{
+  reset_stream (GST_LLM_DETOKENIZE (trans));
+  return TRUE;
+}
+
+static gboolean
+gst_llm_detokenize_stop (GstBaseTransform *trans)
+{
+  reset_stream (GST_LLM_DETOKENIZE (trans));
+  return TRUE;
+}
+
+static void
+gst_llm_detokenize_set_property (GObject *object, guint prop_id, const GValue *value,
+    GParamSpec *pspec)
+{
+  GstLlmDetokenize *self = GST_LLM_DETOKENIZE (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      if (GST_STATE (self) != GST_STATE_NULL)
+        GST_WARNING_OBJECT (self, "model changes take effect from the next NULL->READY");
+      g_free (self->model);
+      self->model = g_value_dup_string (value);
+      break;
+    case PROP_SKIP_SPECIAL:
+      self->skip_special = g_value_get_boolean (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_detokenize_get_property (GObject *object, guint prop_id, GValue *value,
+    GParamSpec *pspec)
+{
+  GstLlmDetokenize *self = GST_LLM_DETOKENIZE (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string (value, self->model);
+      break;
+    case PROP_SKIP_SPECIAL:
+      g_value_set_boolean (value, self->skip_special);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_detokenize_finalize (GObject *object)
+{
+  GstLlmDetokenize *self = GST_LLM_DETOKENIZE (object);
+
+  unload_tokenizer (self);
+  g_free (self->model);
+  g_string_free (self->pending, TRUE);
+  g_array_unref (self->ids);
+  G_OBJECT_CLASS (gst_llm_detokenize_parent_class)->finalize (object);
+}
+
+static void
+gst_llm_detokenize_init (GstLlmDetokenize *self)
+{
+  self->model = g_strdup (DEFAULT_MODEL);
+  self->skip_special = DEFAULT_SKIP_SPECIAL;
+  self->pending = g_string_new (NULL);
+  self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  reset_stream (self);
+  /* BaseTransform takes a subclass without transform functions for a
+   * passthrough one; ours makes new buffers of another format. */
+  gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), FALSE);
+  gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), FALSE);
+}
+
+static void
+gst_llm_detokenize_class_init (GstLlmDetokenizeClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS (klass);
+
+  GST_DEBUG_CATEGORY_INIT (gst_llm_detokenize_debug, "llmdetokenize", 0,
+      "LLM token ids to text");
+
+  gobject_class->set_property = gst_llm_detokenize_set_property;
+  gobject_class->get_property = gst_llm_detokenize_get_property;
+  gobject_class->finalize = gst_llm_detokenize_finalize;
+
+  /**
+   * GstLlmDetokenize:model:
+   *
+   * Path of a GGUF model file; its vocabulary (`tokenizer.ggml.*` keys) is
+   * read when the element goes to READY, and only token caps of that
+   * vocabulary are accepted. A file that is missing or not a valid GGUF
+   * with a tokenizer fails that state change with an error naming the file.
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model",
+          "GGUF model file whose vocabulary is used (read at the NULL to READY change); "
+          "input caps must carry the same vocab hash",
+          DEFAULT_MODEL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS));
+
+  /**
+   * GstLlmDetokenize:skip-special:
+   *
+   * Whether control tokens (BOS, EOS, `<|im_end|>`...) give no text. When
+   * FALSE their texts appear in the output.
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_SKIP_SPECIAL,
+      g_param_spec_boolean ("skip-special", "Skip special tokens",
+          "Leave control tokens (BOS, EOS, <|im_end|>...) out of the text; "
+          "when false, their texts are written",
+          DEFAULT_SKIP_SPECIAL,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class, "LLM detokenizer",
+      "Filter/Converter/Text",
+      "Turns token ids of a GGUF model's vocabulary back into UTF-8 text, "
+      "emitting each character as soon as its bytes are complete",
+      "gst-llm developers");
+  gst_element_class_add_static_metadata (element_class, "example",
+      "gst-launch-1.0 filesrc location=prompt.txt ! llmtokenize model=stories260K.gguf "
+      "! llmdetokenize model=stories260K.gguf ! fdsink");
+
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_llm_detokenize_change_state);
+
+  trans_class->transform_caps = GST_DEBUG_FUNCPTR (gst_llm_detokenize_transform_caps);
+  trans_class->generate_output = GST_DEBUG_FUNCPTR (gst_llm_detokenize_generate_output);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_llm_detokenize_sink_event);
+  trans_class->start = GST_DEBUG_FUNCPTR (gst_llm_detokenize_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR (gst_llm_detokenize_stop);
+}

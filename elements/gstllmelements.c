@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+
+#include "gstllmelements.h"
+
+#include "gguf.h"
+#include "tokenizer.h"
+
+GST_DEBUG_CATEGORY (gst_llm_debug);
+#define GST_CAT_DEFAULT gst_llm_debug
+
+void
+gst_llm_element_init (GstPlugin *plugin)
+{
+  static gsize done = 0;
+
+  if (g_once_init_enter (&done)) {
+    GST_DEBUG_CATEGORY_INIT (gst_llm_debug, "llm", 0, "gst-llm shared element code");
+    g_once_init_leave (&done, 1);
+  }
+}
+
+/* Sorts a load failure into who can fix what: a wrong path, a file the
+ * process may not read, a damaged file, or a file without a tokenizer. */
+typedef enum {
+  LOAD_MISSING,
+  LOAD_UNREADABLE,
+  LOAD_MALFORMED,
+  LOAD_NO_TOKENIZER,
+  LOAD_UNSUPPORTED,
+} LoadFailure;
+
+static LoadFailure
+classify (const char *path, const GError *error)
+{
+  if (error->domain == G_FILE_ERROR && error->code == G_FILE_ERROR_NOENT)
+    return LOAD_MISSING;
+  if (error->domain == G_FILE_ERROR)
+    return LOAD_UNREADABLE;
+  if (error->domain == LLM_GGUF_ERROR) {
+    switch ((LlmGgufError) error->code) {
+      case LLM_GGUF_ERROR_IO:
+        /* The reader reports every open failure as IO; the path tells
+         * whether the user mistyped it. */
+        return g_file_test (path, G_FILE_TEST_EXISTS) ? LOAD_UNREADABLE : LOAD_MISSING;
+      case LLM_GGUF_ERROR_FORMAT:
+      case LLM_GGUF_ERROR_TRUNCATED:
+        return LOAD_MALFORMED;
+      case LLM_GGUF_ERROR_NOT_FOUND:
+      case LLM_GGUF_ERROR_TYPE:
+        return LOAD_NO_TOKENIZER;
+    }
+  }
+  if (error->domain == LLM_TOKENIZER_ERROR && error->code == LLM_TOKENIZER_ERROR_UNSUPPORTED)
+    return LOAD_UNSUPPORTED;
+  return LOAD_NO_TOKENIZER;
+}
+
+void
+gst_llm_element_error_load (GstElement *element, const char *path,
+    const GError *error, const char *file, const char *function, int line)
+{
+  GstResourceError code;
+  char *text;
+
+  switch (classify (path, error)) {
+    case LOAD_MISSING:
+      code = GST_RESOURCE_ERROR_NOT_FOUND;
+      text = g_strdup_printf ("Model file \"%s\" does not exist. "
+          "Check the path in the model property.", path);
+      break;
+    case LOAD_UNREADABLE:
+      code = GST_RESOURCE_ERROR_OPEN_READ;
+      text = g_strdup_printf ("Cannot read model file \"%s\": %s. "
+          "Check that it is a regular file this process may read.", path, error->message);
+      break;
+    case LOAD_MALFORMED:
+      code = GST_RESOURCE_ERROR_FAILED;
+      text = g_strdup_printf ("Model file \"%s\" is not a valid GGUF file: %s. "
+          "It may be truncated or damaged; download or convert it again.", path, error->message);
+      break;
+    case LOAD_UNSUPPORTED:
+      code = GST_RESOURCE_ERROR_FAILED;
+      text = g_strdup_printf ("Model file \"%s\" uses a tokenizer gst-llm does not support: %s. "
+          "Supported are SentencePiece (llama) and byte-level BPE (gpt2, llama3, qwen2, deepseek-llm).",
+          path, error->message);
+      break;
+    case LOAD_NO_TOKENIZER:
+    default:
+      code = GST_RESOURCE_ERROR_FAILED;
+      text = g_strdup_printf ("Model file \"%s\" has no usable tokenizer: %s. "
+          "Use a GGUF converted with its tokenizer (tokenizer.ggml.* keys).", path, error->message);
+      break;
+  }
+
+  char *debug = g_strdup_printf ("%s error %d: %s", g_quark_to_string (error->domain),
+      error->code, error->message);
+  GST_WARNING_OBJECT (element, "%s", text);
+  gst_element_message_full (element, GST_MESSAGE_ERROR, GST_RESOURCE_ERROR, code,
+      text, debug, file, function, line);
+}

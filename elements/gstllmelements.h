@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What every element of the `llm` plugin shares: the registration
+ * declarations plugins/gstllmplugin.c uses, the one-time plugin setup each
+ * element's registration runs, and the mapping of library errors to
+ * element errors. */
+#pragma once
+
+#include <gst/gst.h>
+
+G_BEGIN_DECLS
+
+GST_ELEMENT_REGISTER_DECLARE (llmtokenize);
+GST_ELEMENT_REGISTER_DECLARE (llmdetokenize);
+
+/* Debug category "llm" for what the elements share (library errors). */
+GST_DEBUG_CATEGORY_EXTERN (gst_llm_debug);
+
+/* Runs once per process whichever element registers first. */
+void gst_llm_element_init (GstPlugin *plugin);
+
+/* Posts an ERROR message on @element for @error, which the library raised
+ * while loading @path: a text that says which file, what is wrong with it
+ * and what to do, in the GStreamer error domain and code that fit
+ * (RESOURCE NOT_FOUND, OPEN_READ or FAILED). Does not free @error. */
+#define GST_LLM_ELEMENT_ERROR_LOAD(element, path, error) \
+  gst_llm_element_error_load (GST_ELEMENT (element), (path), (error), \
+      __FILE__, GST_FUNCTION, __LINE__)
+
+void gst_llm_element_error_load (GstElement *element, const char *path,
+    const GError *error, const char *file, const char *function, int line);
+
+/* Posts an ERROR for an element started without its `model` property. */
+#define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \
+  GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, \
+      ("No model file set."), \
+      ("Set the element's model property to a GGUF file, e.g. model=stories260K.gguf"))
+
+G_END_DECLS

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The roundings here follow what llama.cpp computes by default (F16 cache,
+ * no flash attention: KQ = mul_mat(K, q), softmax, KQV = mul_mat(V, KQ)),
+ * so our logits stay close to its logits; F32 rows are the plain float
+ * reference. Scores and probabilities for a whole head are kept (O(n_kv)
+ * floats) rather than an online softmax, because that is what the
+ * non-flash path rounds. */
+#include "attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "quantize.h"
+
+size_t
+llm_attn_row_bytes (LlmAttnType type, size_t n)
+{
+  switch (type) {
+    case LLM_ATTN_F32:
+      return n * sizeof (float);
+    case LLM_ATTN_F16:
+      return n * sizeof (uint16_t);
+    case LLM_ATTN_Q8_0:
+      return n % LLM_QK8_0 ? 0 : n / LLM_QK8_0 * sizeof (LlmBlockQ8_0);
+    case LLM_ATTN_Q4_0:
+      return n % LLM_QK4_0 ? 0 : n / LLM_QK4_0 * sizeof (LlmBlockQ4_0);
+  }
+  return 0;
+}
+
+void
+llm_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n)
+{
+  switch (type) {
+    case LLM_ATTN_F32:
+      memcpy (dst, src, n * sizeof (float));
+      break;
+    case LLM_ATTN_F16:
+      llm_fp16_from_f32_row (src, dst, n);
+      break;
+    case LLM_ATTN_Q8_0:
+      llm_quantize_row_q8_0 (src, dst, n);
+      break;
+    case LLM_ATTN_Q4_0:
+      llm_quantize_row_q4_0 (src, dst, n);
+      break;
+  }
+}
+
+void
+llm_attn_row_load (LlmAttnType type, const void *row, size_t offset, size_t n,
+    float *dst)
+{
+  if (type == LLM_ATTN_F32) {
+    memcpy (dst, (const float *) row + offset, n * sizeof (float));
+    return;
+  }
+  if (type == LLM_ATTN_F16) {
+    llm_fp16_to_f32_row ((const uint16_t *) row + offset, dst, n);
+    return;
+  }
+
+  /* A head's slice of a row may start and end inside a block (head_dim 80,
+   * say), so whole blocks are expanded on the stack and the slice copied. */
+  size_t done = 0;
+  while (done < n) {
+    const size_t i = offset + done;
+    const size_t b = i / 32, in = i % 32;
+    float blk[32];
+    if (type == LLM_ATTN_Q8_0)
+      llm_dequantize_row_q8_0 ((const LlmBlockQ8_0 *) row + b, blk, 32);
+    else
+      llm_dequantize_row_q4_0 ((const LlmBlockQ4_0 *) row + b, blk, 32);
+    size_t take = 32 - in;
+    if (take > n - done)
+      take = n - done;
+    memcpy (dst + done, blk + in, take * sizeof (float));
+    done += take;
+  }
+}
+
+void
+llm_attn_prepare_query (LlmAttnType type, const float *q, float *qp, size_t n)
+{
+  if (type == LLM_ATTN_F16) {
+    for (size_t i = 0; i < n; i++)
+      qp[i] = llm_fp16_to_f32 (llm_fp16_from_f32 (q[i]));
+  } else {
+    memcpy (qp, q, n * sizeof (float));
+  }
+}
+
+static float
+dot_f32 (const float *a, const float *b, size_t n)
+{
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; i++)
+    sum += a[i] * b[i];
+  return sum;
+}
+
+void
+llm_attn_scores (const LlmAttnRows *k, size_t p0, size_t count, size_t offset,
+    const float *qp, size_t n, float scale, float *scores, float *tmp)
+{
+  for (size_t i = 0; i < count; i++) {
+    const void *row = llm_attn_row (k, p0 + i);
+    float dot;
+    switch (k->type) {
+      case LLM_ATTN_F32:
+        dot = dot_f32 ((const float *) row + offset, qp, n);
+        break;
+      case LLM_ATTN_F16: {
+        const uint16_t *h = (const uint16_t *) row + offset;
+        dot = 0.0f;
+        for (size_t j = 0; j < n; j++)
+          dot += llm_fp16_to_f32 (h[j]) * qp[j];
+        break;
+      }
+      default:
+        llm_attn_row_load (k->type, row, offset, n, tmp);
+        dot = dot_f32 (tmp, qp, n);
+        break;
+    }
+    scores[i] = dot * scale;
+  }
+}
+
+void
+llm_attn_softmax (float *x, size_t n)
+{
+  if (n == 0)
+    return;
+  float max = -INFINITY;
+  for (size_t i = 0; i < n; i++)
+    max = x[i] > max ? x[i] : max;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    x[i] = expf (x[i] - max);
+    sum += x[i];
+  }
+  const float inv = (float) (1.0 / sum);
+  for (size_t i = 0; i < n; i++)
+    x[i] *= inv;
+}
+
+void
+llm_attn_accumulate (const LlmAttnRows *v, size_t p0, size_t count, size_t offset,
+    const float *probs, size_t n, float *out, float *tmp)
+{
+  for (size_t i = 0; i < count; i++) {
+    const void *row = llm_attn_row (v, p0 + i);
+    switch (v->type) {
+      case LLM_ATTN_F32: {
+        const float *x = (const float *) row + offset;
+        const float p = probs[i];
+        for (size_t j = 0; j < n; j++)
+          out[j] += p * x[j];
+        break;
+      }
+      case LLM_ATTN_F16: {
+        const uint16_t *h = (const uint16_t *) row + offset;
+        const float p = llm_fp16_to_f32 (llm_fp16_from_f32 (probs[i]));
+        for (size_t j = 0; j < n; j++)
+          out[j] += p * llm_fp16_to_f32 (h[j]);
+        break;
+      }
+      default: {
+        const float p = probs[i];
+        llm_attn_row_load (v->type, row, offset, n, tmp);
+        for (size_t j = 0; j < n; j++)
+          out[j] += p * tmp[j];
+        break;
+      }
+    }
+  }
+}
+
+size_t
+llm_attention_scratch_floats (size_t n_kv, size_t head_dim)
+{
+  /* scores, the prepared query, one expanded row */
+  return n_kv + 2 * head_dim;
+}
+
+void
+llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
+    float *scratch)
+{
+  float *scores = scratch;
+  float *qp = scratch + n_kv;
+  float *tmp = qp + head_dim;
+
+  memset (out, 0, head_dim * sizeof (float));
+  if (n_kv == 0)
+    return;
+
+  llm_attn_prepare_query (k->type, q, qp, head_dim);
+  llm_attn_scores (k, 0, n_kv, offset, qp, head_dim, scale, scores, tmp);
+  llm_attn_softmax (scores, n_kv);
+  llm_attn_accumulate (v, 0, n_kv, offset, scores, head_dim, out, tmp);
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Scaled dot-product attention of one query head over cached key and value
+ * rows stored in F32, F16, Q8_0 or Q4_0, scalar reference versions. Rows are
+ * reached through a block table (paged), so the cache never has to be
+ * contiguous. Pure C, no GLib. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  LLM_ATTN_F32,
+  LLM_ATTN_F16,
+  LLM_ATTN_Q8_0,  /* ggml blocks of 32 values along the row */
+  LLM_ATTN_Q4_0,
+} LlmAttnType;
+
+/* Bytes of one row of @n values; 0 when @n is not a whole number of blocks. */
+size_t llm_attn_row_bytes (LlmAttnType type, size_t n);
+
+/* Stores @n floats as a row of @type at @dst (llm_attn_row_bytes (type, n)
+ * bytes); for the block types @n is a multiple of 32. */
+void llm_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n);
+
+/* Reads values [@offset, @offset + @n) of a row of @type as floats. For the
+ * block types the range need not be block-aligned. */
+void llm_attn_row_load (LlmAttnType type, const void *row, size_t offset, size_t n,
+    float *dst);
+
+/* Rows of a paged cache: row p starts at
+ * blocks[p / block_rows] + (p % block_rows) * row_bytes. */
+typedef struct {
+  const void *const *blocks;
+  size_t block_rows;
+  size_t row_bytes;
+  LlmAttnType type;
+} LlmAttnRows;
+
+static inline const void *
+llm_attn_row (const LlmAttnRows *rows, size_t p)
+{
+  return (const uint8_t *) rows->blocks[p / rows->block_rows]
+      + (p % rows->block_rows) * rows->row_bytes;
+}
+
+/* The query as the dot product with keys of @type sees it: for F16 keys it is
+ * rounded to half precision, as ggml converts the F32 operand of an F16 x F32
+ * matrix product; for the other types a copy. @qp has @n floats. */
+void llm_attn_prepare_query (LlmAttnType type, const float *q, float *qp, size_t n);
+
+/* scores[i] = scale * dot(qp, K_p[offset, offset + n)) for p in [p0, p0 + count),
+ * with @qp from llm_attn_prepare_query; products accumulate in float.
+ * @tmp holds @n floats (used by the block types). */
+void llm_attn_scores (const LlmAttnRows *k, size_t p0, size_t count, size_t offset,
+    const float *qp, size_t n, float scale, float *scores, float *tmp);
+
+/* In place: x = exp(x - max) / sum, exponentials in float, their sum in
+ * double as ggml's soft_max does. */
+void llm_attn_softmax (float *x, size_t n);
+
+/* out = sum over p in [p0, p0 + count) of probs[i] * V_p[offset, offset + n),
+ * accumulated in float onto what @out holds. For F16 values each probability
+ * is rounded to half precision first (ggml converts the F32 operand of the
+ * F16 x F32 product). @tmp holds @n floats. */
+void llm_attn_accumulate (const LlmAttnRows *v, size_t p0, size_t count, size_t offset,
+    const float *probs, size_t n, float *out, float *tmp);
+
+/* Floats of scratch llm_attention_head needs. */
+size_t llm_attention_scratch_floats (size_t n_kv, size_t head_dim);
+
+/* Attention of one head: out[head_dim] = softmax(scale * q.K) V over cache
+ * positions [0, n_kv), each row's head values starting at @offset. @scratch
+ * holds llm_attention_scratch_floats (n_kv, head_dim) floats; nothing is
+ * allocated. n_kv == 0 gives zeros. */
+void llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
+    float *scratch);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Matmul dispatch and the scalar reference dot products.
+ *
+ * The reference kernels follow ggml's generic C kernels operation for
+ * operation: F32/F16/BF16 products are summed in double (ggml_float);
+ * Q8_0/Q4_0 form an exact integer sum per 32-block and scale it in float
+ * with each kernel's own association; K-quants are in kquants.c. The AVX2
+ * kernels (matmul-avx2.c) keep every integer sum exact and differ only in
+ * the order of float additions. */
+#include "matmul.h"
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "ggml-type.h"
+#include "fp16.h"
+#include "kquants.h"
+#include "matmul-avx2.h"
+#include "quantize.h"
+
+#ifdef LLM_HAVE_AVX2
+#include <cpuid.h>
+#endif
+
+/* --- scalar reference dot products --- */
+
+static float
+dot_f32 (size_t n, const void *vw, const void *vx)
+{
+  const float *w = vw, *x = vx;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += (double) (w[i] * x[i]);
+  return (float) sum;
+}
+
+static float
+dot_f16 (size_t n, const void *vw, const void *vx)
+{
+  const uint16_t *w = vw, *x = vx;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += (double) (llm_fp16_to_f32 (w[i]) * llm_fp16_to_f32 (x[i]));
+  return (float) sum;
+}
+
+static float
+dot_bf16 (size_t n, const void *vw, const void *vx)
+{
+  const uint16_t *w = vw, *x = vx;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += (double) (llm_bf16_to_f32 (w[i]) * llm_bf16_to_f32 (x[i]));
+  return (float) sum;
+}
+
+static float
+dot_q8_0 (size_t n, const void *vw, const void *vx)
+{
+  const LlmBlockQ8_0 *w = vw, *x = vx;
+  float sum = 0.0f;
+  for (size_t b = 0; b < n / LLM_QK8_0; b++) {
+    int sumi = 0;
+    for (int j = 0; j < LLM_QK8_0; j++)
+      sumi += w[b].qs[j] * x[b].qs[j];
+    sum += (float) sumi * (llm_fp16_to_f32 (w[b].d) * llm_fp16_to_f32 (x[b].d));
+  }
+  return sum;
+}
+
+static float
+dot_q4_0 (size_t n, const void *vw, const void *vx)
+{
+  const LlmBlockQ4_0 *w = vw;
+  const LlmBlockQ8_0 *x = vx;
+  float sum = 0.0f;
+  for (size_t b = 0; b < n / LLM_QK4_0; b++) {
+    int sumi = 0;
+    for (int j = 0; j < LLM_QK4_0 / 2; j++) {
+      sumi += ((w[b].qs[j] & 0x0f) - 8) * x[b].qs[j];
+      sumi += ((w[b].qs[j] >> 4) - 8) * x[b].qs[j + LLM_QK4_0 / 2];
+    }
+    /* ggml associates this one left to right: (sumi * d_w) * d_x. */
+    sum += (float) sumi * llm_fp16_to_f32 (w[b].d) * llm_fp16_to_f32 (x[b].d);
+  }
+  return sum;
+}
+
+static float
+dot_q4_K (size_t n, const void *w, const void *x)
+{
+  return llm_vec_dot_q4_K_q8_K (n, w, x);
+}
+
+static float
+dot_q5_K (size_t n, const void *w, const void *x)
+{
+  return llm_vec_dot_q5_K_q8_K (n, w, x);
+}
+
+static float
+dot_q6_K (size_t n, const void *w, const void *x)
+{
+  return llm_vec_dot_q6_K_q8_K (n, w, x);
+}
+
+/* --- activation conversion and row expansion --- */
+
+static void
+convert_f32 (const float *x, size_t n, void *out)
+{
+  memcpy (out, x, n * sizeof (float));
+}
+
+static void
+convert_f16 (const float *x, size_t n, void *out)
+{
+  llm_fp16_from_f32_row (x, out, n);
+}
+
+static void
+convert_bf16 (const float *x, size_t n, void *out)
+{
+  llm_bf16_from_f32_row (x, out, n);
+}
+
+static void
+convert_q8_0 (const float *x, size_t n, void *out)
+{
+  llm_quantize_row_q8_0_act (x, out, n);
+}
+
+static void
+convert_q8_K (const float *x, size_t n, void *out)
+{
+  llm_quantize_row_q8_K (x, out, n);
+}
+
+static void
+expand_f32 (const void *row, float *out, size_t n)
+{
+  memcpy (out, row, n * sizeof (float));
+}
+
+static void
+expand_f16 (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_f16 (row, out, n);
+}
+
+static void
+expand_bf16 (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_bf16 (row, out, n);
+}
+
+static void
+expand_q8_0 (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q8_0 (row, out, n);
+}
+
+static void
+expand_q4_0 (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q4_0 (row, out, n);
+}
+
+static void
+expand_q4_K (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q4_K (row, out, n);
+}
+
+static void
+expand_q5_K (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q5_K (row, out, n);
+}
+
+static void
+expand_q6_K (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q6_K (row, out, n);
+}
+
+/* --- per weight type --- */
+
+typedef struct {
+  uint32_t wtype;
+  uint32_t dot_type;
+  /* Geometry of the converted activations. */
+  uint32_t act_block_elems;
+  uint32_t act_block_bytes;
+  void (*convert) (const float *x, size_t n, void *out);
+  LlmDotFn dot;
+  void (*expand) (const void *row, float *out, size_t n);
+} WeightKind;
+
+static const WeightKind kinds[] = {
+  { LLM_TYPE_F32, LLM_TYPE_F32, 1, 4, convert_f32, dot_f32, expand_f32 },
+  { LLM_TYPE_F16, LLM_TYPE_F16, 1, 2, convert_f16, dot_f16, expand_f16 },
+  { LLM_TYPE_BF16, LLM_TYPE_BF16, 1, 2, convert_bf16, dot_bf16, expand_bf16 },
+  { LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, LLM_QK8_0, sizeof (LlmBlockQ8_0), convert_q8_0, dot_q8_0,
+    expand_q8_0 },
+  { LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, LLM_QK8_0, sizeof (LlmBlockQ8_0), convert_q8_0, dot_q4_0,
+    expand_q4_0 },
+  { LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, LLM_QK_K, sizeof (LlmBlockQ8_K), convert_q8_K, dot_q4_K,
+    expand_q4_K },
+  { LLM_TYPE_Q5_K, LLM_TYPE_Q8_K, LLM_QK_K, sizeof (LlmBlockQ8_K), convert_q8_K, dot_q5_K,
+    expand_q5_K },
+  { LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, LLM_QK_K, sizeof (LlmBlockQ8_K), convert_q8_K, dot_q6_K,
+    expand_q6_K },
+};
+
+static const WeightKind *
+kind_of (uint32_t wtype)
+{
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (kinds[i].wtype == wtype)
+      return &kinds[i];
+  return NULL;
+}
+
+/* --- run-time choice of kernels --- */
+
+static atomic_bool force_reference;
+
+#ifdef LLM_HAVE_AVX2
+/* cpuid, not __builtin_cpu_supports: clang does not know "f16c" there.
+ * AVX needs the OS to save YMM state too (XCR0 bits 1 and 2). */
+static bool
+detect_avx2_fma_f16c (void)
+{
+  unsigned a, b, c, d;
+  if (!__get_cpuid (1, &a, &b, &c, &d))
+    return false;
+  const unsigned need1 = bit_FMA | bit_OSXSAVE | bit_AVX | bit_F16C;
+  if ((c & need1) != need1)
+    return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ ("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
+  if ((xcr0_lo & 6) != 6)
+    return false;
+  if (__get_cpuid_max (0, NULL) < 7)
+    return false;
+  __cpuid_count (7, 0, a, b, c, d);
+  return (b & bit_AVX2) != 0;
+}
+#endif
+
+static bool
+cpu_has_avx2 (void)
+{
+#ifdef LLM_HAVE_AVX2
+  /* -1 unknown, else 0/1; racing first calls compute the same answer. */
+  static atomic_int cached = -1;
+  int have = atomic_load_explicit (&cached, memory_order_relaxed);
+  if (have < 0) {
+    have = detect_avx2_fma_f16c () ? 1 : 0;
+    atomic_store_explicit (&cached, have, memory_order_relaxed);
+  }
+  return have == 1;
+#else
+  return false;
+#endif
+}
+
+static bool
+use_avx2 (void)
+{
+  return !atomic_load_explicit (&force_reference, memory_order_relaxed) && cpu_has_avx2 ();
+}
+
+static LlmDotFn
+dot_fn (const WeightKind *k)
+{
+#ifdef LLM_HAVE_AVX2
+  if (use_avx2 ()) {
+    LlmDotFn fast = llm_avx2_dot_fn (k->wtype);
+    if (fast != NULL)
+      return fast;
+  }
+#endif
+  return k->dot;
+}
+
+/* The four-token kernel matching dot_fn (k), or NULL. */
+static LlmDot4Fn
+dot4_fn (const WeightKind *k)
+{
+#ifdef LLM_HAVE_AVX2
+  if (use_avx2 () && llm_avx2_dot_fn (k->wtype) != NULL)
+    return llm_avx2_dot4_fn (k->wtype);
+#endif
+  (void) k;
+  return NULL;
+}
+
+void
+llm_kernels_force_reference (bool on)
+{
+  atomic_store (&force_reference, on);
+}
+
+const char *
+llm_kernels_active (void)
+{
+  return use_avx2 () ? "avx2" : "scalar";
+}
+
+/* --- public entry points --- */
+
+bool
+llm_matmul_supports (uint32_t wtype)
+{
+  return kind_of (wtype) != NULL;
+}
+
+uint32_t
+llm_matmul_dot_type (uint32_t wtype)
+{
+  const WeightKind *k = kind_of (wtype);
+  assert (k != NULL);
+  return k != NULL ? k->dot_type : wtype;
+}
+
+size_t
+llm_matmul_act_bytes (uint32_t wtype, size_t n)
+{
+  const WeightKind *k = kind_of (wtype);
+  assert (k != NULL && n % k->act_block_elems == 0);
+  return k != NULL ? n / k->act_block_elems * k->act_block_bytes : 0;
+}
+
+void
+llm_matmul_convert (uint32_t wtype, const float *x, size_t n, void *out)
+{
+  const WeightKind *k = kind_of (wtype);
+  assert (k != NULL && n % k->act_block_elems == 0);
+  if (k != NULL)
+    k->convert (x, n, out);
+}
+
+void
+llm_matvec (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
+    size_t r0, size_t r1, const void *xq, float *y)
+{
+  const WeightKind *k = kind_of (wtype);
+  assert (k != NULL);
+  if (k == NULL)
+    return;
+  const LlmDotFn dot = dot_fn (k);
+  const uint8_t *rows = w;
+  for (size_t r = r0; r < r1; r++)
+    y[r - r0] = dot (n, rows + r * row_bytes, xq);
+}
+
+/* Tokens per pass over the weight rows: enough converted activations to
+ * stay in L2 while each weight row, read once per pass, stays in L1. */
+#define MATMUL_ACT_BUDGET (256 * 1024)
+
+void
+llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
+    size_t r0, size_t r1, const void *xq, size_t xq_stride, size_t n_tok,
+    float *y, size_t ldy)
+{
+  const WeightKind *k = kind_of (wtype);
+  assert (k != NULL);
+  if (k == NULL)
+    return;
+  const LlmDotFn dot = dot_fn (k);
+  const LlmDot4Fn dot4 = dot4_fn (k);
+  const uint8_t *rows = w;
+  const uint8_t *acts = xq;
+
+  /* A multiple of 4 tokens, so the four-token kernel does all but the
+   * last few. */
+  size_t tok_block = xq_stride > 0 ? MATMUL_ACT_BUDGET / xq_stride / 4 * 4 : n_tok;
+  if (tok_block < 4)
+    tok_block = 4;
+
+  for (size_t t0 = 0; t0 < n_tok; t0 += tok_block) {
+    const size_t t1 = t0 + tok_block < n_tok ? t0 + tok_block : n_tok;
+    for (size_t r = r0; r < r1; r++) {
+      const uint8_t *row = rows + r * row_bytes;
+      size_t t = t0;
+      if (dot4 != NULL) {
+        for (; t + 4 <= t1; t += 4) {
+          float out[4];
+          dot4 (n, row, acts + t * xq_stride, xq_stride, out);
+          for (int i = 0; i < 4; i++)
+            y[(t + i) * ldy + r] = out[i];
+        }
+      }
+      for (; t < t1; t++)
+        y[t * ldy + r] = dot (n, row, acts + t * xq_stride);
+    }
+  }
+}
+
+void
+llm_dequantize_row (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
+    size_t r, float *out)
+{
+  const WeightKind *k = kind_of (wtype);
+  assert (k != NULL);
+  if (k != NULL)
+    k->expand ((const uint8_t *) w + r * row_bytes, out, n);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Weight-matrix times activations for every weight type the engine runs.
+ *
+ * As in ggml, activations are first converted to the weight type's "dot
+ * type" (F32 -> F32, F16 -> F16, BF16 -> BF16, Q8_0/Q4_0 -> Q8_0 blocks,
+ * K-quants -> Q8_K blocks), then each output is one dot product of a weight
+ * row with the converted activations. Doing the same conversion as
+ * llama.cpp is what makes logits agree with it closely.
+ *
+ * Weights are rows of @n elements, @row_bytes apart (from the GGUF mapping,
+ * used in place). A scalar reference and AVX2/FMA/F16C versions exist; the
+ * fastest the CPU supports is chosen at run time unless
+ * llm_kernels_force_reference() was called. Pure C, no GLib. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* true if matmuls with weights of @wtype are implemented. */
+bool llm_matmul_supports (uint32_t wtype);
+
+/* Dot type of @wtype (an LlmType id). */
+uint32_t llm_matmul_dot_type (uint32_t wtype);
+
+/* Bytes needed to hold @n activations converted for @wtype. @n must be a
+ * multiple of the dot type's block size. */
+size_t llm_matmul_act_bytes (uint32_t wtype, size_t n);
+
+/* Converts @n floats for multiplication with @wtype weights. */
+void llm_matmul_convert (uint32_t wtype, const float *x, size_t n, void *out);
+
+/* y[r - r0] = dot(weight row r, xq) for r in [r0, r1). */
+void llm_matvec (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
+    size_t r0, size_t r1, const void *xq, float *y);
+
+/* For n_tok activation rows (converted, @xq_stride bytes apart):
+ * y[t * ldy + r] = dot(weight row r, xq_t) for r in [r0, r1). Loops so a
+ * weight row is reused from cache across tokens. */
+void llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
+    size_t r0, size_t r1, const void *xq, size_t xq_stride, size_t n_tok,
+    float *y, size_t ldy);
+
+/* Dequantizes weight row @r into @out (n floats): embedding lookups. */
+void llm_dequantize_row (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
+    size_t r, float *out);
+
+/* Use the scalar reference kernels from now on (tests compare both). */
+void llm_kernels_force_reference (bool on);
+/* "avx2", "scalar": what llm_matvec/llm_matmul use now. */
+const char *llm_kernels_active (void);
+
+#ifdef __cplusplus
+}
+#endif

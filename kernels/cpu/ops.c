@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Element-wise operations, written to round like ggml's CPU ops: where
+ * ggml keeps an intermediate in float (the rmsnorm scale, the softmax
+ * normaliser, the rope angle) we do too, so results agree bit for bit
+ * wherever the compiler does not fuse multiply-adds. */
+#include "ops.h"
+
+#include <math.h>
+
+void
+llm_rmsnorm (float *out, const float *x, const float *w, size_t n, float eps)
+{
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += (double) (x[i] * x[i]);
+  const float mean = (float) (sum / (double) n);
+  const float scale = 1.0f / sqrtf (mean + eps);
+  /* x * scale is rounded before the weight multiplies it, as in ggml
+   * where the weight is a separate ggml_mul. */
+  if (w != NULL) {
+    for (size_t i = 0; i < n; i++) {
+      const float v = x[i] * scale;
+      out[i] = v * w[i];
+    }
+  } else {
+    for (size_t i = 0; i < n; i++)
+      out[i] = x[i] * scale;
+  }
+}
+
+void
+llm_softmax (float *x, size_t n)
+{
+  if (n == 0)
+    return;
+  float max = x[0];
+  for (size_t i = 1; i < n; i++)
+    max = x[i] > max ? x[i] : max;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    x[i] = expf (x[i] - max);
+    sum += (double) x[i];
+  }
+  /* One float reciprocal, then a multiply per value, like ggml. */
+  const float inv = (float) (1.0 / sum);
+  for (size_t i = 0; i < n; i++)
+    x[i] *= inv;
+}
+
+void
+llm_swiglu (float *out, const float *gate, const float *up, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    const float g = gate[i];
+    const float silu = g / (1.0f + expf (-g));
+    out[i] = silu * up[i];
+  }
+}
+
+void
+llm_add (float *out, const float *a, const float *b, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    out[i] = a[i] + b[i];
+}
+
+void
+llm_rope (float *x, size_t n_heads, size_t head_dim, size_t n_rot, int64_t pos,
+    float freq_base, float freq_scale, int neox)
+{
+  if (n_rot > head_dim)
+    n_rot = head_dim;
+  n_rot &= ~(size_t) 1;
+  if (n_rot == 0)
+    return;
+
+  /* ggml's angle is a running float product: theta_0 = pos,
+   * theta_{i+1} = theta_i * s with s = base^(-2/n_rot), and pair i turns by
+   * freq_scale * theta_i. Pairs outside, heads inside: one cos/sin each. */
+  const size_t half = n_rot / 2;
+  const float theta_scale = powf (freq_base, -2.0f / (float) n_rot);
+  float theta = (float) pos;
+  for (size_t i = 0; i < half; i++) {
+    const float t = freq_scale * theta;
+    const float c = cosf (t), s = sinf (t);
+    theta *= theta_scale;
+    /* Normal: pair (2i, 2i+1). NeoX: pair (i, i + n_rot/2). */
+    const size_t a = neox ? i : 2 * i;
+    const size_t b = neox ? i + half : 2 * i + 1;
+    for (size_t h = 0; h < n_heads; h++) {
+      float *v = x + h * head_dim;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Element-wise and normalisation operations of the transformer forward pass,
+ * scalar reference versions. Pure C, no GLib. @out may equal an input. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out = x / sqrt(mean(x^2) + eps) * w   (w NULL: no scale). The mean is
+ * accumulated in double, as ggml does. */
+void llm_rmsnorm (float *out, const float *x, const float *w, size_t n, float eps);
+
+/* In place: x = exp(x - max) / sum. */
+void llm_softmax (float *x, size_t n);
+
+/* out = silu(gate) * up, silu(g) = g / (1 + exp(-g)). */
+void llm_swiglu (float *out, const float *gate, const float *up, size_t n);
+
+/* out = a + b */
+void llm_add (float *out, const float *a, const float *b, size_t n);
+
+/* Rotary position embedding of @n_heads heads of @head_dim values at
+ * position @pos, rotating the first @n_rot dimensions of each head.
+ * Normal (llama) layout rotates pairs (2i, 2i+1); NeoX layout (qwen2, qwen3)
+ * rotates pairs (i, i + n_rot/2). Angles follow ggml: theta starts at
+ * pos and is multiplied by freq_base^(-2/n_rot) per pair, in float, and
+ * pair i turns by freq_scale * theta_i, so results agree with llama.cpp to
+ * the last bits. */
+void llm_rope (float *x, size_t n_heads, size_t head_dim, size_t n_rot, int64_t pos,
+    float freq_base, float freq_scale, int neox);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A fixed pool of worker threads that run one function on every thread at
+ * once (fork-join), cheaply enough for the many small steps of a decode
+ * pass. Pure C (pthreads), no GLib. */
+#pragma once
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct LlmThreadPool LlmThreadPool;
+
+/* @ith in [0, nth); the calling thread runs ith 0. */
+typedef void (*LlmTaskFn) (void *ctx, int ith, int nth);
+
+/* @n_threads <= 0 means one per online CPU. NULL if threads cannot start. */
+LlmThreadPool *llm_threadpool_new (int n_threads);
+void llm_threadpool_free (LlmThreadPool *pool);
+int llm_threadpool_n_threads (const LlmThreadPool *pool);
+
+/* Runs @fn on all threads and returns when every one has finished. Not
+ * reentrant: one run at a time per pool. */
+void llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx);
+
+/* Splits [0, n) into nth near-equal ranges; range of thread @ith. */
+void llm_split_range (size_t n, int ith, int nth, size_t *begin, size_t *end);
+
+#ifdef __cplusplus
+}
+#endif

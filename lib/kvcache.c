@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Storage and eviction policy of the session KV cache; the arithmetic of
+ * attention lives in kernels/cpu/attention.c so other backends can mirror
+ * it.
+ *
+ * Blocks: every layer's keys and values are blocks of KV_BLOCK_POSITIONS
+ * rows, allocated by reserve() as the cache grows (writes never allocate,
+ * so threads can write at once without locks). 64 positions keep the
+ * memory granularity small (a 7B model's f16 block is 512 KiB per layer and
+ * tensor) while a 32768-position context still needs only 512 blocks. The
+ * last block is cut to the capacity, so allocated bytes never exceed
+ * capacity * row size.
+ *
+ * Eviction: when a window policy needs room it drops a chunk of the oldest
+ * non-sink positions at once, a quarter of the window (or more if the
+ * reservation needs more), moves the survivors down and re-rotates their
+ * keys by -chunk. Shifting moves up to 3/4 of the window, so per generated
+ * token that is about 3 rows per layer instead of a whole window; the price
+ * is that right after an eviction the model sees 3/4 of the window rather
+ * than all of it (llama.cpp's context shift discards half).
+ *
+ * Reservations: reserve() covers positions [n, n + n_new) and replaces any
+ * reservation not yet committed, so a failed step never leaks positions. */
+#include "kvcache.h"
+
+#include <string.h>
+
+#include "cpu/attention.h"
+#include "cpu/ops.h"
+
+#define KV_BLOCK_POSITIONS 64u
+
+G_DEFINE_QUARK (llm-kv-error-quark, llm_kv_error)
+
+typedef struct {
+  guint8 **k;  /* n_blocks_max pointers; NULL until allocated */
+  guint8 **v;
+} KvLayer;
+
+struct _LlmKvCache {
+  guint n_layers;
+  guint n_head_kv;
+  guint head_dim;
+  gsize row_n;       /* values per row: n_head_kv * head_dim */
+  gsize row_bytes;
+  LlmAttnType attn_type;
+
+  LlmKvConfig config;
+  LlmKvRope rope;
+  gboolean rotated;  /* keys carry RoPE, so a shift must re-rotate them */
+  guint32 capacity;
+  guint32 sink;      /* positions a window policy never evicts */
+
+  guint32 n;         /* committed positions */
+  guint32 n_reserved;  /* reserved after n, not yet committed */
+  guint64 n_evicted;
+
+  guint32 n_blocks_max;
+  guint32 n_blocks;  /* blocks [0, n_blocks) exist in every layer */
+  gsize bytes;
+  KvLayer *layers;
+
+  float *shift_row;  /* one row in f32, for re-rotating a key */
+};
+
+static const char *const type_names[] = {
+  [LLM_KV_F16] = "f16",
+  [LLM_KV_F32] = "f32",
+  [LLM_KV_Q8_0] = "q8_0",
+  [LLM_KV_Q4_0] = "q4_0",
+};
+
+const char *
+llm_kv_type_name (LlmKvType type)
+{
+  if ((guint) type >= G_N_ELEMENTS (type_names))
+    return "unknown";
+  return type_names[type];
+}
+
+gboolean
+llm_kv_type_from_name (const char *name, LlmKvType *type)
+{
+  g_return_val_if_fail (name != NULL, FALSE);
+  for (guint i = 0; i < G_N_ELEMENTS (type_names); i++) {
+    if (g_ascii_strcasecmp (name, type_names[i]) == 0) {
+      if (type)
+        *type = (LlmKvType) i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+static LlmAttnType
+attn_type (LlmKvType type)
+{
+  switch (type) {
+    case LLM_KV_F32:
+      return LLM_ATTN_F32;
+    case LLM_KV_Q8_0:
+      return LLM_ATTN_Q8_0;
+    case LLM_KV_Q4_0:
+      return LLM_ATTN_Q4_0;
+    case LLM_KV_F16:
+    default:
+      return LLM_ATTN_F16;
+  }
+}
+
+static gboolean
+check_config (guint n_layers, guint n_head_kv, guint head_dim, const LlmKvConfig *config,
+    const LlmKvRope *rope, GError **error)
+{
+  if (n_layers == 0 || n_head_kv == 0 || head_dim == 0) {
+    g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+        "KV cache needs at least one layer, KV head and head dimension "
+        "(got %u layers, %u KV heads, head dimension %u)", n_layers, n_head_kv, head_dim);
+    return FALSE;
+  }
+  if ((guint) config->type >= G_N_ELEMENTS (type_names)) {
+    g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+        "unknown KV cache type %d", (int) config->type);
+    return FALSE;
+  }
+
+  const guint64 row_n = (guint64) n_head_kv * head_dim;
+  if ((config->type == LLM_KV_Q8_0 || config->type == LLM_KV_Q4_0) && row_n % 32 != 0) {
+    g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+        "KV cache type %s quantizes rows in blocks of 32 values, but a row of "
+        "all KV heads here has %" G_GUINT64_FORMAT " (%u heads x %u); use f16 or f32",
+        llm_kv_type_name (config->type), row_n, n_head_kv, head_dim);
+    return FALSE;
+  }
+
+  switch (config->policy) {
+    case LLM_KV_POLICY_FULL:
+      if (config->context_length == 0) {
+        g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+            "KV cache policy full needs a context length above 0");
+        return FALSE;
+      }
+      break;
+    case LLM_KV_POLICY_WINDOW:
+    case LLM_KV_POLICY_SINK_WINDOW:
+      if (config->window == 0) {
+        g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+            "KV cache window policies need a window above 0");
+        return FALSE;
+      }
+      if (config->policy == LLM_KV_POLICY_SINK_WINDOW
+          && (guint64) config->sink + config->window > G_MAXUINT32) {
+        g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+            "KV cache sink (%u) plus window (%u) exceeds %u positions",
+            config->sink, config->window, G_MAXUINT32);
+        return FALSE;
+      }
+      break;
+    default:
+      g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+          "unknown KV cache policy %d", (int) config->policy);
+      return FALSE;
+  }
+
+  if (rope && rope->n_rot > 0 && (rope->n_rot > head_dim || rope->n_rot % 2 != 0)) {
+    g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+        "RoPE dimensions (%u) must be even and at most the head dimension (%u)",
+        rope->n_rot, head_dim);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* @rope NULL or n_rot 0: keys carry no position rotation (a model without
+ * RoPE), so shifting only moves them. */
+LlmKvCache *
+llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
+    const LlmKvConfig *config, const LlmKvRope *rope, GError **error)
+{
+  g_return_val_if_fail (config != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!check_config (n_layers, n_head_kv, head_dim, config, rope, error))
+    return NULL;
+
+  LlmKvCache *kv = g_new0 (LlmKvCache, 1);
+  kv->n_layers = n_layers;
+  kv->n_head_kv = n_head_kv;
+  kv->head_dim = head_dim;
+  kv->row_n = (gsize) n_head_kv * head_dim;
+  kv->attn_type = attn_type (config->type);
+  kv->row_bytes = llm_attn_row_bytes (kv->attn_type, kv->row_n);
+  kv->config = *config;
+  if (rope)
+    kv->rope = *rope;
+  kv->rotated = rope != NULL && rope->n_rot > 0;
+
+  switch (config->policy) {
+    case LLM_KV_POLICY_FULL:
+      kv->capacity = config->context_length;
+      break;
+    case LLM_KV_POLICY_WINDOW:
+      kv->capacity = config->window;
+      break;
+    case LLM_KV_POLICY_SINK_WINDOW:
+      kv->sink = config->sink;
+      kv->capacity = config->sink + config->window;
+      break;
+  }
+
+  gsize block_bytes;
+  if (!g_size_checked_mul (&block_bytes, kv->row_bytes, KV_BLOCK_POSITIONS)) {
+    g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+        "KV cache row of %" G_GSIZE_FORMAT " values is too large", kv->row_n);
+    g_free (kv);
+    return NULL;
+  }
+
+  kv->n_blocks_max = (guint32) (((guint64) kv->capacity + KV_BLOCK_POSITIONS - 1)
+      / KV_BLOCK_POSITIONS);
+  kv->layers = g_try_new0 (KvLayer, n_layers);
+  if (kv->layers == NULL)
+    goto no_memory;
+  for (guint l = 0; l < n_layers; l++) {
+    kv->layers[l].k = g_try_new0 (guint8 *, kv->n_blocks_max);
+    kv->layers[l].v = g_try_new0 (guint8 *, kv->n_blocks_max);
+    if (kv->layers[l].k == NULL || kv->layers[l].v == NULL)
+      goto no_memory;
+  }
+  if (config->policy != LLM_KV_POLICY_FULL) {
+    kv->shift_row = g_try_new (float, kv->row_n);
+    if (kv->shift_row == NULL)
+      goto no_memory;
+  }
+  return kv;
+
+no_memory:
+  g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_NO_MEMORY,
+      "out of memory creating a KV cache of %u layers and %u positions",
+      n_layers, kv->capacity);
+  llm_kv_cache_free (kv);
+  return NULL;
+}
+
+void
+llm_kv_cache_free (LlmKvCache *kv)
+{
+  if (kv == NULL)
+    return;
+  if (kv->layers) {
+    for (guint l = 0; l < kv->n_layers; l++) {
+      for (guint32 b = 0; b < kv->n_blocks_max; b++) {
+        if (kv->layers[l].k)
+          g_free (kv->layers[l].k[b]);
+        if (kv->layers[l].v)
+          g_free (kv->layers[l].v[b]);
+      }
+      g_free (kv->layers[l].k);
+      g_free (kv->layers[l].v);
+    }
+    g_free (kv->layers);
+  }
+  g_free (kv->shift_row);
+  g_free (kv);
+}
+
+guint32
+llm_kv_cache_n (const LlmKvCache *kv)
+{
+  g_return_val_if_fail (kv != NULL, 0);
+  return kv->n;
+}
+
+guint32
+llm_kv_cache_capacity (const LlmKvCache *kv)
+{
+  g_return_val_if_fail (kv != NULL, 0);
+  return kv->capacity;
+}
+
+gsize
+llm_kv_cache_bytes (const LlmKvCache *kv)
+{
+  g_return_val_if_fail (kv != NULL, 0);
+  return kv->bytes;
+}
+
+guint64
+llm_kv_cache_n_evicted (const LlmKvCache *kv)
+{
+  g_return_val_if_fail (kv != NULL, 0);
+  return kv->n_evicted;
+}
+
+static inline guint8 *
+row_ptr (guint8 *const *blocks, gsize row_bytes, guint32 pos)
+{
+  return blocks[pos / KV_BLOCK_POSITIONS] + (gsize) (pos % KV_BLOCK_POSITIONS) * row_bytes;
+}
+
+/* Allocates blocks until positions [0, @end) exist in every layer. A
+ * failure leaves the blocks made so far in place (counted, reused by the
+ * next attempt). */
+static gboolean
+ensure_blocks (LlmKvCache *kv, guint32 end, GError **error)
+{
+  const guint32 need = (guint32) (((guint64) end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS);
+
+  for (; kv->n_blocks < need; kv->n_blocks++) {
+    const guint32 b = kv->n_blocks;
+    const guint32 first = b * KV_BLOCK_POSITIONS;
+    const guint32 rows = MIN (KV_BLOCK_POSITIONS, kv->capacity - first);
+    const gsize size = rows * kv->row_bytes;
+
+    for (guint l = 0; l < kv->n_layers; l++) {
+      guint8 **slots[2] = { &kv->layers[l].k[b], &kv->layers[l].v[b] };
+      for (int t = 0; t < 2; t++) {
+        if (*slots[t] != NULL)
+          continue;
+        *slots[t] = g_try_malloc (size);
+        if (*slots[t] == NULL) {
+          g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_NO_MEMORY,
+              "out of memory growing the KV cache to %u positions "
+              "(a block of %" G_GSIZE_FORMAT " bytes; %" G_GSIZE_FORMAT " bytes held)",
+              end, size, kv->bytes);
+          return FALSE;
+        }
+        kv->bytes += size;
+      }
+    }
+  }
+  return TRUE;
+}
+
+/* Drops positions [sink, sink + @count) and moves the rest down by @count;
+ * keys were rotated for their old positions, so rotating them by -@count
+ * makes them what a fresh rotation at the new position would give. */
+static void
+evict (LlmKvCache *kv, guint32 count)
+{
+  const guint32 keep = MIN (kv->sink, kv->n);
+
+  for (guint l = 0; l < kv->n_layers; l++) {
+    KvLayer *layer = &kv->layers[l];
+    for (guint32 src = keep + count; src < kv->n; src++) {
+      const guint32 dst = src - count;
+      guint8 *k_dst = row_ptr (layer->k, kv->row_bytes, dst);
+      const guint8 *k_src = row_ptr (layer->k, kv->row_bytes, src);
+      if (kv->rotated) {
+        llm_attn_row_load (kv->attn_type, k_src, 0, kv->row_n, kv->shift_row);
+        llm_rope (kv->shift_row, kv->n_head_kv, kv->head_dim, kv->rope.n_rot,
+            -(int64_t) count, kv->rope.freq_base, kv->rope.freq_scale, kv->rope.neox);
+        llm_attn_row_store (kv->attn_type, kv->shift_row, k_dst, kv->row_n);
+      } else {
+        memcpy (k_dst, k_src, kv->row_bytes);
+      }
+      memcpy (row_ptr (layer->v, kv->row_bytes, dst),
+          row_ptr (layer->v, kv->row_bytes, src), kv->row_bytes);
+    }
+  }
+  kv->n -= count;
+  kv->n_evicted += count;
+}
+
+gboolean
+llm_kv_cache_reserve (LlmKvCache *kv, guint32 n_new, GError **error)
+{
+  g_return_val_if_fail (kv != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  kv->n_reserved = 0;
+  if (n_new == 0)
+    return TRUE;
+
+  guint32 n_evict = 0;
+  if ((guint64) kv->n + n_new > kv->capacity) {
+    if (kv->config.policy == LLM_KV_POLICY_FULL) {
+      g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL,
+          "KV cache full: %u positions used, %u more requested, limit %u "
+          "(context length)", kv->n, n_new, kv->capacity);
+      return FALSE;
+    }
+
+    const guint32 kept = MIN (kv->sink, kv->n);
+    if ((guint64) kept + n_new > kv->capacity) {
+      g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL,
+          "KV cache window cannot take %u positions at once: it holds %u "
+          "(%u sink + %u window)", n_new, kv->capacity, kv->sink, kv->capacity - kv->sink);
+      return FALSE;
+    }
+
+    const guint32 needed = (guint32) ((guint64) kv->n + n_new - kv->capacity);
+    const guint32 chunk = MAX (1u, (kv->capacity - kv->sink) / 4);
+    n_evict = MIN (MAX (needed, chunk), kv->n - kept);
+  }
+
+  /* Allocate before evicting, so running out of memory loses nothing. */
+  if (!ensure_blocks (kv, kv->n - n_evict + n_new, error))
+    return FALSE;
+  if (n_evict > 0)
+    evict (kv, n_evict);
+
+  kv->n_reserved = n_new;
+  return TRUE;
+}
+
+void
+llm_kv_cache_write (LlmKvCache *kv, guint layer, guint32 pos, const float *k, const float *v)
+{
+  g_return_if_fail (kv != NULL && k != NULL && v != NULL);
+  g_return_if_fail (layer < kv->n_layers);
+  g_return_if_fail (pos >= kv->n && pos - kv->n < kv->n_reserved);
+
+  KvLayer *l = &kv->layers[layer];
+  llm_attn_row_store (kv->attn_type, k, row_ptr (l->k, kv->row_bytes, pos), kv->row_n);
+  llm_attn_row_store (kv->attn_type, v, row_ptr (l->v, kv->row_bytes, pos), kv->row_n);
+}
+
+void
+llm_kv_cache_read (const LlmKvCache *kv, guint layer, guint32 pos, float *k, float *v)
+{
+  g_return_if_fail (kv != NULL);
+  g_return_if_fail (layer < kv->n_layers);
+  g_return_if_fail ((guint64) pos < (guint64) kv->n + kv->n_reserved);
+
+  const KvLayer *l = &kv->layers[layer];
+  if (k)
+    llm_attn_row_load (kv->attn_type, row_ptr (l->k, kv->row_bytes, pos), 0, kv->row_n, k);
+  if (v)
+    llm_attn_row_load (kv->attn_type, row_ptr (l->v, kv->row_bytes, pos), 0, kv->row_n, v);
+}
+
+void
+llm_kv_cache_commit (LlmKvCache *kv, guint32 n)
+{
+  g_return_if_fail (kv != NULL);
+  g_return_if_fail (n <= kv->n_reserved);
+  kv->n += n;
+  kv->n_reserved -= n;
+}
+
+gsize
+llm_kv_cache_scratch_floats (const LlmKvCache *kv, guint32 n_kv)
+{
+  g_return_val_if_fail (kv != NULL, 0);
+  return llm_attention_scratch_floats (n_kv, kv->head_dim);
+}
+
+void
+llm_kv_cache_attend (const LlmKvCache *kv, guint layer, guint head, guint n_head,
+    const float *q, guint32 n_kv, float scale, float *out, float *scratch)
+{
+  g_return_if_fail (kv != NULL && q != NULL && out != NULL && scratch != NULL);
+  g_return_if_fail (layer < kv->n_layers);
+  g_return_if_fail (n_head >= kv->n_head_kv && n_head % kv->n_head_kv == 0);
+  g_return_if_fail (head < n_head);
+  g_return_if_fail ((guint64) n_kv <= (guint64) kv->n + kv->n_reserved);
+
+  const guint kv_head = head / (n_head / kv->n_head_kv);
+  const KvLayer *l = &kv->layers[layer];
+  const LlmAttnRows k = {
+    .blocks = (const void *const *) l->k,
+    .block_rows = KV_BLOCK_POSITIONS,
+    .row_bytes = kv->row_bytes,
+    .type = kv->attn_type,
+  };
+  LlmAttnRows v = k;
+  v.blocks = (const void *const *) l->v;
+
+  llm_attention_head (&k, &v, (gsize) kv_head * kv->head_dim, kv->head_dim, q, n_kv,
+      scale, out, scratch);
+}
+
+void
+llm_kv_cache_truncate (LlmKvCache *kv, guint32 n)
+{
+  g_return_if_fail (kv != NULL);
+  if (n < kv->n) {
+    kv->n = n;
+    kv->n_reserved = 0;
+  } else {
+    kv->n_reserved = MIN (kv->n_reserved, n - kv->n);
+  }
+}
+
+/* The eviction count is a lifetime statistic of the session, so it
+ * survives clearing. */
+void
+llm_kv_cache_clear (LlmKvCache *kv)
+{
+  g_return_if_fail (kv != NULL);
+  kv->n = 0;
+  kv->n_reserved = 0;
+}

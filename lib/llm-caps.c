@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "llm-caps.h"
+
+#include <string.h>
+
+gboolean
+gst_llm_vocab_hash_is_valid (const char *hash)
+{
+  if (hash == NULL)
+    return FALSE;
+  for (int i = 0; i < GST_LLM_VOCAB_HASH_LEN; i++) {
+    char c = hash[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return FALSE;
+  }
+  return hash[GST_LLM_VOCAB_HASH_LEN] == '\0';
+}
+
+GstCaps *
+gst_llm_caps_new_tokens (const char *vocab_hash)
+{
+  if (vocab_hash == NULL)
+    return gst_caps_new_empty_simple (GST_LLM_TOKENS_MEDIA_TYPE);
+  return gst_caps_new_simple (GST_LLM_TOKENS_MEDIA_TYPE,
+      GST_LLM_CAPS_FIELD_VOCAB, G_TYPE_STRING, vocab_hash, NULL);
+}
+
+const char *
+gst_llm_caps_get_vocab (const GstCaps *caps)
+{
+  if (caps == NULL || gst_caps_is_any (caps) || gst_caps_get_size (caps) == 0)
+    return NULL;
+  const GstStructure *s = gst_caps_get_structure (caps, 0);
+  if (!gst_structure_has_name (s, GST_LLM_TOKENS_MEDIA_TYPE))
+    return NULL;
+  return gst_structure_get_string (s, GST_LLM_CAPS_FIELD_VOCAB);
+}
+
+GstCaps *
+gst_llm_caps_new_text (void)
+{
+  return gst_caps_new_simple (GST_LLM_TEXT_MEDIA_TYPE,
+      "format", G_TYPE_STRING, "utf8", NULL);
+}
+
+GstBuffer *
+gst_llm_tokens_buffer_new (const gint32 *ids, gsize n)
+{
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, n * GST_LLM_TOKEN_SIZE, NULL);
+  GstMapInfo map;
+
+  if (n == 0)
+    return buf;
+  gst_buffer_map (buf, &map, GST_MAP_WRITE);
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN
+  memcpy (map.data, ids, n * GST_LLM_TOKEN_SIZE);
+#else
+  for (gsize i = 0; i < n; i++)
+    GST_WRITE_UINT32_LE (map.data + i * GST_LLM_TOKEN_SIZE, (guint32) ids[i]);
+#endif
+  gst_buffer_unmap (buf, &map);
+  return buf;
+}
+
+gboolean
+gst_llm_tokens_buffer_read (GstBuffer *buffer, GArray *ids)
+{
+  GstMapInfo map;
+
+  if (!gst_buffer_map (buffer, &map, GST_MAP_READ))
+    return FALSE;
+  if (map.size % GST_LLM_TOKEN_SIZE != 0) {
+    gst_buffer_unmap (buffer, &map);
+    return FALSE;
+  }
+  gsize n = map.size / GST_LLM_TOKEN_SIZE;
+  guint old_len = ids->len;
+  g_array_set_size (ids, old_len + n);
+  gint32 *out = &g_array_index (ids, gint32, old_len);
+  /* The payload need not be aligned: read byte-wise. */
+  for (gsize i = 0; i < n; i++)
+    out[i] = (gint32) GST_READ_UINT32_LE (map.data + i * GST_LLM_TOKEN_SIZE);
+  gst_buffer_unmap (buffer, &map);
+  return TRUE;
+}
+
+GstEvent *
+gst_llm_event_new_end_of_prompt (void)
+{
+  return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM,
+      gst_structure_new_empty (GST_LLM_EVENT_END_OF_PROMPT));
+}
+
+GstEvent *
+gst_llm_event_new_end_of_response (const char *reason)
+{
+  g_return_val_if_fail (reason != NULL, NULL);
+  return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM,
+      gst_structure_new (GST_LLM_EVENT_END_OF_RESPONSE,
+          "reason", G_TYPE_STRING, reason, NULL));
+}
+
+static gboolean
+event_has_name (GstEvent *event, const char *name)
+{
+  if (event == NULL || GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_DOWNSTREAM)
+    return FALSE;
+  return gst_event_has_name (event, name);
+}
+
+gboolean
+gst_llm_event_is_end_of_prompt (GstEvent *event)
+{
+  return event_has_name (event, GST_LLM_EVENT_END_OF_PROMPT);
+}
+
+gboolean
+gst_llm_event_is_end_of_response (GstEvent *event)
+{
+  return event_has_name (event, GST_LLM_EVENT_END_OF_RESPONSE);
+}
+
+gboolean
+gst_llm_event_parse_end_of_response (GstEvent *event, const char **reason)
+{
+  if (!gst_llm_event_is_end_of_response (event))
+    return FALSE;
+  if (reason)
+    *reason = gst_structure_get_string (gst_event_get_structure (event), "reason");
+  return TRUE;
+}

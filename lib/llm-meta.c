@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "llm-meta.h"
+
+GType
+gst_llm_session_meta_api_get_type (void)
+{
+  static GType type = 0;
+  static const gchar *tags[] = { NULL };
+  if (g_once_init_enter (&type)) {
+    GType t = gst_meta_api_type_register ("GstLlmSessionMetaAPI", tags);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static gboolean
+meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
+{
+  GstLlmSessionMeta *m = (GstLlmSessionMeta *) meta;
+  m->session = NULL;
+  m->prompt_pts = GST_CLOCK_TIME_NONE;
+  m->prompt_time_us = 0;
+  m->first_token_time_us = 0;
+  m->prompt_tokens = 0;
+  return TRUE;
+}
+
+static void
+meta_free (GstMeta *meta, GstBuffer *buffer)
+{
+  GstLlmSessionMeta *m = (GstLlmSessionMeta *) meta;
+  llm_session_unref (m->session);
+  m->session = NULL;
+}
+
+static gboolean
+meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type, gpointer data)
+{
+  const GstLlmSessionMeta *m = (const GstLlmSessionMeta *) meta;
+  GstLlmSessionMeta *d = gst_buffer_add_llm_session_meta (dest, m->session);
+  d->prompt_pts = m->prompt_pts;
+  d->prompt_time_us = m->prompt_time_us;
+  d->first_token_time_us = m->first_token_time_us;
+  d->prompt_tokens = m->prompt_tokens;
+  return TRUE;
+}
+
+const GstMetaInfo *
+gst_llm_session_meta_get_info (void)
+{
+  static const GstMetaInfo *info = NULL;
+  if (g_once_init_enter ((GstMetaInfo **) &info)) {
+    const GstMetaInfo *i = gst_meta_register (GST_LLM_SESSION_META_API_TYPE,
+        "GstLlmSessionMeta", sizeof (GstLlmSessionMeta), meta_init, meta_free,
+        meta_transform);
+    g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
+  }
+  return info;
+}
+
+GstLlmSessionMeta *
+gst_buffer_add_llm_session_meta (GstBuffer *buffer, LlmSession *session)
+{
+  GstLlmSessionMeta *m = (GstLlmSessionMeta *) gst_buffer_add_meta (buffer,
+      gst_llm_session_meta_get_info (), NULL);
+  m->session = llm_session_ref (session);
+  return m;
+}

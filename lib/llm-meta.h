@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* GstLlmSessionMeta: the refcounted LlmSession riding on an
+ * application/x-llm-state buffer from llmprefill to llmdecode. Copying the
+ * buffer's metadata takes another reference; nothing is copied. */
+#pragma once
+
+#include <gst/gst.h>
+#include "session.h"
+
+G_BEGIN_DECLS
+
+#define GST_LLM_STATE_MEDIA_TYPE "application/x-llm-state"
+
+typedef struct {
+  GstMeta meta;
+  LlmSession *session;
+  /* The prompt buffer's timing, for the tokens generated from it. */
+  GstClockTime prompt_pts;
+  /* Time the prompt became complete and when its first token was sampled
+   * (monotonic µs), for TTFT. */
+  gint64 prompt_time_us;
+  gint64 first_token_time_us;
+  guint prompt_tokens;
+} GstLlmSessionMeta;
+
+GType gst_llm_session_meta_api_get_type (void);
+#define GST_LLM_SESSION_META_API_TYPE (gst_llm_session_meta_api_get_type ())
+const GstMetaInfo *gst_llm_session_meta_get_info (void);
+
+/* Attaches @session (a new reference) to @buffer. */
+GstLlmSessionMeta *gst_buffer_add_llm_session_meta (GstBuffer *buffer, LlmSession *session);
+#define gst_buffer_get_llm_session_meta(b) \
+  ((GstLlmSessionMeta *) gst_buffer_get_meta ((b), GST_LLM_SESSION_META_API_TYPE))
+
+G_END_DECLS

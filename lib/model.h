@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A transformer language model read from a GGUF file: hyper-parameters and
+ * weight tensors, used in place from the mapping. Loaded once per (file,
+ * device) in a process and shared by reference. */
+#pragma once
+
+#include <glib.h>
+#include "gguf.h"
+#include "tokenizer.h"
+
+G_BEGIN_DECLS
+
+#define LLM_MODEL_ERROR (llm_model_error_quark ())
+GQuark llm_model_error_quark (void);
+
+typedef enum {
+  LLM_MODEL_ERROR_ARCH,       /* unknown general.architecture */
+  LLM_MODEL_ERROR_KEY,        /* missing or invalid hyper-parameter */
+  LLM_MODEL_ERROR_TENSOR,     /* missing tensor or wrong shape */
+  LLM_MODEL_ERROR_TYPE,       /* weight type the engine cannot compute */
+  LLM_MODEL_ERROR_DEVICE,     /* device not available */
+} LlmModelError;
+
+typedef enum {
+  LLM_ARCH_LLAMA,
+  LLM_ARCH_QWEN2,   /* biases on Q, K, V */
+  LLM_ARCH_QWEN3,   /* RMSNorm on each head of Q and K */
+} LlmArch;
+
+typedef struct {
+  const LlmGgufTensor *attn_norm;
+  const LlmGgufTensor *wq, *wk, *wv, *wo;
+  const LlmGgufTensor *bq, *bk, *bv;         /* qwen2, else NULL */
+  const LlmGgufTensor *q_norm, *k_norm;      /* qwen3, else NULL */
+  const LlmGgufTensor *ffn_norm;
+  const LlmGgufTensor *w_gate, *w_up, *w_down;
+} LlmLayer;
+
+typedef struct {
+  LlmArch arch;
+  guint32 n_embd;
+  guint32 n_layer;
+  guint32 n_head;
+  guint32 n_head_kv;
+  guint32 head_dim;
+  guint32 n_ff;
+  guint32 n_vocab;
+  guint32 n_ctx_train;
+  guint32 n_rot;
+  float rope_freq_base;
+  float rope_freq_scale;
+  gboolean rope_neox;         /* NeoX pairing (qwen2, qwen3) vs normal (llama) */
+  float rms_eps;
+} LlmHParams;
+
+typedef struct {
+  gint ref_count;             /* private */
+  char *path;
+  char *key;                  /* private: sharing key */
+  char *device;
+  LlmGguf *gguf;
+  LlmTokenizer *tokenizer;
+  LlmHParams hp;
+  const LlmGgufTensor *tok_embd, *output_norm, *output;  /* output = tok_embd when tied */
+  LlmLayer *layers;           /* [hp.n_layer] */
+  gsize weight_bytes;         /* bytes read per token by a decode step */
+} LlmModel;
+
+/* Returns the model for (@path, @device), loading it on first use; every
+ * caller gets a reference. @device is "cpu" (others: LLM_MODEL_ERROR_DEVICE
+ * naming what is available). Errors name the key, tensor or type. */
+LlmModel *llm_model_get (const char *path, const char *device, GError **error);
+/* Loads without sharing (tests). */
+LlmModel *llm_model_load (const char *path, GError **error);
+LlmModel *llm_model_ref (LlmModel *model);
+void llm_model_unref (LlmModel *model);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmModel, llm_model_unref)
+
+const char *llm_arch_name (LlmArch arch);
+
+/* Devices this build can run on, NULL-terminated; owned by the library. */
+const char *const *llm_devices_available (void);
+
+G_END_DECLS

@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The sampler chain of llama.cpp's defaults (penalties, top-k, top-p, min-p,
+ * temperature, dist), rebuilt for one caller that owns its logits:
+ *
+ * - Per call it costs a few passes over the vocabulary and nothing like a
+ *   sort of it: top-k is a bounded heap, top-p without top-k first tries the
+ *   256 best and otherwise finds its cut by quickselect. Nothing allocates
+ *   once the scratch has grown to the vocabulary.
+ * - Candidates are ordered by (logit descending, id ascending), a total
+ *   order, so which tokens survive a tie never depends on the sort.
+ * - The random stream is our own xoshiro256** so that a seed gives the same
+ *   tokens on every platform and libc (std::mt19937 plus
+ *   uniform_real_distribution does not promise that).
+ */
+#include "sampler.h"
+#include "sampler-private.h"
+
+#include <float.h>
+#include <math.h>
+
+/* top-p first tries to reach p within this many best candidates: a model's
+ * distribution is usually peaked, and selecting 256 of 150k costs about one
+ * comparison per candidate. */
+#define TOP_P_FIRST_TRY 256u
+
+struct _LlmSampler {
+  LlmSamplerParams params;
+  gboolean greedy;
+  gboolean penalise;
+
+  guint64 rng[4];
+
+  /* The penalty's window: filled in order until it holds hist_limit ids,
+   * then a ring whose oldest entry is at hist_next. Grown on demand, so a
+   * huge repeat_last_n costs only what was accepted. */
+  gint32 *hist;
+  guint hist_len;
+  guint hist_alloc;
+  guint hist_limit;
+  guint hist_next;
+
+  /* One entry per vocabulary id; kept between calls so sampling allocates
+   * only when the vocabulary grows. */
+  LlmSamplerCandidate *cand;
+  guint32 cand_alloc;
+};
+
+void
+llm_sampler_params_init (LlmSamplerParams *params)
+{
+  g_return_if_fail (params != NULL);
+
+  params->temperature = 0.8f;
+  params->top_k = 40;
+  params->top_p = 0.95f;
+  params->min_p = 0.05f;
+  params->repeat_penalty = 1.0f;
+  params->repeat_last_n = 64;
+  params->seed = 0;
+}
+
+/* --- random numbers --- */
+
+static guint64
+splitmix64 (guint64 *state)
+{
+  guint64 z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static inline guint64
+rotl64 (guint64 x, int k)
+{
+  return (x << k) | (x >> (64 - k));
+}
+
+guint64
+llm_sampler_rng_next (guint64 s[4])
+{
+  const guint64 result = rotl64 (s[1] * 5, 7) * 9;
+  const guint64 t = s[1] << 17;
+
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl64 (s[3], 45);
+  return result;
+}
+
+/* Uniform in [0, 1): the top 53 bits, exactly representable in a double. */
+static double
+uniform01 (LlmSampler *s)
+{
+  return (double) (llm_sampler_rng_next (s->rng) >> 11) * 0x1.0p-53;
+}
+
+void
+llm_sampler_rng_seed (guint64 state[4], guint64 seed)
+{
+  /* splitmix64 spreads any seed, 0 included, over the whole state; an
+   * all-zero xoshiro state would be stuck at zero. */
+  guint64 sm = seed;
+  for (int i = 0; i < 4; i++)
+    state[i] = splitmix64 (&sm);
+}
+
+static void
+seed_rng (LlmSampler *s)
+{
+  llm_sampler_rng_seed (s->rng, s->params.seed);
+}
+
+/* --- life cycle --- */
+
+LlmSampler *
+llm_sampler_new (const LlmSamplerParams *params)
+{
+  g_return_val_if_fail (params != NULL, NULL);
+
+  LlmSampler *s = g_new0 (LlmSampler, 1);
+  s->params = *params;
+
+  /* Written as negations so that NaN lands on the harmless side: greedy,
+   * filter off, penalty off. */
+  s->greedy = !(params->temperature > 0.0f);
+  if (isinf (params->temperature))
+    s->params.temperature = FLT_MAX;  /* (-inf) / inf would be NaN */
+  if (!(params->top_p < 1.0f))
+    s->params.top_p = 1.0f;
+  if (!(params->min_p > 0.0f))
+    s->params.min_p = 0.0f;
+
+  /* A penalty <= 0 would flip or zero logits rather than penalise them; it
+   * has no meaning in llama.cpp's rule either, so it turns the stage off. */
+  s->penalise = params->repeat_last_n != 0 && isfinite (params->repeat_penalty)
+      && params->repeat_penalty > 0.0f && params->repeat_penalty != 1.0f;
+  s->hist_limit = params->repeat_last_n < 0 ? G_MAXUINT : (guint) params->repeat_last_n;
+
+  seed_rng (s);
+  return s;
+}
+
+void
+llm_sampler_free (LlmSampler *s)
+{
+  if (s == NULL)
+    return;
+  g_free (s->hist);
+  g_free (s->cand);
+  g_free (s);
+}
+
+void
+llm_sampler_reset (LlmSampler *s)
+{
+  g_return_if_fail (s != NULL);
+
+  s->hist_len = 0;
+  s->hist_next = 0;
+  seed_rng (s);
+}
+
+void
+llm_sampler_accept (LlmSampler *s, gint32 id)
+{
+  g_return_if_fail (s != NULL);
+
+  if (!s->penalise)
+    return;
+
+  if (s->hist_len < s->hist_limit) {
+    if (s->hist_len == s->hist_alloc) {
+      guint grow = s->hist_alloc < 32 ? 64 : s->hist_alloc;
+      s->hist_alloc += MIN (grow, s->hist_limit - s->hist_alloc);
+      s->hist = g_renew (gint32, s->hist, s->hist_alloc);
+    }
+    s->hist[s->hist_len++] = id;
+  } else {
+    s->hist[s->hist_next] = id;
+    s->hist_next = (s->hist_next + 1) % s->hist_len;
+  }
+}
+
+/* --- candidate ordering --- */
+
+/* The total order every stage sorts and selects by. */
+static inline gboolean
+better (const LlmSamplerCandidate *a, const LlmSamplerCandidate *b)
+{
+  return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static inline void
+swap (LlmSamplerCandidate *a, LlmSamplerCandidate *b)
+{
+  LlmSamplerCandidate t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* Heap of @n with the worst candidate at the root. */
+static void
+sift_down (LlmSamplerCandidate *h, guint32 n, guint32 i)
+{
+  for (;;) {
+    guint32 worst = i;
+    guint32 l = 2 * i + 1;
+    guint32 r = l + 1;
+    if (l < n && better (&h[worst], &h[l]))
+      worst = l;
+    if (r < n && better (&h[worst], &h[r]))
+      worst = r;
+    if (worst == i)
+      return;
+    swap (&h[i], &h[worst]);
+    i = worst;
+  }
+}
+
+/* Moves the @m best of @c[0..@n) to the front, best first; the rest stay
+ * behind them in some order (swapped, not overwritten, so a later call may
+ * select again over all @n). A bounded heap rather than quickselect: no
+ * pivot luck, and most candidates cost one comparison with the root.
+ * O(n log m) at worst; with m = n it is a heapsort. */
+static void
+select_top (LlmSamplerCandidate *c, guint32 n, guint32 m)
+{
+  g_assert (m >= 1 && m <= n);
+
+  for (guint32 i = m / 2; i-- > 0;)
+    sift_down (c, m, i);
+  for (guint32 j = m; j < n; j++) {
+    if (better (&c[j], &c[0])) {
+      swap (&c[0], &c[j]);
+      sift_down (c, m, 0);
+    }
+  }
+  for (guint32 end = m - 1; end > 0; end--) {
+    swap (&c[0], &c[end]);
+    sift_down (c, end, 0);
+  }
+}
+
+/* --- stages --- */
+
+/* Fills the scratch with one candidate per id (NaN read as -inf) and applies
+ * the repetition penalty. */
+static void
+load (LlmSampler *s, const float *logits, guint32 n_vocab)
+{
+  if (n_vocab > s->cand_alloc) {
+    g_free (s->cand);
+    s->cand = g_new (LlmSamplerCandidate, n_vocab);
+    s->cand_alloc = n_vocab;
+  }
+
+  LlmSamplerCandidate *c = s->cand;
+  for (guint32 i = 0; i < n_vocab; i++) {
+    float l = logits[i];
+    c[i].id = (gint32) i;
+    c[i].logit = isnan (l) ? -INFINITY : l;
+    c[i].p = 0.0f;
+  }
+
+  if (!s->penalise)
+    return;
+
+  /* llama.cpp penalises each distinct id once, however often it repeats;
+   * p (unused until a softmax stage) marks the ids already done, which
+   * saves a per-call set. */
+  const float penalty = s->params.repeat_penalty;
+  for (guint i = 0; i < s->hist_len; i++) {
+    gint32 id = s->hist[i];
+    if (id < 0 || (guint32) id >= n_vocab || c[id].p != 0.0f)
+      continue;
+    c[id].p = 1.0f;
+    if (c[id].logit <= 0.0f)
+      c[id].logit *= penalty;
+    else
+      c[id].logit /= penalty;
+  }
+}
+
+/* Lowest id among the largest logits; id 0 when all are -inf. */
+static gint32
+argmax (const LlmSamplerCandidate *c, guint32 n)
+{
+  /* The best logit kept in a local, not reread through c[best]: that
+   * reload made every step wait on the previous one. */
+  guint32 best = 0;
+  float best_logit = c[0].logit;
+  for (guint32 i = 1; i < n; i++) {
+    if (c[i].logit > best_logit) {
+      best = i;
+      best_logit = c[i].logit;
+    }
+  }
+  return c[best].id;
+}
+
+/* Drops the -inf candidates: probability zero in any later stage, and
+ * without them no softmax subtracts -inf from -inf. If some logit is +inf,
+ * only those remain, as equals, rather than making every probability NaN. */
+static guint32
+drop_impossible (LlmSamplerCandidate *c, guint32 n_vocab)
+{
+  guint32 n = 0;
+  guint32 n_posinf = 0;
+  for (guint32 i = 0; i < n_vocab; i++) {
+    if (c[i].logit == -INFINITY)
+      continue;
+    if (c[i].logit == INFINITY)
+      n_posinf++;
+    c[n++] = c[i];
+  }
+  if (n_posinf == 0)
+    return n;
+
+  guint32 m = 0;
+  for (guint32 i = 0; i < n; i++) {
+    if (c[i].logit == INFINITY) {
+      c[m] = c[i];
+      c[m].logit = 0.0f;
+      m++;
+    }
+  }
+  return m;
+}
+
+static float
+max_logit (const LlmSamplerCandidate *c, guint32 n)
+{
+  float max = c[0].logit;
+  for (guint32 i = 1; i < n; i++)
+    max = MAX (max, c[i].logit);
+  return max;
+}
+
+/* Sets p to the softmax of the logits (all finite here). */
+static void
+softmax (LlmSamplerCandidate *c, guint32 n)
+{
+  const float max = max_logit (c, n);
+  double sum = 0.0;
+  for (guint32 i = 0; i < n; i++) {
+    c[i].p = expf (c[i].logit - max);
+    sum += c[i].p;
+  }
+  for (guint32 i = 0; i < n; i++)
+    c[i].p = (float) (c[i].p / sum);
+}
+
+/* Moves the median of c[lo], c[mid], c[hi - 1] to c[hi - 1]. */
+static void
+median_of_three_to_end (LlmSamplerCandidate *c, guint32 lo, guint32 hi)
+{
+  guint32 a = lo, b = lo + (hi - lo) / 2, z = hi - 1;
+  if (better (&c[b], &c[a]))
+    swap (&c[a], &c[b]);
+  if (better (&c[z], &c[b]))
+    swap (&c[b], &c[z]);
+  if (better (&c[b], &c[a]))
+    swap (&c[a], &c[b]);
+  swap (&c[b], &c[z]);
+}
+
+/* Given c[0..lo) holding the best @lo candidates with mass @mass_lo < @p,
+ * returns k such that c[0..k) is the shortest best-first prefix reaching
+ * @p, moved to the front. It needs the cut, not the order: a quickselect
+ * that recurses into the side holding the cut, O(n) expected, where a sort
+ * of a flat 150k-token distribution took milliseconds. After
+ * SELECT_ROUNDS bad pivots it sorts what is left, so O(n log n) at worst. */
+#define SELECT_ROUNDS 64
+#define SELECT_SMALL 32u
+
+static guint32
+select_mass (LlmSamplerCandidate *c, guint32 lo, guint32 n, double mass_lo, double p)
+{
+  /* The cut k lies in (lo, hi]. */
+  guint32 hi = n;
+  for (int round = 0; hi - lo > SELECT_SMALL && round < SELECT_ROUNDS; round++) {
+    median_of_three_to_end (c, lo, hi);
+    const LlmSamplerCandidate pivot = c[hi - 1];
+    guint32 j = lo;
+    double mass = 0.0;
+    for (guint32 i = lo; i < hi - 1; i++) {
+      if (better (&c[i], &pivot)) {
+        mass += c[i].p;
+        swap (&c[i], &c[j++]);
+      }
+    }
+    swap (&c[j], &c[hi - 1]);
+    /* c[lo..j) beat the pivot, now at c[j]; c[j + 1..hi) lose to it. */
+    if (mass_lo + mass >= p) {
+      hi = j;
+    } else if (mass_lo + mass + pivot.p >= p) {
+      return j + 1;
+    } else {
+      mass_lo += mass + pivot.p;
+      lo = j + 1;
+    }
+  }
+
+  if (hi > lo)
+    select_top (c + lo, hi - lo, hi - lo);
+  double cum = mass_lo;
+  for (guint32 i = lo; i < hi; i++) {
+    cum += c[i].p;
+    if (cum >= p)
+      return i + 1;
+  }
+  /* Rounding kept the total just under p: everything stays. */
+  return hi;
+}
+
+/* Keeps the shortest best-first prefix whose probability, renormalised over
+ * the candidates still in, reaches @p; at least one. */
+static guint32
+keep_top_p (LlmSamplerCandidate *c, guint32 n, float p, gboolean sorted)
+{
+  if (n <= 1)
+    return n;
+
+  softmax (c, n);
+
+  guint32 m = sorted ? n : MIN (n, TOP_P_FIRST_TRY);
+  if (!sorted)
+    select_top (c, n, m);
+  double cum = 0.0;
+  for (guint32 i = 0; i < m; i++) {
+    cum += c[i].p;
+    if (cum >= p)
+      return i + 1;
+  }
+  if (m == n)
+    return n;
+  return select_mass (c, m, n, cum, p);
+}
+
+/* Keeps candidates with p >= @min_p * p_max, tested on logits as llama.cpp
+ * does (logit >= max + log min_p) so no softmax is needed. Keeps the order. */
+static guint32
+keep_min_p (LlmSamplerCandidate *c, guint32 n, float min_p)
+{
+  const float max = max_logit (c, n);
+  /* min_p > 1 would keep nothing; keep the maximum instead. */
+  const float threshold = MIN (max + logf (min_p), max);
+  guint32 kept = 0;
+  for (guint32 i = 0; i < n; i++)
+    if (c[i].logit >= threshold)
+      c[kept++] = c[i];
+  return kept;
+}
+
+/* Everything between the penalty and the temperature. Returns the count of
+ * survivors at the front of s->cand; 0 if every logit was -inf or NaN. */
+static guint32
+filter (LlmSampler *s, guint32 n_vocab)
+{
+  LlmSamplerCandidate *c = s->cand;
+  guint32 n = drop_impossible (c, n_vocab);
+  if (n == 0)
+    return 0;
+
+  gboolean sorted = FALSE;
+  if (s->params.top_k > 0 && (guint32) s->params.top_k < n) {
+    select_top (c, n, (guint32) s->params.top_k);
+    n = (guint32) s->params.top_k;
+    sorted = TRUE;
+  }
+  if (s->params.top_p < 1.0f)
+    n = keep_top_p (c, n, s->params.top_p, sorted);
+  if (s->params.min_p > 0.0f)
+    n = keep_min_p (c, n, s->params.min_p);
+  return n;
+}
+
+/* Divides by the temperature and draws from the softmax. Subtracting the
+ * maximum before dividing keeps a tiny temperature from overflowing to
+ * inf - inf; it is the same distribution. */
+static gint32
+draw (LlmSampler *s, LlmSamplerCandidate *c, guint32 n)
+{
+  if (n == 1)
+    return c[0].id;
+
+  const float max = max_logit (c, n);
+  const float temperature = s->params.temperature;
+  double sum = 0.0;
+  for (guint32 i = 0; i < n; i++) {
+    c[i].p = expf ((c[i].logit - max) / temperature);
+    sum += c[i].p;
+  }
+
+  /* The maximum contributes exp (0) = 1, so sum >= 1. Strictly greater
+   * than the target: a candidate whose probability rounded to zero is
+   * never picked, even when the draw is exactly 0. */
+  const double target = uniform01 (s) * sum;
+  double cum = 0.0;
+  guint32 last = 0;
+  for (guint32 i = 0; i < n; i++) {
+    if (c[i].p <= 0.0f)
+      continue;
+    cum += c[i].p;
+    last = i;
+    if (cum > target)
+      return c[i].id;
+  }
+  return c[last].id;
+}
+
+/* --- entry points --- */
+
+guint32
+llm_sampler_candidates (LlmSampler *s, const float *logits, guint32 n_vocab,
+    const LlmSamplerCandidate **out)
+{
+  g_return_val_if_fail (s != NULL, 0);
+  g_return_val_if_fail (logits != NULL, 0);
+  g_return_val_if_fail (n_vocab > 0 && n_vocab <= (guint32) G_MAXINT32, 0);
+  g_return_val_if_fail (out != NULL, 0);
+
+  load (s, logits, n_vocab);
+  *out = s->cand;
+  return filter (s, n_vocab);
+}
+
+gint32
+llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab)
+{
+  g_return_val_if_fail (s != NULL, -1);
+  g_return_val_if_fail (logits != NULL, -1);
+  g_return_val_if_fail (n_vocab > 0 && n_vocab <= (guint32) G_MAXINT32, -1);
+
+  load (s, logits, n_vocab);
+
+  /* Every filter keeps the argmax, so greedy needs none of them. */
+  if (s->greedy)
+    return argmax (s->cand, n_vocab);
+
+  guint32 n = filter (s, n_vocab);
+  if (n == 0)
+    return 0;
+  return draw (s, s->cand, n);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Picks the next token from logits: greedy, or repetition penalty -> top-k
+ * -> top-p -> min-p -> temperature -> a seeded random draw, the order
+ * llama.cpp's default sampler chain uses. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  float temperature;      /* <= 0: greedy (argmax, ties to the lowest id) */
+  gint top_k;             /* <= 0: off */
+  float top_p;            /* >= 1: off */
+  float min_p;            /* <= 0: off */
+  float repeat_penalty;   /* 1: off; llama.cpp's rule (divide positive logits, multiply negative) */
+  gint repeat_last_n;     /* how many recent tokens the penalty looks at; 0: off, -1: all */
+  guint64 seed;
+} LlmSamplerParams;
+
+/* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
+ * penalty 1.0 over the last 64 tokens, seed 0. */
+void llm_sampler_params_init (LlmSamplerParams *params);
+
+typedef struct _LlmSampler LlmSampler;
+
+LlmSampler *llm_sampler_new (const LlmSamplerParams *params);
+void llm_sampler_free (LlmSampler *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmSampler, llm_sampler_free)
+
+/* Forget the token history and restart the random sequence from the seed. */
+void llm_sampler_reset (LlmSampler *s);
+/* Add @id to the history the repetition penalty looks at (prompt tokens and
+ * generated ones). */
+void llm_sampler_accept (LlmSampler *s, gint32 id);
+/* The next token for @logits (@n_vocab values; not modified). */
+gint32 llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab);
+
+G_END_DECLS

@@ -1,0 +1,1176 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The CPU kernels: element-wise ops against hand-computed values, the
+ * quantizers' error bounds, K-quant block layouts built by hand, every
+ * AVX2 kernel against the scalar reference, matmul against matvec, and the
+ * thread pool. Random inputs come from a fixed seed. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "llm-check.h"
+#include "ggml-type.h"
+#include "cpu/fp16.h"
+#include "cpu/kquants.h"
+#include "cpu/matmul.h"
+#include "cpu/ops.h"
+#include "cpu/quantize.h"
+#include "cpu/threadpool.h"
+
+/* --- helpers --- */
+
+static guint64 rng_state;
+
+static void
+rng_seed (guint64 seed)
+{
+  rng_state = seed;
+}
+
+/* splitmix64 */
+static guint64
+rng_next (void)
+{
+  guint64 z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float
+rng_float (void)
+{
+  return (float) ((double) (rng_next () >> 11) / (double) (1ull << 53) * 2.0 - 1.0);
+}
+
+static int
+rng_int (int lo, int hi)
+{
+  return lo + (int) (rng_next () % (guint64) (hi - lo + 1));
+}
+
+static void
+fill_random (float *x, size_t n, float scale)
+{
+  for (size_t i = 0; i < n; i++)
+    x[i] = rng_float () * scale;
+}
+
+static double
+now_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+static bool
+have_avx2 (void)
+{
+  llm_kernels_force_reference (false);
+  return strcmp (llm_kernels_active (), "avx2") == 0;
+}
+
+#define assert_close(got, want, tol) \
+  ck_assert_msg (fabs ((double) (got) - (double) (want)) <= (tol), \
+      "%s = %.9g, want %.9g (tolerance %.3g)", #got, (double) (got), (double) (want), \
+      (double) (tol))
+
+static size_t
+row_bytes_of (uint32_t type, size_t n)
+{
+  uint64_t bytes = 0;
+  ck_assert (llm_type_row_bytes (type, n, &bytes));
+  return (size_t) bytes;
+}
+
+/* Random weight matrices of every supported type, built so that their
+ * values are in the ranges real files hold. */
+
+static uint16_t
+random_half (float lo, float hi)
+{
+  return llm_fp16_from_f32 (lo + (hi - lo) * (rng_float () * 0.5f + 0.5f));
+}
+
+static void
+random_k_block (uint32_t type, void *block)
+{
+  uint8_t *bytes = block;
+  uint32_t block_bytes = 0;
+  ck_assert (llm_type_info (type, NULL, &block_bytes));
+  for (uint32_t i = 0; i < block_bytes; i++)
+    bytes[i] = (uint8_t) rng_next ();
+  switch (type) {
+    case LLM_TYPE_Q4_K: {
+      LlmBlockQ4_K *b = block;
+      b->d = random_half (1e-3f, 1e-2f);
+      b->dmin = random_half (1e-3f, 1e-2f);
+      break;
+    }
+    case LLM_TYPE_Q5_K: {
+      LlmBlockQ5_K *b = block;
+      b->d = random_half (1e-3f, 1e-2f);
+      b->dmin = random_half (1e-3f, 1e-2f);
+      break;
+    }
+    case LLM_TYPE_Q6_K: {
+      LlmBlockQ6_K *b = block;
+      b->d = random_half (1e-3f, 1e-2f);
+      break;
+    }
+    default:
+      ck_abort_msg ("not a K-quant");
+  }
+}
+
+/* @rows x @n weights of @type, row_bytes apart (returned, g_free). */
+static uint8_t *
+random_weights (uint32_t type, size_t rows, size_t n, size_t *row_bytes)
+{
+  *row_bytes = row_bytes_of (type, n);
+  uint8_t *w = g_malloc0 (rows * *row_bytes);
+  float *f = g_new (float, n);
+  for (size_t r = 0; r < rows; r++) {
+    uint8_t *row = w + r * *row_bytes;
+    fill_random (f, n, 1.0f);
+    switch (type) {
+      case LLM_TYPE_F32:
+        memcpy (row, f, n * sizeof (float));
+        break;
+      case LLM_TYPE_F16:
+        llm_fp16_from_f32_row (f, (uint16_t *) row, n);
+        break;
+      case LLM_TYPE_BF16:
+        llm_bf16_from_f32_row (f, (uint16_t *) row, n);
+        break;
+      case LLM_TYPE_Q8_0:
+        llm_quantize_row_q8_0 (f, (LlmBlockQ8_0 *) row, n);
+        break;
+      case LLM_TYPE_Q4_0:
+        llm_quantize_row_q4_0 (f, (LlmBlockQ4_0 *) row, n);
+        break;
+      default: {
+        uint32_t block_bytes = 0;
+        ck_assert (llm_type_info (type, NULL, &block_bytes));
+        for (size_t b = 0; b < n / LLM_QK_K; b++)
+          random_k_block (type, row + b * block_bytes);
+      }
+    }
+  }
+  g_free (f);
+  return w;
+}
+
+/* Converted activations expanded back to floats: what the kernels really
+ * multiply the weights by. */
+static void
+expand_activations (uint32_t wtype, const void *xq, size_t n, float *out)
+{
+  switch (llm_matmul_dot_type (wtype)) {
+    case LLM_TYPE_F32:
+      memcpy (out, xq, n * sizeof (float));
+      break;
+    case LLM_TYPE_F16:
+      llm_fp16_to_f32_row (xq, out, n);
+      break;
+    case LLM_TYPE_BF16:
+      llm_bf16_to_f32_row (xq, out, n);
+      break;
+    case LLM_TYPE_Q8_0:
+      llm_dequantize_row_q8_0 (xq, out, n);
+      break;
+    case LLM_TYPE_Q8_K:
+      llm_dequantize_row_q8_K (xq, out, n);
+      break;
+    default:
+      ck_abort_msg ("unexpected dot type");
+  }
+}
+
+/* --- element-wise ops --- */
+
+START_TEST (test_rmsnorm_of_1_2_3_4_divides_by_root_mean_square)
+{
+  const float x[4] = { 1, 2, 3, 4 };
+  float y[4];
+  /* mean(x^2) = 30 / 4 = 7.5; 1 / sqrt(7.5) = 0.36514837167 */
+  llm_rmsnorm (y, x, NULL, 4, 0.0f);
+  assert_close (y[0], 0.3651483717, 1e-6);
+  assert_close (y[1], 0.7302967433, 1e-6);
+  assert_close (y[2], 1.0954451150, 1e-6);
+  assert_close (y[3], 1.4605934867, 1e-6);
+
+  const float w[4] = { 1.0f, 0.5f, -2.0f, 0.0f };
+  llm_rmsnorm (y, x, w, 4, 0.0f);
+  assert_close (y[0], 0.3651483717, 1e-6);
+  assert_close (y[1], 0.3651483717, 1e-6);
+  assert_close (y[2], -2.1908902300, 1e-6);
+  ck_assert (y[3] == 0.0f);
+
+  /* eps joins the mean before the root: 1 / sqrt(7.5 + 0.5) = 0.35355339 */
+  llm_rmsnorm (y, x, NULL, 4, 0.5f);
+  assert_close (y[0], 0.3535533906, 1e-6);
+}
+END_TEST
+
+START_TEST (test_rmsnorm_may_write_over_its_input)
+{
+  float x[4] = { 1, 2, 3, 4 };
+  llm_rmsnorm (x, x, NULL, 4, 0.0f);
+  assert_close (x[3], 1.4605934867, 1e-6);
+}
+END_TEST
+
+START_TEST (test_softmax_of_1_2_3_matches_hand_values)
+{
+  float x[3] = { 1, 2, 3 };
+  llm_softmax (x, 3);
+  assert_close (x[0], 0.0900305732, 1e-7);
+  assert_close (x[1], 0.2447284711, 1e-7);
+  assert_close (x[2], 0.6652409558, 1e-7);
+}
+END_TEST
+
+START_TEST (test_softmax_of_huge_logits_does_not_overflow)
+{
+  float x[4] = { 1000.0f, 1000.0f, -1000.0f, -INFINITY };
+  llm_softmax (x, 4);
+  ck_assert (x[0] == 0.5f && x[1] == 0.5f);
+  ck_assert (x[2] == 0.0f && x[3] == 0.0f);
+}
+END_TEST
+
+START_TEST (test_swiglu_is_silu_of_gate_times_up)
+{
+  const float gate[3] = { 0.0f, 1.0f, -3.0f };
+  const float up[3] = { 5.0f, 2.0f, 0.5f };
+  float y[3];
+  llm_swiglu (y, gate, up, 3);
+  ck_assert (y[0] == 0.0f);
+  assert_close (y[1], 1.4621171573, 1e-6); /* 2 / (1 + e^-1) */
+  assert_close (y[2], -0.0711388098, 1e-7); /* 0.5 * -3 / (1 + e^3) */
+}
+END_TEST
+
+START_TEST (test_add_adds_elementwise)
+{
+  const float a[3] = { 1.0f, -2.0f, 0.25f };
+  const float b[3] = { 0.5f, 2.0f, 0.25f };
+  float y[3];
+  llm_add (y, a, b, 3);
+  ck_assert (y[0] == 1.5f && y[1] == 0.0f && y[2] == 0.5f);
+}
+END_TEST
+
+/* head_dim 4, base 10000: pair 0 turns by pos * 1, pair 1 by pos * 0.01. */
+START_TEST (test_rope_at_pos_1_rotates_adjacent_pairs)
+{
+  float x[8] = { 1, 2, 3, 4, 1, 2, 3, 4 };
+  llm_rope (x, 2, 4, 4, 1, 10000.0f, 1.0f, 0);
+  /* (1, 2) by 1 rad and (3, 4) by 0.01 rad, in both heads. */
+  const double want[4] = { -1.1426396637, 1.9220755965, 2.9598506679, 4.0297995017 };
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < 4; i++)
+      assert_close (x[4 * h + i], want[i], 2e-6);
+}
+END_TEST
+
+START_TEST (test_rope_neox_rotates_halves)
+{
+  float x[4] = { 1, 2, 3, 4 };
+  llm_rope (x, 1, 4, 4, 1, 10000.0f, 1.0f, 1);
+  /* (1, 3) by 1 rad, (2, 4) by 0.01 rad. */
+  assert_close (x[0], -1.9841106486, 2e-6);
+  assert_close (x[1], 1.9599006675, 2e-6);
+  assert_close (x[2], 2.4623779024, 2e-6);
+  assert_close (x[3], 4.0197996683, 2e-6);
+}
+END_TEST
+
+START_TEST (test_rope_at_pos_0_is_identity_and_leaves_unrotated_dims)
+{
+  float x[6] = { 1, 2, 3, 4, 5, 6 };
+  llm_rope (x, 1, 6, 6, 0, 10000.0f, 1.0f, 0);
+  for (int i = 0; i < 6; i++)
+    ck_assert (x[i] == (float) (i + 1));
+
+  /* n_rot 2 of head_dim 6: only (x0, x1) turns, by pos * freq_scale. */
+  llm_rope (x, 1, 6, 2, 4, 10000.0f, 0.25f, 0);
+  assert_close (x[0], cos (1.0) - 2 * sin (1.0), 2e-6);
+  assert_close (x[1], sin (1.0) + 2 * cos (1.0), 2e-6);
+  for (int i = 2; i < 6; i++)
+    ck_assert (x[i] == (float) (i + 1));
+}
+END_TEST
+
+START_TEST (test_rope_angle_is_ggml_running_float_product)
+{
+  /* Pair i of head_dim 128 at position 1000 turns by the float product
+   * 1000 * s * s * ..., s = powf (base, -2/128), not by 1000 * base^(-2i/d)
+   * in double: the two differ in the last bits. */
+  float x[128];
+  for (int i = 0; i < 128; i++)
+    x[i] = (i % 2) ? 0.0f : 1.0f;
+  llm_rope (x, 1, 128, 128, 1000, 10000.0f, 1.0f, 0);
+  const float s = powf (10000.0f, -2.0f / 128.0f);
+  float theta = 1000.0f;
+  for (int i = 0; i < 64; i++) {
+    ck_assert_msg (x[2 * i] == cosf (theta) && x[2 * i + 1] == sinf (theta), "pair %d", i);
+    theta *= s;
+  }
+}
+END_TEST
+
+/* --- quantizers --- */
+
+START_TEST (test_q8_0_roundtrip_error_is_within_half_a_step)
+{
+  rng_seed (1);
+  float x[288], y[288];
+  LlmBlockQ8_0 q[288 / 32];
+  fill_random (x, 288, 3.0f);
+  llm_quantize_row_q8_0 (x, q, 288);
+  llm_dequantize_row_q8_0 (q, y, 288);
+  for (int b = 0; b < 288 / 32; b++) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+      amax = fmaxf (amax, fabsf (x[32 * b + j]));
+    const double d = amax / 127.0;
+    /* Half a step, plus d rounded to half precision (2^-11 relative) times
+     * at most 127 steps. */
+    for (int j = 0; j < 32; j++)
+      assert_close (y[32 * b + j], x[32 * b + j], 0.5 * d + 127 * d / 2048.0 + 1e-7);
+  }
+}
+END_TEST
+
+START_TEST (test_q4_0_roundtrip_error_is_within_one_step)
+{
+  rng_seed (2);
+  float x[288], y[288];
+  LlmBlockQ4_0 q[288 / 32];
+  fill_random (x, 288, 3.0f);
+  llm_quantize_row_q4_0 (x, q, 288);
+  llm_dequantize_row_q4_0 (q, y, 288);
+  for (int b = 0; b < 288 / 32; b++) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+      amax = fmaxf (amax, fabsf (x[32 * b + j]));
+    /* The step is amax / 8; only the clamped +8 end is a whole step off. */
+    const double d = amax / 8.0;
+    for (int j = 0; j < 32; j++)
+      assert_close (y[32 * b + j], x[32 * b + j], d * (1.0 + 8.0 / 2048.0) + 1e-7);
+  }
+}
+END_TEST
+
+START_TEST (test_q8_K_roundtrip_error_is_within_half_a_step_and_bsums_add_up)
+{
+  rng_seed (3);
+  float x[768], y[768];
+  LlmBlockQ8_K q[3];
+  fill_random (x, 768, 5.0f);
+  x[300] = 9.0f; /* the extreme of block 1 is positive... */
+  x[600] = -9.0f; /* ...and of block 2 negative */
+  llm_quantize_row_q8_K (x, q, 768);
+  llm_dequantize_row_q8_K (q, y, 768);
+  ck_assert_int_eq (q[1].qs[300 - 256], -127);
+  ck_assert_int_eq (q[2].qs[600 - 512], -127);
+  ck_assert (q[1].d < 0.0f && q[2].d > 0.0f);
+  for (int b = 0; b < 3; b++) {
+    for (int j = 0; j < 256; j++)
+      assert_close (y[256 * b + j], x[256 * b + j],
+          0.5 * fabs (q[b].d) + 2e-7 * fabs (x[256 * b + j]) + 1e-9);
+    for (int g = 0; g < 16; g++) {
+      int sum = 0;
+      for (int i = 0; i < 16; i++)
+        sum += q[b].qs[16 * g + i];
+      ck_assert_int_eq (q[b].bsums[g], sum);
+    }
+  }
+}
+END_TEST
+
+START_TEST (test_q8_K_of_zeros_is_all_zero)
+{
+  float x[256] = { 0 };
+  LlmBlockQ8_K q;
+  memset (&q, 0x55, sizeof q);
+  llm_quantize_row_q8_K (x, &q, 256);
+  ck_assert (q.d == 0.0f);
+  for (int i = 0; i < 256; i++)
+    ck_assert_int_eq (q.qs[i], 0);
+  for (int i = 0; i < 16; i++)
+    ck_assert_int_eq (q.bsums[i], 0);
+}
+END_TEST
+
+START_TEST (test_q8_K_rounds_ties_to_even)
+{
+  /* iscale = -127 / -127 = 1, so values land exactly on x. */
+  float x[256] = { 0 };
+  x[0] = -127.0f;
+  x[1] = 2.5f;
+  x[2] = 3.5f;
+  x[3] = -0.5f;
+  LlmBlockQ8_K q;
+  llm_quantize_row_q8_K (x, &q, 256);
+  ck_assert (q.d == 1.0f);
+  ck_assert_int_eq (q.qs[1], 2);
+  ck_assert_int_eq (q.qs[2], 4);
+  ck_assert_int_eq (q.qs[3], 0);
+}
+END_TEST
+
+/* --- K-quant layouts, built by hand --- */
+
+/* The inverse of llm_k4_scale_min: 6-bit scales and mins into 12 bytes. */
+static void
+pack_k4_scales (const uint8_t sc[8], const uint8_t m[8], uint8_t packed[12])
+{
+  memset (packed, 0, 12);
+  for (int j = 0; j < 8; j++) {
+    if (j < 4) {
+      packed[j] = sc[j];
+      packed[j + 4] = m[j];
+    } else {
+      packed[j + 4] = (uint8_t) ((sc[j] & 0x0f) | ((m[j] & 0x0f) << 4));
+      packed[j - 4] |= (uint8_t) ((sc[j] >> 4) << 6);
+      packed[j] |= (uint8_t) ((m[j] >> 4) << 6);
+    }
+  }
+}
+
+START_TEST (test_k4_scales_unpack_all_eight_sub_blocks)
+{
+  const uint8_t sc[8] = { 0, 63, 17, 32, 5, 48, 63, 21 };
+  const uint8_t m[8] = { 63, 1, 40, 16, 59, 2, 0, 33 };
+  uint8_t packed[12];
+  pack_k4_scales (sc, m, packed);
+  for (int j = 0; j < 8; j++) {
+    uint8_t s, mm;
+    llm_k4_scale_min (j, packed, &s, &mm);
+    ck_assert_int_eq (s, sc[j]);
+    ck_assert_int_eq (mm, m[j]);
+  }
+}
+END_TEST
+
+START_TEST (test_q4_K_dequantizes_a_hand_built_block)
+{
+  LlmBlockQ4_K b;
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; j++) {
+    sc[j] = (uint8_t) (10 + 7 * j);
+    m[j] = (uint8_t) (63 - 5 * j);
+  }
+  pack_k4_scales (sc, m, b.scales);
+  b.d = llm_fp16_from_f32 (0.5f);
+  b.dmin = llm_fp16_from_f32 (0.25f);
+  /* Value k gets nibble (k * 7) % 16; it lives in byte 32 (k / 64) + k % 32,
+   * low nibble for k % 64 < 32. */
+  memset (b.qs, 0, sizeof b.qs);
+  for (int k = 0; k < 256; k++) {
+    const int byte = 32 * (k / 64) + k % 32;
+    b.qs[byte] |= (uint8_t) (((k * 7) % 16) << ((k % 64) < 32 ? 0 : 4));
+  }
+  float y[256];
+  llm_dequantize_row_q4_K (&b, y, 256);
+  for (int k = 0; k < 256; k++) {
+    const float want = 0.5f * sc[k / 32] * ((k * 7) % 16) - 0.25f * m[k / 32];
+    ck_assert_msg (y[k] == want, "value %d: %g, want %g", k, y[k], want);
+  }
+}
+END_TEST
+
+START_TEST (test_q5_K_dequantizes_a_hand_built_block)
+{
+  LlmBlockQ5_K b;
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; j++) {
+    sc[j] = (uint8_t) (60 - 3 * j);
+    m[j] = (uint8_t) (8 * j);
+  }
+  pack_k4_scales (sc, m, b.scales);
+  b.d = llm_fp16_from_f32 (0.125f);
+  b.dmin = llm_fp16_from_f32 (1.0f);
+  /* Value k gets q = (k * 11) % 32: low nibble as in Q4_K, fifth bit in
+   * bit 2 (k / 64) (+1 for the upper 32 of the 64) of qh[k % 32]. */
+  memset (b.qs, 0, sizeof b.qs);
+  memset (b.qh, 0, sizeof b.qh);
+  for (int k = 0; k < 256; k++) {
+    const int q = (k * 11) % 32;
+    const int upper = (k % 64) >= 32;
+    b.qs[32 * (k / 64) + k % 32] |= (uint8_t) ((q & 15) << (upper ? 4 : 0));
+    if (q & 16)
+      b.qh[k % 32] |= (uint8_t) (1u << (2 * (k / 64) + upper));
+  }
+  float y[256];
+  llm_dequantize_row_q5_K (&b, y, 256);
+  for (int k = 0; k < 256; k++) {
+    const float want = 0.125f * sc[k / 32] * ((k * 11) % 32) - 1.0f * m[k / 32];
+    ck_assert_msg (y[k] == want, "value %d: %g, want %g", k, y[k], want);
+  }
+}
+END_TEST
+
+/* Q6_K: value k = 128 h + 32 g + l (g 0..3, l 0..31) keeps its low nibble
+ * in ql[64 h + 32 (g & 1) + l] (high nibble when g >= 2) and its top two
+ * bits in bits 2g..2g+1 of qh[32 h + l]. */
+static void
+pack_q6_K (const int q[256], LlmBlockQ6_K *b)
+{
+  memset (b->ql, 0, sizeof b->ql);
+  memset (b->qh, 0, sizeof b->qh);
+  for (int k = 0; k < 256; k++) {
+    const int h = k / 128, g = (k % 128) / 32, l = k % 32;
+    const int u = q[k] + 32;
+    b->ql[64 * h + 32 * (g & 1) + l] |= (uint8_t) ((u & 15) << (g >= 2 ? 4 : 0));
+    b->qh[32 * h + l] |= (uint8_t) ((u >> 4) << (2 * g));
+  }
+}
+
+START_TEST (test_q6_K_dequantizes_a_hand_built_block)
+{
+  LlmBlockQ6_K b;
+  int q[256];
+  for (int k = 0; k < 256; k++)
+    q[k] = (k * 13) % 64 - 32;
+  pack_q6_K (q, &b);
+  for (int j = 0; j < 16; j++)
+    b.scales[j] = (int8_t) (j * 17 - 128);
+  b.d = llm_fp16_from_f32 (0.25f);
+  float y[256];
+  llm_dequantize_row_q6_K (&b, y, 256);
+  for (int k = 0; k < 256; k++) {
+    const float want = 0.25f * b.scales[k / 16] * q[k];
+    ck_assert_msg (y[k] == want, "value %d: %g, want %g", k, y[k], want);
+  }
+}
+END_TEST
+
+/* --- dot products with known values --- */
+
+START_TEST (test_q8_0_dot_of_two_known_blocks)
+{
+  /* w = 0.5 * (j - 16), x = 0.25 * 2: sum (j - 16) * 2 = -32, times
+   * 0.5 * 0.25 gives -4 exactly, in both kernels. */
+  LlmBlockQ8_0 w, x;
+  w.d = llm_fp16_from_f32 (0.5f);
+  x.d = llm_fp16_from_f32 (0.25f);
+  for (int j = 0; j < 32; j++) {
+    w.qs[j] = (int8_t) (j - 16);
+    x.qs[j] = 2;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    llm_kernels_force_reference (pass == 0);
+    float y = 0.0f;
+    llm_matvec (LLM_TYPE_Q8_0, &w, sizeof w, 32, 0, 1, &x, &y);
+    ck_assert_msg (y == -4.0f, "%s: %g", llm_kernels_active (), y);
+  }
+  llm_kernels_force_reference (false);
+}
+END_TEST
+
+START_TEST (test_q4_0_dot_of_two_known_blocks)
+{
+  /* Nibble j of the low half is j (value j - 8), of the high half 15 - j
+   * (value 7 - j); x is 1 on the low half, 3 on the high half:
+   * sum (j - 8) + 3 sum (7 - j) = -8 + 3 * -8 = -32, times 2 * 0.5. */
+  LlmBlockQ4_0 w;
+  LlmBlockQ8_0 x;
+  w.d = llm_fp16_from_f32 (2.0f);
+  x.d = llm_fp16_from_f32 (0.5f);
+  for (int j = 0; j < 16; j++) {
+    w.qs[j] = (uint8_t) (j | ((15 - j) << 4));
+    x.qs[j] = 1;
+    x.qs[j + 16] = 3;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    llm_kernels_force_reference (pass == 0);
+    float y = 0.0f;
+    llm_matvec (LLM_TYPE_Q4_0, &w, sizeof w, 32, 0, 1, &x, &y);
+    ck_assert_msg (y == -32.0f, "%s: %g", llm_kernels_active (), y);
+  }
+  llm_kernels_force_reference (false);
+}
+END_TEST
+
+START_TEST (test_f16_activations_are_rounded_to_half_first)
+{
+  /* 1 + 2^-12 is not a half: it rounds to 1, so the dot with a weight of
+   * 1 is exactly 1 in every kernel. */
+  const uint16_t w = llm_fp16_from_f32 (1.0f);
+  const float x = 1.0f + 1.0f / 4096.0f;
+  uint16_t xq;
+  ck_assert_uint_eq (llm_matmul_act_bytes (LLM_TYPE_F16, 1), 2);
+  llm_matmul_convert (LLM_TYPE_F16, &x, 1, &xq);
+  for (int pass = 0; pass < 2; pass++) {
+    llm_kernels_force_reference (pass == 0);
+    float y = 0.0f;
+    llm_matvec (LLM_TYPE_F16, &w, 2, 1, 0, 1, &xq, &y);
+    ck_assert (y == 1.0f);
+  }
+  llm_kernels_force_reference (false);
+}
+END_TEST
+
+START_TEST (test_dot_types_and_activation_sizes_follow_ggml)
+{
+  const struct {
+    uint32_t wtype, dot_type;
+    size_t n, bytes;
+  } cases[] = {
+    { LLM_TYPE_F32, LLM_TYPE_F32, 7, 28 },
+    { LLM_TYPE_F16, LLM_TYPE_F16, 7, 14 },
+    { LLM_TYPE_BF16, LLM_TYPE_BF16, 7, 14 },
+    { LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 64, 68 },
+    { LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 96, 102 },
+    { LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 512, 584 },
+    { LLM_TYPE_Q5_K, LLM_TYPE_Q8_K, 256, 292 },
+    { LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 768, 876 },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS (cases); i++) {
+    ck_assert (llm_matmul_supports (cases[i].wtype));
+    ck_assert_uint_eq (llm_matmul_dot_type (cases[i].wtype), cases[i].dot_type);
+    ck_assert_uint_eq (llm_matmul_act_bytes (cases[i].wtype, cases[i].n), cases[i].bytes);
+  }
+  ck_assert (!llm_matmul_supports (LLM_TYPE_Q4_1));
+  ck_assert (!llm_matmul_supports (LLM_TYPE_Q2_K));
+  ck_assert (!llm_matmul_supports (LLM_TYPE_I32));
+}
+END_TEST
+
+/* --- every kernel against a plain dot of the dequantized operands --- */
+
+/* With every scale 1 the products are integers and all sums stay under
+ * 2^24, so float addition is exact in any order: the scalar reference,
+ * the AVX2 kernel and a naive sum of dequantized weights times activation
+ * integers must all agree exactly. This checks the integer parts, and the
+ * block layouts the dot products read against the ones dequantization
+ * reads. */
+static void
+check_integer_dot (uint32_t wtype, size_t n, const void *w, size_t row_bytes, size_t rows,
+    const void *xq, const int8_t *xi)
+{
+  float *wf = g_new (float, n);
+  float *y = g_new (float, rows);
+  for (size_t r = 0; r < rows; r++) {
+    llm_dequantize_row (wtype, w, row_bytes, n, r, wf);
+    double want = 0.0;
+    for (size_t i = 0; i < n; i++) {
+      ck_assert (wf[i] == rint (wf[i]));
+      want += (double) wf[i] * xi[i];
+    }
+    ck_assert (fabs (want) < (double) (1 << 24));
+    for (int pass = 0; pass < 2; pass++) {
+      if (pass == 1 && !have_avx2 ())
+        break;
+      llm_kernels_force_reference (pass == 0);
+      llm_matvec (wtype, w, row_bytes, n, r, r + 1, xq, y);
+      ck_assert_msg (y[0] == (float) want, "%s %s n=%zu row %zu: %.1f, want %.1f",
+          llm_type_name (wtype), llm_kernels_active (), n, r, y[0], want);
+    }
+  }
+  llm_kernels_force_reference (false);
+  g_free (wf);
+  g_free (y);
+}
+
+START_TEST (test_q8_0_and_q4_0_integer_parts_are_exact)
+{
+  rng_seed (10);
+  const size_t sizes[] = { 32, 64, 96, 288 };
+  for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    const size_t n = sizes[s], nb = n / 32, rows = 5;
+    LlmBlockQ8_0 *x = g_new (LlmBlockQ8_0, nb);
+    int8_t *xi = g_new (int8_t, n);
+    for (size_t b = 0; b < nb; b++) {
+      x[b].d = llm_fp16_from_f32 (1.0f);
+      for (int j = 0; j < 32; j++)
+        x[b].qs[j] = xi[32 * b + j] = (int8_t) rng_int (-127, 127);
+    }
+
+    LlmBlockQ8_0 *w8 = g_new (LlmBlockQ8_0, nb * rows);
+    LlmBlockQ4_0 *w4 = g_new (LlmBlockQ4_0, nb * rows);
+    for (size_t b = 0; b < nb * rows; b++) {
+      w8[b].d = w4[b].d = llm_fp16_from_f32 (1.0f);
+      for (int j = 0; j < 32; j++)
+        w8[b].qs[j] = (int8_t) rng_int (-128, 127);
+      for (int j = 0; j < 16; j++)
+        w4[b].qs[j] = (uint8_t) rng_next ();
+    }
+    /* Extremes, where vpmaddubsw could saturate if ranges were wrong. */
+    memset (w8[0].qs, 0x80, 32);
+    memset (x[0].qs, 127, 32);
+    memset (xi, 127, 32);
+
+    check_integer_dot (LLM_TYPE_Q8_0, n, w8, nb * sizeof *w8, rows, x, xi);
+    check_integer_dot (LLM_TYPE_Q4_0, n, w4, nb * sizeof *w4, rows, x, xi);
+    g_free (x);
+    g_free (xi);
+    g_free (w8);
+    g_free (w4);
+  }
+}
+END_TEST
+
+static void
+check_k_integer_dot (uint32_t wtype, int max_scale)
+{
+  const size_t sizes[] = { 256, 768 };
+  for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    const size_t n = sizes[s], nb = n / 256, rows = 3;
+    LlmBlockQ8_K *x = g_new0 (LlmBlockQ8_K, nb);
+    int8_t *xi = g_new (int8_t, n);
+    for (size_t b = 0; b < nb; b++) {
+      x[b].d = 1.0f;
+      for (int j = 0; j < 256; j++)
+        x[b].qs[j] = xi[256 * b + j] = (int8_t) rng_int (-127, 127);
+      for (int g = 0; g < 16; g++) {
+        int sum = 0;
+        for (int i = 0; i < 16; i++)
+          sum += x[b].qs[16 * g + i];
+        x[b].bsums[g] = (int16_t) sum;
+      }
+    }
+
+    size_t row_bytes;
+    uint8_t *w = random_weights (wtype, rows, n, &row_bytes);
+    const uint16_t one = llm_fp16_from_f32 (1.0f);
+    for (size_t b = 0; b < nb * rows; b++) {
+      if (wtype == LLM_TYPE_Q6_K) {
+        LlmBlockQ6_K *blk = (LlmBlockQ6_K *) w + b;
+        blk->d = one;
+        for (int j = 0; j < 16; j++)
+          blk->scales[j] = (int8_t) rng_int (-max_scale, max_scale);
+      } else {
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; j++) {
+          sc[j] = (uint8_t) rng_int (0, max_scale);
+          m[j] = (uint8_t) rng_int (0, max_scale);
+        }
+        if (wtype == LLM_TYPE_Q4_K) {
+          LlmBlockQ4_K *blk = (LlmBlockQ4_K *) w + b;
+          blk->d = blk->dmin = one;
+          pack_k4_scales (sc, m, blk->scales);
+        } else {
+          LlmBlockQ5_K *blk = (LlmBlockQ5_K *) w + b;
+          blk->d = blk->dmin = one;
+          pack_k4_scales (sc, m, blk->scales);
+        }
+      }
+    }
+    check_integer_dot (wtype, n, w, row_bytes, rows, x, xi);
+    g_free (w);
+    g_free (x);
+    g_free (xi);
+  }
+}
+
+START_TEST (test_k_quant_integer_parts_are_exact)
+{
+  rng_seed (11);
+  /* Scales small enough that |sum| < 2^24 over 768 values. */
+  check_k_integer_dot (LLM_TYPE_Q4_K, 7);
+  check_k_integer_dot (LLM_TYPE_Q5_K, 3);
+  check_k_integer_dot (LLM_TYPE_Q6_K, 4);
+}
+END_TEST
+
+/* --- AVX2 against the scalar reference on random data --- */
+
+/* The kernels differ only in the order of float additions, so the gap is
+ * bounded by a few float roundings of the sum of |products|: we allow
+ * 1e-5 of it (8 lanes x up to 1000 / 32 terms each, plus the lane sum,
+ * stays under 1e-5 even in the worst case; typical gaps are ~1e-7). */
+#define AVX2_REL_TOL 1e-5
+
+static void
+compare_with_reference (uint32_t wtype, size_t n, size_t rows, guint64 seed)
+{
+  rng_seed (seed);
+  size_t row_bytes;
+  uint8_t *w = random_weights (wtype, rows, n, &row_bytes);
+  float *x = g_new (float, n);
+  fill_random (x, n, 2.0f);
+  void *xq = g_malloc (llm_matmul_act_bytes (wtype, n));
+  llm_matmul_convert (wtype, x, n, xq);
+
+  float *xf = g_new (float, n), *wf = g_new (float, n);
+  expand_activations (wtype, xq, n, xf);
+  float *y_ref = g_new (float, rows), *y_fast = g_new (float, rows);
+
+  llm_kernels_force_reference (true);
+  llm_matvec (wtype, w, row_bytes, n, 0, rows, xq, y_ref);
+  llm_kernels_force_reference (false);
+  llm_matvec (wtype, w, row_bytes, n, 0, rows, xq, y_fast);
+
+  for (size_t r = 0; r < rows; r++) {
+    llm_dequantize_row (wtype, w, row_bytes, n, r, wf);
+    double dot = 0.0, abs_sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+      dot += (double) wf[i] * xf[i];
+      abs_sum += fabs ((double) wf[i] * xf[i]);
+    }
+    const double tol = AVX2_REL_TOL * abs_sum + 1e-30;
+    ck_assert_msg (fabs ((double) y_fast[r] - y_ref[r]) <= tol,
+        "%s n=%zu row %zu: avx2 %.9g, reference %.9g (tolerance %.3g)",
+        llm_type_name (wtype), n, r, y_fast[r], y_ref[r], tol);
+    /* And the reference is the plain dot of what it multiplies; this
+     * bound is looser only because dequantization rounds each product. */
+    ck_assert_msg (fabs (y_ref[r] - dot) <= 1e-5 * abs_sum + 1e-30,
+        "%s n=%zu row %zu: reference %.9g, dequantized dot %.9g",
+        llm_type_name (wtype), n, r, y_ref[r], dot);
+  }
+  g_free (w);
+  g_free (x);
+  g_free (xq);
+  g_free (xf);
+  g_free (wf);
+  g_free (y_ref);
+  g_free (y_fast);
+}
+
+START_TEST (test_avx2_float_kernels_match_reference)
+{
+  if (!have_avx2 ())
+    LLM_TEST_SKIP ("this CPU or build has no AVX2/FMA/F16C kernels");
+  const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16 };
+  const size_t sizes[] = { 1, 7, 33, 1000 };
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++)
+    for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++)
+      compare_with_reference (types[t], sizes[s], 13, 100 + 10 * t + s);
+}
+END_TEST
+
+START_TEST (test_avx2_block_kernels_match_reference)
+{
+  if (!have_avx2 ())
+    LLM_TEST_SKIP ("this CPU or build has no AVX2/FMA/F16C kernels");
+  const uint32_t types[] = { LLM_TYPE_Q8_0, LLM_TYPE_Q4_0 };
+  const size_t sizes[] = { 32, 64, 96, 288 };
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++)
+    for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++)
+      compare_with_reference (types[t], sizes[s], 13, 200 + 10 * t + s);
+}
+END_TEST
+
+START_TEST (test_avx2_k_quant_kernels_match_reference)
+{
+  if (!have_avx2 ())
+    LLM_TEST_SKIP ("this CPU or build has no AVX2/FMA/F16C kernels");
+  const uint32_t types[] = { LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+  const size_t sizes[] = { 256, 768 };
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++)
+    for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++)
+      compare_with_reference (types[t], sizes[s], 13, 300 + 10 * t + s);
+}
+END_TEST
+
+START_TEST (test_scalar_reference_matches_dequantized_dot_without_avx2)
+{
+  /* The same comparison as above, run even where there is no AVX2 (both
+   * passes are then the reference): the reference kernels still face the
+   * plain dot of their dequantized operands. */
+  const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++)
+    compare_with_reference (types[t], 768, 3, 400 + t);
+}
+END_TEST
+
+/* --- matmul --- */
+
+START_TEST (test_matmul_equals_matvec_per_token)
+{
+  const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+  const size_t n = 512, rows = 11, r0 = 3, n_tok = 5, ldy = rows + 2;
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
+    rng_seed (500 + t);
+    const uint32_t wtype = types[t];
+    size_t row_bytes;
+    uint8_t *w = random_weights (wtype, rows, n, &row_bytes);
+    const size_t stride = llm_matmul_act_bytes (wtype, n);
+    uint8_t *xq = g_malloc (stride * n_tok);
+    float *x = g_new (float, n);
+    for (size_t k = 0; k < n_tok; k++) {
+      fill_random (x, n, 1.0f);
+      llm_matmul_convert (wtype, x, n, xq + k * stride);
+    }
+    float *y = g_new (float, n_tok * ldy);
+    float yv[11];
+    for (int pass = 0; pass < 2; pass++) {
+      llm_kernels_force_reference (pass == 0);
+      for (size_t i = 0; i < n_tok * ldy; i++)
+        y[i] = -12345.0f;
+      llm_matmul (wtype, w, row_bytes, n, r0, rows, xq, stride, n_tok, y, ldy);
+      for (size_t k = 0; k < n_tok; k++) {
+        llm_matvec (wtype, w, row_bytes, n, r0, rows, xq + k * stride, yv);
+        for (size_t r = 0; r < ldy; r++) {
+          if (r >= r0 && r < rows)
+            ck_assert_msg (y[k * ldy + r] == yv[r - r0], "%s token %zu row %zu",
+                llm_type_name (wtype), k, r);
+          else
+            ck_assert (y[k * ldy + r] == -12345.0f); /* untouched */
+        }
+      }
+    }
+    llm_kernels_force_reference (false);
+    g_free (w);
+    g_free (xq);
+    g_free (x);
+    g_free (y);
+  }
+}
+END_TEST
+
+START_TEST (test_dequantize_row_picks_the_row)
+{
+  rng_seed (600);
+  size_t row_bytes;
+  uint8_t *w = random_weights (LLM_TYPE_Q6_K, 4, 512, &row_bytes);
+  float a[512], b[512];
+  llm_dequantize_row (LLM_TYPE_Q6_K, w, row_bytes, 512, 2, a);
+  llm_dequantize_row_q6_K ((const LlmBlockQ6_K *) (w + 2 * row_bytes), b, 512);
+  ck_assert (memcmp (a, b, sizeof a) == 0);
+  g_free (w);
+}
+END_TEST
+
+/* --- thread pool --- */
+
+typedef struct {
+  atomic_int counts[64];
+  int nth;
+  atomic_int bad_nth;
+} CountCtx;
+
+static void
+count_task (void *data, int ith, int nth)
+{
+  CountCtx *c = data;
+  if (nth != c->nth || ith < 0 || ith >= nth)
+    atomic_fetch_add (&c->bad_nth, 1);
+  else
+    atomic_fetch_add_explicit (&c->counts[ith], 1, memory_order_relaxed);
+}
+
+static void
+empty_task (void *data, int ith, int nth)
+{
+  (void) data;
+  (void) ith;
+  (void) nth;
+}
+
+static void
+run_counted (int n_threads, int runs)
+{
+  LlmThreadPool *pool = llm_threadpool_new (n_threads);
+  ck_assert (pool != NULL);
+  ck_assert_int_eq (llm_threadpool_n_threads (pool), n_threads);
+  CountCtx *c = g_new0 (CountCtx, 1);
+  c->nth = n_threads;
+  for (int i = 0; i < runs; i++)
+    llm_threadpool_run (pool, count_task, c);
+  /* Every run had finished when run() returned, so the counts are final. */
+  ck_assert_int_eq (atomic_load (&c->bad_nth), 0);
+  for (int i = 0; i < n_threads; i++)
+    ck_assert_int_eq (atomic_load (&c->counts[i]), runs);
+  llm_threadpool_free (pool);
+  g_free (c);
+}
+
+START_TEST (test_threadpool_runs_every_ith_exactly_once_per_run)
+{
+  run_counted (2, 100000);
+  run_counted (1, 1000);
+  run_counted (5, 2000); /* more threads than this machine may have cores */
+}
+END_TEST
+
+START_TEST (test_threadpool_wakes_sleeping_workers)
+{
+  LlmThreadPool *pool = llm_threadpool_new (3);
+  CountCtx *c = g_new0 (CountCtx, 1);
+  c->nth = 3;
+  for (int i = 0; i < 5; i++) {
+    g_usleep (2000); /* long past the spin: the workers are asleep */
+    llm_threadpool_run (pool, count_task, c);
+  }
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq (atomic_load (&c->counts[i]), 5);
+  llm_threadpool_free (pool);
+  g_free (c);
+}
+END_TEST
+
+START_TEST (test_threadpool_defaults_to_one_thread_per_cpu)
+{
+  LlmThreadPool *pool = llm_threadpool_new (0);
+  ck_assert (pool != NULL);
+  ck_assert_int_eq (llm_threadpool_n_threads (pool), (int) g_get_num_processors ());
+  llm_threadpool_free (pool);
+  llm_threadpool_free (NULL);
+}
+END_TEST
+
+START_TEST (test_threadpool_overhead_is_reported)
+{
+  /* Not asserted (shared CI machines vary); printed for the record. */
+  LlmThreadPool *pool = llm_threadpool_new (2);
+  const int runs = 100000;
+  for (int i = 0; i < 1000; i++)
+    llm_threadpool_run (pool, empty_task, NULL);
+  const double t0 = now_s ();
+  for (int i = 0; i < runs; i++)
+    llm_threadpool_run (pool, empty_task, NULL);
+  const double us = (now_s () - t0) / runs * 1e6;
+  g_print ("threadpool: %.2f us per run of an empty task, 2 threads\n", us);
+  llm_threadpool_free (pool);
+}
+END_TEST
+
+START_TEST (test_split_range_covers_n_in_near_equal_pieces)
+{
+  const size_t ns[] = { 0, 1, 7, 100, 4096 };
+  for (size_t i = 0; i < G_N_ELEMENTS (ns); i++) {
+    for (int nth = 1; nth <= 9; nth++) {
+      size_t next = 0;
+      for (int ith = 0; ith < nth; ith++) {
+        size_t b, e;
+        llm_split_range (ns[i], ith, nth, &b, &e);
+        ck_assert_uint_eq (b, next);
+        ck_assert (e - b == ns[i] / nth || e - b == ns[i] / nth + 1);
+        next = e;
+      }
+      ck_assert_uint_eq (next, ns[i]);
+    }
+  }
+}
+END_TEST
+
+/* --- throughput (LLM_BENCH=1) --- */
+
+START_TEST (test_matvec_throughput_report)
+{
+  if (g_getenv ("LLM_BENCH") == NULL)
+    LLM_TEST_SKIP ("set LLM_BENCH=1 to measure matvec throughput");
+  const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+  const size_t rows = 1024, n = 2816;
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
+    rng_seed (700 + t);
+    size_t row_bytes;
+    uint8_t *w = random_weights (types[t], rows, n, &row_bytes);
+    float *x = g_new (float, n), *y = g_new (float, rows);
+    fill_random (x, n, 1.0f);
+    void *xq = g_malloc (llm_matmul_act_bytes (types[t], n));
+    llm_matmul_convert (types[t], x, n, xq);
+    for (int pass = 0; pass < 2; pass++) {
+      llm_kernels_force_reference (pass == 0);
+      int iters = 0;
+      const double t0 = now_s ();
+      double el;
+      do {
+        llm_matvec (types[t], w, row_bytes, n, 0, rows, xq, y);
+        iters++;
+        el = now_s () - t0;
+      } while (el < 0.3);
+      g_print ("matvec %4s %-6s 1024x2816: %7.3f ms, %6.2f GB/s of weights\n",
+          llm_type_name (types[t]), llm_kernels_active (), el / iters * 1e3,
+          (double) (rows * row_bytes) * iters / el / 1e9);
+    }
+
+    /* A 64-token batch, as in prefill. */
+    const size_t n_tok = 64, stride = llm_matmul_act_bytes (types[t], n);
+    uint8_t *xs = g_malloc (stride * n_tok);
+    float *ys = g_new (float, rows * n_tok);
+    for (size_t k = 0; k < n_tok; k++)
+      memcpy (xs + k * stride, xq, stride);
+    int iters = 0;
+    const double t0 = now_s ();
+    double el;
+    do {
+      llm_matmul (types[t], w, row_bytes, n, 0, rows, xs, stride, n_tok, ys, rows);
+      iters++;
+      el = now_s () - t0;
+    } while (el < 0.3);
+    g_print ("matmul %4s %-6s 1024x2816 x 64 tokens: %7.3f ms, %6.2f GMAC/s\n",
+        llm_type_name (types[t]), llm_kernels_active (), el / iters * 1e3,
+        (double) rows * n * n_tok * iters / el / 1e9);
+    g_free (xs);
+    g_free (ys);
+    llm_kernels_force_reference (false);
+    g_free (w);
+    g_free (x);
+    g_free (y);
+    g_free (xq);
+  }
+}
+END_TEST
+
+static Suite *
+kernels_suite (void)
+{
+  Suite *s = suite_create ("kernels");
+
+  TCase *ops = tcase_create ("ops");
+  tcase_add_test (ops, test_rmsnorm_of_1_2_3_4_divides_by_root_mean_square);
+  tcase_add_test (ops, test_rmsnorm_may_write_over_its_input);
+  tcase_add_test (ops, test_softmax_of_1_2_3_matches_hand_values);
+  tcase_add_test (ops, test_softmax_of_huge_logits_does_not_overflow);
+  tcase_add_test (ops, test_swiglu_is_silu_of_gate_times_up);
+  tcase_add_test (ops, test_add_adds_elementwise);
+  tcase_add_test (ops, test_rope_at_pos_1_rotates_adjacent_pairs);
+  tcase_add_test (ops, test_rope_neox_rotates_halves);
+  tcase_add_test (ops, test_rope_at_pos_0_is_identity_and_leaves_unrotated_dims);
+  tcase_add_test (ops, test_rope_angle_is_ggml_running_float_product);
+  suite_add_tcase (s, ops);
+
+  TCase *quant = tcase_create ("quantization");
+  tcase_add_test (quant, test_q8_0_roundtrip_error_is_within_half_a_step);
+  tcase_add_test (quant, test_q4_0_roundtrip_error_is_within_one_step);
+  tcase_add_test (quant, test_q8_K_roundtrip_error_is_within_half_a_step_and_bsums_add_up);
+  tcase_add_test (quant, test_q8_K_of_zeros_is_all_zero);
+  tcase_add_test (quant, test_q8_K_rounds_ties_to_even);
+  tcase_add_test (quant, test_k4_scales_unpack_all_eight_sub_blocks);
+  tcase_add_test (quant, test_q4_K_dequantizes_a_hand_built_block);
+  tcase_add_test (quant, test_q5_K_dequantizes_a_hand_built_block);
+  tcase_add_test (quant, test_q6_K_dequantizes_a_hand_built_block);
+  suite_add_tcase (s, quant);
+
+  TCase *dot = tcase_create ("matmul");
+  tcase_add_test (dot, test_q8_0_dot_of_two_known_blocks);
+  tcase_add_test (dot, test_q4_0_dot_of_two_known_blocks);
+  tcase_add_test (dot, test_f16_activations_are_rounded_to_half_first);
+  tcase_add_test (dot, test_dot_types_and_activation_sizes_follow_ggml);
+  tcase_add_test (dot, test_q8_0_and_q4_0_integer_parts_are_exact);
+  tcase_add_test (dot, test_k_quant_integer_parts_are_exact);
+  tcase_add_test (dot, test_avx2_float_kernels_match_reference);
+  tcase_add_test (dot, test_avx2_block_kernels_match_reference);
+  tcase_add_test (dot, test_avx2_k_quant_kernels_match_reference);
+  tcase_add_test (dot, test_scalar_reference_matches_dequantized_dot_without_avx2);
+  tcase_add_test (dot, test_matmul_equals_matvec_per_token);
+  tcase_add_test (dot, test_dequantize_row_picks_the_row);
+  tcase_add_test (dot, test_matvec_throughput_report);
+  suite_add_tcase (s, dot);
+
+  TCase *pool = tcase_create ("threadpool");
+  tcase_set_timeout (pool, 300);
+  tcase_add_test (pool, test_threadpool_runs_every_ith_exactly_once_per_run);
+  tcase_add_test (pool, test_threadpool_wakes_sleeping_workers);
+  tcase_add_test (pool, test_threadpool_defaults_to_one_thread_per_cpu);
+  tcase_add_test (pool, test_threadpool_overhead_is_reported);
+  tcase_add_test (pool, test_split_range_covers_n_in_near_equal_pieces);
+  suite_add_tcase (s, pool);
+
+  return s;
+}
+
+LLM_TEST_MAIN (kernels_suite)
