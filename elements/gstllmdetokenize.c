@@ -23,10 +23,12 @@
  * contradict the earlier PTS of held text).
  *
  * SentencePiece vocabularies with a space prefix put a space in front of
- * the first word of a prompt; llmdetokenize removes that one space from
- * the first text of the stream and after each end-of-response,
- * end-of-prompt and flush, so text -> llmtokenize -> llmdetokenize gives
- * back the same bytes.
+ * the first word of a prompt. When a prompt's ids start with BOS (as
+ * llmtokenize emits them) and skip-special hides it, llmdetokenize removes
+ * that one space, so text -> llmtokenize -> llmdetokenize gives back the
+ * same bytes. Generated text (llmdecode's output, which has no BOS) keeps
+ * its first space: " time, there was..." continues "Once upon a". A new
+ * prompt or response starts after end-of-response, end-of-prompt and flush.
  *
  * ## Example launch line
  * |[
@@ -83,6 +85,7 @@ struct _GstLlmDetokenize {
   GstClockTime last_end;        /* end (pts + duration) of the newest input */
   guint64 last_offset_end;
   gboolean at_start;            /* the next text begins a prompt or response */
+  gboolean after_bos;           /* ...and it began with a (hidden) BOS */
   GArray *ids;                  /* scratch, gint32 */
 };
 
@@ -95,32 +98,6 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_CAPS_TEXT));
-
-/* Number of bytes at the end of @s that begin a UTF-8 character that is
- * not complete yet, so a later token may finish it. 0 when @s ends on a
- * character boundary, and also when its tail can never become valid (that
- * is no reason to wait). */
-static gsize
-utf8_unfinished_tail (const guchar *s, gsize len)
-{
-  gsize cont = 0;
-
-  while (cont < len && cont < 3 && (s[len - 1 - cont] & 0xc0) == 0x80)
-    cont++;
-  if (cont == len)
-    return 0;
-  guchar lead = s[len - 1 - cont];
-  gsize need;
-  if (lead >= 0xc2 && lead <= 0xdf)
-    need = 2;
-  else if (lead >= 0xe0 && lead <= 0xef)
-    need = 3;
-  else if (lead >= 0xf0 && lead <= 0xf4)
-    need = 4;
-  else
-    return 0;
-  return cont + 1 < need ? cont + 1 : 0;
-}
 
 static void
 stamp (GstLlmDetokenize *self, GstBuffer *out)
@@ -164,6 +141,7 @@ reset_stream (GstLlmDetokenize *self)
   self->last_end = GST_CLOCK_TIME_NONE;
   self->last_offset_end = GST_BUFFER_OFFSET_NONE;
   self->at_start = TRUE;
+  self->after_bos = FALSE;
 }
 
 static gboolean ensure_src_caps (GstLlmDetokenize *self);
@@ -180,8 +158,9 @@ finish_text (GstLlmDetokenize *self)
 
     GST_DEBUG_OBJECT (self, "flushing %" G_GSIZE_FORMAT " held bytes", gst_buffer_get_size (out));
     if (ensure_src_caps (self))
-      ret = gst_pad_push (GST_BASE_TRANSFORM_SRC_PAD (self), gst_buffer_ref (out));
-    gst_buffer_unref (out);
+      ret = gst_pad_push (GST_BASE_TRANSFORM_SRC_PAD (self), out);
+    else
+      gst_buffer_unref (out);
     if (ret == GST_FLOW_NOT_LINKED || ret == GST_FLOW_NOT_NEGOTIATED)
       GST_ELEMENT_FLOW_ERROR (self, ret);
   }
@@ -203,10 +182,13 @@ append_pieces (GstLlmDetokenize *self, const gint32 *ids, guint n, gboolean spec
     }
     gsize start = self->pending->len;
     gsize added = llm_tokenizer_token_to_piece (self->tok, id, special, self->pending);
-    /* The space prefix sits on the first word, not on BOS or other
-     * control tokens in front of it. */
+    /* A tokenized prompt starts with BOS and its first word carries the
+     * space SentencePiece put in front of it; generated text (which never
+     * starts with BOS) keeps its first space, which belongs to the text. */
+    if (self->at_start && id == vocab->bos && added == 0)
+      self->after_bos = TRUE;
     if (self->at_start && added > 0 && vocab->tokens[id].type != LLM_TOKEN_CONTROL) {
-      if (self->strip_space && self->pending->str[start] == ' ')
+      if (self->strip_space && self->after_bos && self->pending->str[start] == ' ')
         g_string_erase (self->pending, start, 1);
       self->at_start = FALSE;
     }
@@ -257,7 +239,7 @@ gst_llm_detokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
   append_pieces (self, (const gint32 *) self->ids->data, self->ids->len, special);
 
   gsize len = self->pending->len;
-  gsize tail = utf8_unfinished_tail ((const guchar *) self->pending->str, len);
+  gsize tail = gst_llm_utf8_unfinished_tail (self->pending->str, len);
   if (len > tail) {
     *outbuf = take_text (self, len - tail);
     /* a tail no longer than this buffer's bytes began in this buffer */

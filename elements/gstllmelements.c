@@ -3,6 +3,8 @@
 
 #include "gstllmelements.h"
 
+#include <string.h>
+
 #include "gguf.h"
 #include "tokenizer.h"
 
@@ -62,6 +64,11 @@ gst_llm_element_error_load (GstElement *element, const char *path,
 {
   GstResourceError code;
   char *text;
+  /* the text names the file already; the debug string keeps it all */
+  const char *what = error->message;
+  gsize path_len = strlen (path);
+  if (strncmp (what, path, path_len) == 0 && strncmp (what + path_len, ": ", 2) == 0)
+    what += path_len + 2;
 
   switch (classify (path, error)) {
     case LOAD_MISSING:
@@ -72,24 +79,24 @@ gst_llm_element_error_load (GstElement *element, const char *path,
     case LOAD_UNREADABLE:
       code = GST_RESOURCE_ERROR_OPEN_READ;
       text = g_strdup_printf ("Cannot read model file \"%s\": %s. "
-          "Check that it is a regular file this process may read.", path, error->message);
+          "Check that it is a regular file this process may read.", path, what);
       break;
     case LOAD_MALFORMED:
       code = GST_RESOURCE_ERROR_FAILED;
       text = g_strdup_printf ("Model file \"%s\" is not a valid GGUF file: %s. "
-          "It may be truncated or damaged; download or convert it again.", path, error->message);
+          "It may be truncated or damaged; download or convert it again.", path, what);
       break;
     case LOAD_UNSUPPORTED:
       code = GST_RESOURCE_ERROR_FAILED;
       text = g_strdup_printf ("Model file \"%s\" uses a tokenizer gst-llm does not support: %s. "
           "Supported are SentencePiece (llama) and byte-level BPE (gpt2, llama3, qwen2, deepseek-llm).",
-          path, error->message);
+          path, what);
       break;
     case LOAD_NO_TOKENIZER:
     default:
       code = GST_RESOURCE_ERROR_FAILED;
       text = g_strdup_printf ("Model file \"%s\" has no usable tokenizer: %s. "
-          "Use a GGUF converted with its tokenizer (tokenizer.ggml.* keys).", path, error->message);
+          "Use a GGUF converted with its tokenizer (tokenizer.ggml.* keys).", path, what);
       break;
   }
 
@@ -98,4 +105,27 @@ gst_llm_element_error_load (GstElement *element, const char *path,
   GST_WARNING_OBJECT (element, "%s", text);
   gst_element_message_full (element, GST_MESSAGE_ERROR, GST_RESOURCE_ERROR, code,
       text, debug, file, function, line);
+}
+
+gsize
+gst_llm_utf8_unfinished_tail (const char *text, gsize len)
+{
+  const guchar *s = (const guchar *) text;
+  gsize cont = 0;
+
+  while (cont < len && cont < 3 && (s[len - 1 - cont] & 0xc0) == 0x80)
+    cont++;
+  if (cont == len)
+    return 0;
+  guchar lead = s[len - 1 - cont];
+  gsize need;
+  if (lead >= 0xc2 && lead <= 0xdf)
+    need = 2;
+  else if (lead >= 0xe0 && lead <= 0xef)
+    need = 3;
+  else if (lead >= 0xf0 && lead <= 0xf4)
+    need = 4;
+  else
+    return 0;
+  return cont + 1 < need ? cont + 1 : 0;
 }

@@ -11,6 +11,8 @@ G_BEGIN_DECLS
 
 GST_ELEMENT_REGISTER_DECLARE (llmtokenize);
 GST_ELEMENT_REGISTER_DECLARE (llmdetokenize);
+GST_ELEMENT_REGISTER_DECLARE (llmprefill);
+GST_ELEMENT_REGISTER_DECLARE (llmdecode);
 
 /* Debug category "llm" for what the elements share (library errors). */
 GST_DEBUG_CATEGORY_EXTERN (gst_llm_debug);
@@ -28,6 +30,12 @@ void gst_llm_element_init (GstPlugin *plugin);
 
 void gst_llm_element_error_load (GstElement *element, const char *path,
     const GError *error, const char *file, const char *function, int line);
+
+/* Number of bytes at the end of @text that begin a UTF-8 character not
+ * complete yet, so that more bytes may finish it. 0 when @text ends on a
+ * character boundary, and also when its tail can never become valid (no
+ * reason to wait for more). */
+gsize gst_llm_utf8_unfinished_tail (const char *text, gsize len);
 
 /* Posts an ERROR for an element started without its `model` property. */
 #define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \

@@ -300,6 +300,7 @@ struct _GstLlmPrefill {
    * latency query answered with */
   GstClockTime max_prefill;
   GstClockTime reported_latency;
+  gboolean live;                /* the last latency query said so */
 };
 
 G_DEFINE_TYPE (GstLlmPrefill, gst_llm_prefill, GST_TYPE_ELEMENT);
@@ -541,8 +542,12 @@ post_latency_if_grown (GstLlmPrefill *self, GstClockTime took)
   GST_OBJECT_LOCK (self);
   if (took > self->max_prefill) {
     self->max_prefill = took;
-    /* Only a real change is worth a pipeline-wide latency recalculation. */
-    post = took > self->reported_latency + self->reported_latency / 10 + GST_MSECOND;
+    /* Only a real change in a live pipeline is worth a pipeline-wide
+     * latency recalculation; until it asks again, take it as told. */
+    post = self->live && took > self->reported_latency + self->reported_latency / 10
+        + GST_MSECOND;
+    if (post)
+      self->reported_latency = took;
   }
   GST_OBJECT_UNLOCK (self);
   if (post)
@@ -819,9 +824,22 @@ gst_llm_prefill_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
   GstLlmPrefill *self = GST_LLM_PREFILL (parent);
 
-  if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS)
-    return answer_caps_query (self, pad, query, GST_LLM_TOKENS_MEDIA_TYPE);
-  return gst_pad_query_default (pad, parent, query);
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_CAPS:
+      return answer_caps_query (self, pad, query, GST_LLM_TOKENS_MEDIA_TYPE);
+    case GST_QUERY_ACCEPT_CAPS:{
+      /* Any token caps pass here so that the caps event reaches
+       * set_sink_caps, which refuses another vocabulary with an error
+       * that says so (a refused accept-caps only gives not-negotiated). */
+      GstCaps *caps, *templ = gst_pad_get_pad_template_caps (pad);
+      gst_query_parse_accept_caps (query, &caps);
+      gst_query_set_accept_caps_result (query, gst_caps_is_subset (caps, templ));
+      gst_caps_unref (templ);
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
 }
 
 static gboolean
@@ -839,6 +857,9 @@ gst_llm_prefill_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
       if (!gst_pad_peer_query (self->sinkpad, query))
         return FALSE;
       gst_query_parse_latency (query, &live, &min, &max);
+      GST_OBJECT_LOCK (self);
+      self->live = live;
+      GST_OBJECT_UNLOCK (self);
       if (live) {
         /* The first token leaves one prefill after its prompt arrived:
          * the slowest prefill measured so far. */
@@ -1000,6 +1021,7 @@ unload_model (GstLlmPrefill *self)
   self->vocab_hash[0] = '\0';
   self->max_prefill = 0;
   self->reported_latency = 0;
+  self->live = FALSE;
   GST_OBJECT_UNLOCK (self);
 }
 
@@ -1548,9 +1570,10 @@ gst_llm_prefill_class_init (GstLlmPrefillClass *klass)
    *
    * Continue one conversation: each prompt follows the previous prompts
    * and responses in the KV cache (and waits for the previous response to
-   * finish). Off, each prompt starts afresh. The token that ended a
-   * response (EOS, `<|im_end|>`) is not in the context; a chat template
-   * that needs it should start with it.
+   * finish; llmdecode feeds the token that ended it, e.g. `<|im_end|>`,
+   * so the context holds whole turns). Off, each prompt starts afresh.
+   * With on-new-prompt=replace in llmdecode, a kept conversation still
+   * waits for the current response to end.
    *
    * Since: 0.1
    */

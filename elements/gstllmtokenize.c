@@ -118,6 +118,7 @@ struct _GstLlmTokenize {
   guint64 last_offset_end;
   gboolean prompt_start;        /* the next ids begin a prompt */
   gboolean mismatch_reported;   /* one vocabulary error per run is enough */
+  gboolean forced_cut_reported; /* and one warning about cutting long text */
   GArray *ids;                  /* scratch, gint32 */
 };
 
@@ -226,6 +227,33 @@ stable_prefix (GstLlmTokenize *self, gsize from)
     return p;
   }
   return 0;
+}
+
+/* Text held back grows until a prompt ends; a live source that never
+ * sends llm-end-of-prompt (or text without spaces, or a vocabulary that
+ * cannot cut at spaces) must not make it grow for ever. Past this size
+ * the text is cut anyway, where it does least harm: before the last
+ * space, else after the last whole character. Ids near that cut may then
+ * differ from tokenizing the prompt at once. */
+#define MAX_HELD_BYTES (64 * 1024)
+
+static gsize
+forced_cut (GstLlmTokenize *self)
+{
+  const char *text = self->pending->str;
+  gsize len = self->pending->len;
+
+  if (!self->forced_cut_reported) {
+    GST_ELEMENT_WARNING (self, STREAM, FAILED, ("Prompt text of over %d bytes without a "
+            "place to cut it exactly; cutting it anyway, token ids near the cut may differ "
+            "from tokenizing the whole prompt.", MAX_HELD_BYTES),
+        ("send llm-end-of-prompt events to end prompts"));
+    self->forced_cut_reported = TRUE;
+  }
+  for (gsize p = len; p-- > 1;)
+    if (text[p] == ' ')
+      return p;
+  return len - gst_llm_utf8_unfinished_tail (text, len);
 }
 
 /* Tokenizes the first @n bytes of pending text and removes them. Returns
@@ -410,6 +438,8 @@ gst_llm_tokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
   self->last_offset_end = GST_BUFFER_OFFSET_END (in);
 
   gsize cut = stable_prefix (self, held);
+  if (cut == 0 && self->pending->len > MAX_HELD_BYTES)
+    cut = forced_cut (self);
   if (cut > 0) {
     GstBuffer *out = take_tokens (self, cut);
 
@@ -417,7 +447,8 @@ gst_llm_tokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
       stamp (self, out);
       *outbuf = out;
     }
-    /* cut >= held: what stays pending starts inside this buffer */
+    /* what stays pending starts inside this buffer (a forced cut may
+     * leave older text too; its timing is then approximate) */
     self->pending_pts = GST_BUFFER_PTS (in);
     self->pending_dts = GST_BUFFER_DTS (in);
     self->pending_offset = GST_BUFFER_OFFSET (in);
@@ -574,6 +605,7 @@ static gboolean
 gst_llm_tokenize_start (GstBaseTransform *trans)
 {
   GST_LLM_TOKENIZE (trans)->mismatch_reported = FALSE;
+  GST_LLM_TOKENIZE (trans)->forced_cut_reported = FALSE;
   reset_stream (GST_LLM_TOKENIZE (trans));
   return TRUE;
 }

@@ -12,6 +12,7 @@
 
 #include "cpu/fp16.h"
 #include "cpu/quantize.h"
+#include "cpu/kquants-quantize.h"
 
 /* ggml keeps tensor names in char[64] with the NUL; llama.cpp rejects
  * longer names, so a file we write with one would not load there. */
@@ -571,6 +572,26 @@ llm_gguf_writer_add_tensor (LlmGgufWriter *w, const char *name, guint32 type,
 }
 
 gboolean
+llm_gguf_writer_add_tensor_bytes (LlmGgufWriter *w, const char *name, guint32 type,
+    guint n_dims, const guint64 *ne, GBytes *data, GError **error)
+{
+  guint64 n_elems = 0, want = 0;
+  if (!check_tensor (w, name, type, n_dims, ne, &n_elems, &want, error))
+    return FALSE;
+  if (data == NULL)
+    return fail (w, error, LLM_GGUF_WRITER_ERROR_INVALID,
+        "tensor '%s': data is NULL", name);
+  gsize size = g_bytes_get_size (data);
+  if (size != want)
+    return fail (w, error, LLM_GGUF_WRITER_ERROR_INVALID,
+        "tensor '%s': %zu bytes given, but %s of %" G_GUINT64_FORMAT
+        " elements takes %" G_GUINT64_FORMAT, name, size,
+        llm_type_name (type), n_elems, want);
+  append_tensor (w, name, type, n_dims, ne, g_bytes_ref (data));
+  return TRUE;
+}
+
+gboolean
 llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w, const char *name,
     guint32 type, guint n_dims, const guint64 *ne, const float *src,
     GError **error)
@@ -604,6 +625,15 @@ llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w, const char *name,
     case LLM_TYPE_Q4_0:
       llm_quantize_row_q4_0 (src, dst, n);
       break;
+    case LLM_TYPE_Q4_K:
+      llm_quantize_row_q4_K (src, dst, n);
+      break;
+    case LLM_TYPE_Q5_K:
+      llm_quantize_row_q5_K (src, dst, n);
+      break;
+    case LLM_TYPE_Q6_K:
+      llm_quantize_row_q6_K (src, dst, n);
+      break;
     default:
       g_free (dst);
       return fail (w, error, LLM_GGUF_WRITER_ERROR_INVALID,
@@ -611,7 +641,7 @@ llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w, const char *name,
   }
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
   /* The kernels produce host-order words; the file wants LE. */
-  if (type != LLM_TYPE_Q8_0 && type != LLM_TYPE_Q4_0) {
+  if (type == LLM_TYPE_F32 || type == LLM_TYPE_F16 || type == LLM_TYPE_BF16) {
     gsize word = type == LLM_TYPE_F32 ? 4 : 2;
     guint8 *p = dst;
     for (gsize i = 0; i < size; i += word)
@@ -621,13 +651,23 @@ llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w, const char *name,
         p[i + word - 1 - j] = tmp;
       }
   } else {
-    gsize block = type == LLM_TYPE_Q8_0 ? sizeof (LlmBlockQ8_0) : sizeof (LlmBlockQ4_0);
-    guint8 *p = dst;
-    for (gsize i = 0; i < size; i += block) {
-      guint8 tmp = p[i];
-      p[i] = p[i + 1];
-      p[i + 1] = tmp;
+    /* The half-precision scales of each block: d first, then Q4_K/Q5_K's
+     * dmin; Q6_K keeps d at its end. */
+    gsize block, halves[2] = { 0, 0 }, n_halves = 1;
+    switch (type) {
+      case LLM_TYPE_Q8_0: block = sizeof (LlmBlockQ8_0); break;
+      case LLM_TYPE_Q4_0: block = sizeof (LlmBlockQ4_0); break;
+      case LLM_TYPE_Q4_K: block = sizeof (LlmBlockQ4_K); halves[1] = 2; n_halves = 2; break;
+      case LLM_TYPE_Q5_K: block = sizeof (LlmBlockQ5_K); halves[1] = 2; n_halves = 2; break;
+      default: block = sizeof (LlmBlockQ6_K); halves[0] = block - 2; break;
     }
+    guint8 *p = dst;
+    for (gsize i = 0; i < size; i += block)
+      for (gsize h = 0; h < n_halves; h++) {
+        guint8 tmp = p[i + halves[h]];
+        p[i + halves[h]] = p[i + halves[h] + 1];
+        p[i + halves[h] + 1] = tmp;
+      }
   }
 #endif
   append_tensor (w, name, type, n_dims, ne, g_bytes_new_take (dst, size));

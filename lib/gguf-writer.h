@@ -86,9 +86,16 @@ gboolean llm_gguf_writer_copy_kv (LlmGgufWriter *w, const LlmGguf *src,
 gboolean llm_gguf_writer_add_tensor (LlmGgufWriter *w, const char *name,
     guint32 type, guint n_dims, const guint64 *ne, const void *data, gsize size,
     GError **error);
-/* Adds a tensor of @type F32, F16, BF16, Q8_0 or Q4_0, converting the
- * ne[0]*ne[1]*... floats at @src with the reference kernels (so Q8_0 and
- * Q4_0 bytes equal ggml's reference quantizers'). */
+/* As llm_gguf_writer_add_tensor(), but keeps a reference on @data instead
+ * of copying it: a caller writing a model larger than memory passes slices
+ * of a mapped file (g_mapped_file_get_bytes()), which stay in the page
+ * cache rather than on the heap. */
+gboolean llm_gguf_writer_add_tensor_bytes (LlmGgufWriter *w, const char *name,
+    guint32 type, guint n_dims, const guint64 *ne, GBytes *data, GError **error);
+/* Adds a tensor of @type F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K,
+ * converting the ne[0]*ne[1]*... floats at @src with the reference kernels
+ * (so quantized bytes equal ggml's reference quantizers', as llama-quantize
+ * writes them without an importance matrix). */
 gboolean llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w,
     const char *name, guint32 type, guint n_dims, const guint64 *ne,
     const float *src, GError **error);

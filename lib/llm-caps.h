@@ -11,8 +11,10 @@
  *   agree on caps, so a mismatch fails at negotiation, not as garbage text.
  *   A pad template leaves the field out (any vocabulary).
  *
- * Text stream, `text/x-raw, format=(string)utf8`: each buffer holds whole
- *   UTF-8 characters (no character is split between buffers) and no NUL.
+ * Text stream, `text/x-raw, format=(string)utf8`: gst-llm elements emit
+ *   buffers of whole, valid UTF-8 characters without NUL (so textoverlay and
+ *   subtitle encoders can take each one as is); they accept text split
+ *   anywhere, even inside a character.
  *
  * Events (custom, serialized, downstream; they travel in stream order, so
  * they keep the stream's timing):

@@ -155,7 +155,7 @@ read_tokens (const LlmGguf *g, LlmVocab *v, GError **error)
   GError *err = NULL;
 
   if (!llm_gguf_get_array (g, KEY_TOKENS, &et, &n, &err)) {
-    invalid (error, "no tokenizer vocabulary: %s", err->message);
+    invalid (error, "no tokenizer vocabulary (%s is missing or not an array)", KEY_TOKENS);
     g_error_free (err);
     return FALSE;
   }
@@ -363,8 +363,10 @@ llm_vocab_new_from_gguf (const LlmGguf *g, GError **error)
   GError *err = NULL;
 
   if (!llm_gguf_get_string (g, KEY_MODEL, &model, &model_len, &err)) {
+    gboolean missing = g_error_matches (err, LLM_GGUF_ERROR, LLM_GGUF_ERROR_NOT_FOUND);
     g_set_error (error, LLM_TOKENIZER_ERROR, LLM_TOKENIZER_ERROR_INVALID,
-        "the file has no tokenizer: %s", err->message);
+        missing ? "the file has no tokenizer (no %s key); use a GGUF made with its tokenizer"
+        : "%s is not a string", KEY_MODEL);
     g_error_free (err);
     return NULL;
   }

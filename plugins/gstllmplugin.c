@@ -13,6 +13,8 @@ plugin_init (GstPlugin *plugin)
   /* one element failing to register should not hide the others */
   ok |= GST_ELEMENT_REGISTER (llmtokenize, plugin);
   ok |= GST_ELEMENT_REGISTER (llmdetokenize, plugin);
+  ok |= GST_ELEMENT_REGISTER (llmprefill, plugin);
+  ok |= GST_ELEMENT_REGISTER (llmdecode, plugin);
   return ok;
 }
 

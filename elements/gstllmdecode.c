@@ -1,0 +1,1027 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-llmdecode
+ * @title: llmdecode
+ * @short_description: generates a response token by token from llmprefill's state
+ *
+ * llmdecode takes the `application/x-llm-state` buffers of llmprefill (a
+ * session whose KV cache holds the prompt, and the first token sampled
+ * after it) and generates the response: it feeds each sampled token back
+ * into the model and samples the next, on its own streaming thread, and
+ * pushes every token as `application/x-llm-tokens` (one int32 id per
+ * buffer) as soon as it is sampled. The output holds exactly the generated
+ * ids, starting with the one prefill sampled, so `llmdecode ! filesink`
+ * captures the continuation.
+ *
+ * A response ends when the model samples an end-of-generation token (EOS,
+ * EOT, `<|im_end|>`; it is not output), after #GstLlmDecode:max-tokens
+ * tokens, when a #GstLlmDecode:stop-strings string appears, or when the KV
+ * cache of a session with kv-policy=full is full. llmdecode then pushes an
+ * `llm-end-of-response` event whose `reason` is `eos`, `max-tokens`,
+ * `stop-string`, `context-full` or `cancelled`, and posts an `llm-stats`
+ * element message (`gst-launch-1.0 -m` prints it) with `ttft-ms`,
+ * `itl-ms-mean`, `itl-ms-p95`, `prompt-tokens`, `generated-tokens`,
+ * `prompt-tokens-per-s`, `tokens-per-s` (decode steps per second),
+ * `kv-bytes`, `context-tokens`, `device` and `stop-reason`. After the
+ * event it feeds the token that ended the response (the last one output,
+ * or the end-of-generation token) to the session, one more decode step, so
+ * that a conversation llmprefill continues (keep-context) holds the whole
+ * exchange.
+ *
+ * Stop strings are matched on the text of the response so far. A token is
+ * output only if its text ends before the stop string begins: tokens that
+ * might begin a stop string are held back until the following text shows
+ * they do not (then they leave, late but in order), and when the stop
+ * string completes, every token that overlaps it is dropped. Text that
+ * shares a token with the start of the stop string (often the space before
+ * a stop word) is dropped with it.
+ *
+ * Timing: the first token has the PTS of the prompt and lasts as long as
+ * the prefill took (time to first token); every later token lasts the
+ * measured time of the decode step that produced it, and its PTS is where
+ * the previous one ended. The tokens of a response therefore tile the time
+ * after their prompt in the order they were made. If a response would
+ * start before the previous one ended (generation slower than prompts
+ * arrive), it starts where the previous one ended, so PTS never go back.
+ *
+ * Prompts arriving while a response is generated wait for it
+ * (#GstLlmDecode:on-new-prompt=queue, and upstream blocks while one is
+ * waiting) or cancel it (`replace`). A flush cancels generation within one
+ * decode step; EOS waits for queued prompts to be answered before it goes
+ * downstream. In a live pipeline the latency query adds the slowest decode
+ * step measured so far (llmprefill adds the slowest prefill); before the
+ * first response nothing is added, and a latency message is posted when a
+ * measurement grows, so the pipeline asks again.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 -m filesrc location=prompt.txt ! llmtokenize model=stories260K.gguf ! \
+ *     llmprefill model=stories260K.gguf ! llmdecode max-tokens=64 ! \
+ *     llmdetokenize model=stories260K.gguf ! fdsink
+ * ]| Prints a continuation of prompt.txt and the llm-stats message.
+ *
+ * Since: 0.1
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "gstllmelements.h"
+#include "llm-caps.h"
+#include "llm-meta.h"
+#include "session.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_llm_decode_debug);
+#define GST_CAT_DEFAULT gst_llm_decode_debug
+
+/* Not among llm-caps.h's reasons yet: kv-policy=full ran out of room. */
+#define STOP_REASON_CONTEXT_FULL "context-full"
+
+/**
+ * GstLlmOnNewPrompt:
+ * @GST_LLM_ON_NEW_PROMPT_QUEUE: answer it after the current response
+ * @GST_LLM_ON_NEW_PROMPT_REPLACE: cancel the current response (it ends
+ *   with reason `cancelled`) and answer the new prompt
+ *
+ * What llmdecode does with a prompt that arrives while it generates.
+ *
+ * Since: 0.1
+ */
+typedef enum {
+  GST_LLM_ON_NEW_PROMPT_QUEUE,
+  GST_LLM_ON_NEW_PROMPT_REPLACE,
+} GstLlmOnNewPrompt;
+
+#define GST_TYPE_LLM_ON_NEW_PROMPT (gst_llm_on_new_prompt_get_type ())
+static GType
+gst_llm_on_new_prompt_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_LLM_ON_NEW_PROMPT_QUEUE, "Answer it after the current response", "queue"},
+    {GST_LLM_ON_NEW_PROMPT_REPLACE, "Cancel the current response and answer it", "replace"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("GstLlmOnNewPrompt", values));
+  return type;
+}
+
+#define DEFAULT_MAX_TOKENS 256
+#define DEFAULT_ON_NEW_PROMPT GST_LLM_ON_NEW_PROMPT_QUEUE
+
+enum {
+  PROP_0,
+  PROP_MAX_TOKENS,
+  PROP_STOP_STRINGS,
+  PROP_ON_NEW_PROMPT,
+};
+
+/* A generated token not pushed yet (it may begin a stop string). */
+typedef struct {
+  gint32 id;
+  GstClockTime pts, duration;
+  gsize end;            /* where its text ends in the response text */
+  guint index;          /* position in the response */
+} HeldToken;
+
+#define GST_TYPE_LLM_DECODE (gst_llm_decode_get_type ())
+G_DECLARE_FINAL_TYPE (GstLlmDecode, gst_llm_decode, GST, LLM_DECODE, GstElement)
+
+struct _GstLlmDecode {
+  GstElement parent;
+
+  GstPad *sinkpad, *srcpad;
+
+  /* properties; object lock */
+  guint max_tokens;
+  char **stop_strings;
+  GstLlmOnNewPrompt on_new_prompt;
+
+  /* between the sink pad and the task; lock */
+  GMutex lock;
+  GCond cond;
+  GQueue queue;                 /* GstBuffer (state) and serialized GstEvent */
+  guint n_queued_states;
+  GstFlowReturn srcresult;      /* not OK: refuse input (flushing, downstream error) */
+  gboolean generating;
+  gint cancel;                  /* atomic too: read between decode steps */
+
+  /* task thread */
+  GstClockTime last_end;        /* where the previous response's tokens ended */
+  GString *text;                /* the response so far, for stop strings */
+  GArray *held;                 /* HeldToken */
+  GArray *step_us;              /* gint64: wall time of each decode step */
+
+  /* latency; object lock */
+  GstClockTime max_step;
+  GstClockTime reported_latency;
+  gboolean live;                /* the last latency query said so */
+};
+
+G_DEFINE_TYPE (GstLlmDecode, gst_llm_decode, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (llmdecode, "llmdecode", GST_RANK_NONE,
+    GST_TYPE_LLM_DECODE, gst_llm_element_init (plugin));
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_STATE_MEDIA_TYPE));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_CAPS_TOKENS));
+
+/* --- queue ----------------------------------------------------------- */
+
+/* Empties the queue (lock held) into @dropped, for the caller to free
+ * after unlocking: freeing a state buffer hands its session back to
+ * llmprefill, which takes its own lock. Sticky events other than segment
+ * and EOS survive a flush: they describe the stream (caps), not the
+ * flushed data. */
+static void
+clear_queue (GstLlmDecode *self, gboolean keep_sticky, GQueue *dropped)
+{
+  GQueue keep = G_QUEUE_INIT;
+  GstMiniObject *obj;
+
+  while ((obj = g_queue_pop_head (&self->queue))) {
+    if (GST_IS_EVENT (obj) && keep_sticky && GST_EVENT_IS_STICKY (obj)
+        && GST_EVENT_TYPE (obj) != GST_EVENT_SEGMENT && GST_EVENT_TYPE (obj) != GST_EVENT_EOS)
+      g_queue_push_tail (&keep, obj);
+    else
+      g_queue_push_tail (dropped, obj);
+  }
+  self->queue = keep;
+  self->n_queued_states = 0;
+}
+
+static void
+set_flushing (GstLlmDecode *self)
+{
+  g_mutex_lock (&self->lock);
+  self->srcresult = GST_FLOW_FLUSHING;
+  g_atomic_int_set (&self->cancel, TRUE);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+static GstFlowReturn
+gst_llm_decode_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (parent);
+  GstLlmOnNewPrompt mode;
+  GQueue dropped = G_QUEUE_INIT;
+  GstFlowReturn ret;
+
+  GST_OBJECT_LOCK (self);
+  mode = self->on_new_prompt;
+  GST_OBJECT_UNLOCK (self);
+
+  g_mutex_lock (&self->lock);
+  if (mode == GST_LLM_ON_NEW_PROMPT_REPLACE) {
+    /* Prompts not started yet are replaced too: only the newest counts. */
+    for (GList *l = self->queue.head; l;) {
+      GList *next = l->next;
+      if (GST_IS_BUFFER (l->data)) {
+        g_queue_push_tail (&dropped, l->data);
+        g_queue_delete_link (&self->queue, l);
+        self->n_queued_states--;
+      }
+      l = next;
+    }
+    if (self->generating) {
+      GST_DEBUG_OBJECT (self, "new prompt: cancelling the current response");
+      g_atomic_int_set (&self->cancel, TRUE);
+    }
+  } else {
+    /* One prompt waits here; further ones wait upstream. */
+    while (self->srcresult == GST_FLOW_OK && self->n_queued_states > 0)
+      g_cond_wait (&self->cond, &self->lock);
+  }
+  ret = self->srcresult;
+  if (ret == GST_FLOW_OK) {
+    g_queue_push_tail (&self->queue, buffer);
+    self->n_queued_states++;
+    g_cond_broadcast (&self->cond);
+  } else {
+    g_queue_push_tail (&dropped, buffer);
+  }
+  g_mutex_unlock (&self->lock);
+
+  g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+  if (ret != GST_FLOW_OK)
+    GST_DEBUG_OBJECT (self, "refusing a prompt: %s", gst_flow_get_name (ret));
+  return ret;
+}
+
+/* --- generation ------------------------------------------------------ */
+
+static GstFlowReturn
+push_token (GstLlmDecode *self, const HeldToken *t)
+{
+  GstBuffer *out = gst_llm_tokens_buffer_new (&t->id, 1);
+
+  GST_BUFFER_PTS (out) = t->pts;
+  GST_BUFFER_DURATION (out) = t->duration;
+  GST_BUFFER_OFFSET (out) = t->index;
+  GST_BUFFER_OFFSET_END (out) = t->index + 1;
+  return gst_pad_push (self->srcpad, out);
+}
+
+/* Pushes the held tokens whose text ends at or before @upto. */
+static GstFlowReturn
+push_held (GstLlmDecode *self, gsize upto)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+  guint n = 0;
+
+  while (n < self->held->len && ret == GST_FLOW_OK) {
+    const HeldToken *t = &g_array_index (self->held, HeldToken, n);
+    if (t->end > upto)
+      break;
+    ret = push_token (self, t);
+    n++;
+  }
+  g_array_remove_range (self->held, 0, n);
+  return ret;
+}
+
+/* Earliest start of a stop string in the text from @from on, or -1. */
+static gssize
+find_stop (GstLlmDecode *self, char **stops, gsize from)
+{
+  gssize best = -1;
+
+  for (guint i = 0; stops[i]; i++) {
+    gsize len = strlen (stops[i]);
+    if (len == 0 || self->text->len < from + len)
+      continue;
+    const char *m = memmem (self->text->str + from, self->text->len - from, stops[i], len);
+    if (m && (best < 0 || m - self->text->str < best))
+      best = m - self->text->str;
+  }
+  return best;
+}
+
+/* Where the longest tail of the text that some stop string begins with
+ * starts (the text's length when there is none). */
+static gsize
+partial_stop (GstLlmDecode *self, char **stops)
+{
+  const GString *text = self->text;
+  gsize best = text->len;
+
+  for (guint i = 0; stops[i]; i++) {
+    gsize len = strlen (stops[i]);
+    for (gsize k = MIN (len - (len > 0), text->len); k > 0; k--) {
+      if (text->len - k < best && memcmp (text->str + text->len - k, stops[i], k) == 0) {
+        best = text->len - k;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+/* Outputs token @id, or holds it while it may be part of a stop string.
+ * Sets *@stopped when a stop string completed (the overlapping tokens are
+ * dropped then). */
+static GstFlowReturn
+emit_token (GstLlmDecode *self, LlmTokenizer *tok, char **stops, gsize max_stop, gint32 id,
+    GstClockTime pts, GstClockTime duration, guint index, gboolean *stopped)
+{
+  gsize start = self->text->len;
+
+  if (tok)
+    llm_tokenizer_token_to_piece (tok, id, FALSE, self->text);
+  HeldToken t = { id, pts, duration, self->text->len, index };
+  g_array_append_val (self->held, t);
+
+  if (stops == NULL)
+    return push_held (self, G_MAXSIZE);
+
+  /* A new match ends in the new text; earlier ones were found before. */
+  gsize from = start >= max_stop ? start - max_stop + 1 : 0;
+  gssize match = find_stop (self, stops, from);
+  if (match >= 0) {
+    GstFlowReturn ret = push_held (self, match);
+    GST_DEBUG_OBJECT (self, "stop string at byte %" G_GSSIZE_FORMAT "; dropping %u tokens",
+        match, self->held->len);
+    g_array_set_size (self->held, 0);
+    *stopped = TRUE;
+    return ret;
+  }
+  return push_held (self, partial_stop (self, stops));
+}
+
+static int
+compare_gint64 (gconstpointer a, gconstpointer b)
+{
+  gint64 x = *(const gint64 *) a, y = *(const gint64 *) b;
+  return x < y ? -1 : x > y;
+}
+
+static void
+post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, guint generated, gsize kv_bytes,
+    guint context_tokens, const char *device, const char *reason)
+{
+  gint64 ttft_us = MAX (meta->first_token_time_us - meta->prompt_time_us, 0);
+  guint n = self->step_us->len;
+  double mean_ms = 0, p95_ms = 0, total_us = 0;
+
+  if (n > 0) {
+    gint64 *sorted = g_memdup2 (self->step_us->data, n * sizeof (gint64));
+    qsort (sorted, n, sizeof (gint64), compare_gint64);
+    for (guint i = 0; i < n; i++)
+      total_us += sorted[i];
+    mean_ms = total_us / n / 1000.0;
+    /* nearest rank */
+    guint rank = (guint) ((95 * (guint64) n + 99) / 100);
+    p95_ms = sorted[MAX (rank, 1) - 1] / 1000.0;
+    g_free (sorted);
+  }
+
+  GstStructure *s = gst_structure_new ("llm-stats",
+      "ttft-ms", G_TYPE_DOUBLE, ttft_us / 1000.0,
+      "itl-ms-mean", G_TYPE_DOUBLE, mean_ms,
+      "itl-ms-p95", G_TYPE_DOUBLE, p95_ms,
+      "prompt-tokens", G_TYPE_UINT, meta->prompt_tokens,
+      "generated-tokens", G_TYPE_UINT, generated,
+      "prompt-tokens-per-s", G_TYPE_DOUBLE,
+      ttft_us > 0 ? meta->prompt_tokens * 1e6 / ttft_us : 0.0,
+      "tokens-per-s", G_TYPE_DOUBLE, total_us > 0 ? n * 1e6 / total_us : 0.0,
+      "kv-bytes", G_TYPE_UINT64, (guint64) kv_bytes,
+      "context-tokens", G_TYPE_UINT, context_tokens,
+      "device", G_TYPE_STRING, device,
+      "stop-reason", G_TYPE_STRING, reason, NULL);
+  GST_INFO_OBJECT (self, "%" GST_PTR_FORMAT, s);
+  gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), s));
+}
+
+static void
+note_step (GstLlmDecode *self, gint64 us)
+{
+  GstClockTime took = us * GST_USECOND;
+  gboolean post = FALSE;
+
+  g_array_append_val (self->step_us, us);
+  GST_OBJECT_LOCK (self);
+  if (took > self->max_step) {
+    self->max_step = took;
+    /* Only a real change in a live pipeline is worth a pipeline-wide
+     * latency recalculation; until it asks again, take it as told. */
+    post = self->live && took > self->reported_latency + self->reported_latency / 10
+        + GST_MSECOND;
+    if (post)
+      self->reported_latency = took;
+  }
+  GST_OBJECT_UNLOCK (self);
+  if (post)
+    gst_element_post_message (GST_ELEMENT (self),
+        gst_message_new_latency (GST_OBJECT (self)));
+}
+
+/* Generates the response to one state buffer (consumed). */
+static GstFlowReturn
+generate (GstLlmDecode *self, GstBuffer *state)
+{
+  GstLlmSessionMeta *meta = gst_buffer_get_llm_session_meta (state);
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  GstFlowReturn ret = GST_FLOW_OK;
+  GError *error = NULL;
+
+  if (meta == NULL || meta->session == NULL || !gst_llm_tokens_buffer_read (state, ids)
+      || ids->len == 0) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Received a state buffer without a session or a token."),
+        ("llmdecode takes the output of llmprefill: a GstLlmSessionMeta and the "
+            "sampled token id as payload"));
+    g_array_unref (ids);
+    gst_buffer_unref (state);
+    return GST_FLOW_ERROR;
+  }
+
+  guint max_tokens;
+  char **stops;
+  GST_OBJECT_LOCK (self);
+  max_tokens = self->max_tokens;
+  stops = self->stop_strings && self->stop_strings[0] ? g_strdupv (self->stop_strings) : NULL;
+  GST_OBJECT_UNLOCK (self);
+  gsize max_stop = 0;
+  for (guint i = 0; stops && stops[i]; i++)
+    max_stop = MAX (max_stop, strlen (stops[i]));
+
+  LlmSession *session = meta->session;
+  LlmModel *model = llm_session_model (session);
+  LlmTokenizer *tok = model->tokenizer;
+  const LlmVocab *vocab = tok ? llm_tokenizer_vocab (tok) : NULL;
+  if (stops && tok == NULL)
+    GST_WARNING_OBJECT (self, "model %s has no tokenizer: stop-strings cannot match",
+        model->path);
+
+  GstClockTime pts = GST_CLOCK_TIME_IS_VALID (meta->prompt_pts) ? meta->prompt_pts
+      : GST_BUFFER_PTS (state);
+  if (GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (self->last_end)
+      && pts < self->last_end)
+    pts = self->last_end;
+  GstClockTime duration =
+      MAX (meta->first_token_time_us - meta->prompt_time_us, 0) * GST_USECOND;
+
+  g_string_truncate (self->text, 0);
+  g_array_set_size (self->held, 0);
+  g_array_set_size (self->step_us, 0);
+
+  gint32 token = g_array_index (ids, gint32, ids->len - 1);
+  guint generated = 0;
+  const char *reason = NULL;
+  gboolean cancelled = FALSE;
+  GST_DEBUG_OBJECT (self, "response to a prompt of %u tokens, first token %d",
+      meta->prompt_tokens, token);
+
+  for (;;) {
+    if (g_atomic_int_get (&self->cancel)) {
+      reason = GST_LLM_STOP_REASON_CANCELLED;
+      cancelled = TRUE;
+      break;
+    }
+    if (vocab && llm_vocab_is_eog (vocab, token)) {
+      reason = GST_LLM_STOP_REASON_EOS;
+      break;
+    }
+    gboolean stopped = FALSE;
+    ret = emit_token (self, tok, stops, max_stop, token, pts, duration, generated, &stopped);
+    generated++;
+    if (GST_CLOCK_TIME_IS_VALID (pts))
+      pts += duration;
+    if (ret != GST_FLOW_OK) {
+      reason = GST_LLM_STOP_REASON_CANCELLED;
+      cancelled = TRUE;
+      break;
+    }
+    if (stopped) {
+      reason = GST_LLM_STOP_REASON_STOP_STRING;
+      break;
+    }
+    if (max_tokens > 0 && generated >= max_tokens) {
+      reason = GST_LLM_STOP_REASON_MAX_TOKENS;
+      break;
+    }
+
+    gint64 t0 = g_get_monotonic_time ();
+    gint32 next;
+    if (!llm_session_step (session, token, &next, &error)) {
+      if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
+        GST_DEBUG_OBJECT (self, "context full: %s", error->message);
+        reason = STOP_REASON_CONTEXT_FULL;
+      } else {
+        GST_ELEMENT_ERROR (self, STREAM, FAILED,
+            ("Generating the next token failed: %s.", error->message),
+            ("%s error %d", g_quark_to_string (error->domain), error->code));
+        ret = GST_FLOW_ERROR;
+        reason = GST_LLM_STOP_REASON_CANCELLED;
+        cancelled = TRUE;
+      }
+      g_clear_error (&error);
+      break;
+    }
+    gint64 took = g_get_monotonic_time () - t0;
+    note_step (self, took);
+    duration = took * GST_USECOND;
+    token = next;
+  }
+
+  /* Held tokens that began no stop string are output after all. */
+  if (ret == GST_FLOW_OK && !cancelled)
+    ret = push_held (self, G_MAXSIZE);
+  g_array_set_size (self->held, 0);
+  self->last_end = pts;
+
+  GST_DEBUG_OBJECT (self, "response done: %u tokens, %s", generated, reason);
+  if (ret == GST_FLOW_OK) {
+    GstEvent *eor = gst_llm_event_new_end_of_response (reason);
+    if (!gst_pad_push_event (self->srcpad, eor))
+      GST_DEBUG_OBJECT (self, "end-of-response was not handled downstream");
+  }
+
+  /* The token that ended the response (the last one output, or the
+   * end-of-generation token) was sampled but not fed. Feeding it, after
+   * the response is out, leaves the session holding the whole exchange,
+   * so that llmprefill's keep-context continues a complete conversation
+   * (a chat turn closed by its <|im_end|>). */
+  if (ret == GST_FLOW_OK && !cancelled && strcmp (reason, STOP_REASON_CONTEXT_FULL) != 0) {
+    gint32 ignored;
+    if (!llm_session_step (session, token, &ignored, &error)) {
+      GST_DEBUG_OBJECT (self, "feeding the last token: %s", error->message);
+      g_clear_error (&error);
+    }
+  }
+
+  gsize kv_bytes = llm_session_kv_bytes (session);
+  guint context_tokens = llm_session_n_ids (session);
+  post_stats (self, meta, generated, kv_bytes, context_tokens, model->device, reason);
+
+  /* Last: dropping the buffer gives the session back to llmprefill. */
+  g_array_unref (ids);
+  g_strfreev (stops);
+  gst_buffer_unref (state);
+  return ret;
+}
+
+static void
+gst_llm_decode_loop (GstPad *pad)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (gst_pad_get_parent_element (pad));
+  GstMiniObject *obj;
+  GstFlowReturn ret = GST_FLOW_OK;
+
+  if (self == NULL)
+    return;
+
+  g_mutex_lock (&self->lock);
+  while (self->srcresult == GST_FLOW_OK && g_queue_is_empty (&self->queue))
+    g_cond_wait (&self->cond, &self->lock);
+  if (self->srcresult != GST_FLOW_OK) {
+    ret = self->srcresult;
+    g_mutex_unlock (&self->lock);
+    goto pause;
+  }
+  obj = g_queue_pop_head (&self->queue);
+  if (GST_IS_BUFFER (obj)) {
+    self->n_queued_states--;
+    self->generating = TRUE;
+    g_atomic_int_set (&self->cancel, FALSE);
+  }
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+
+  if (GST_IS_EVENT (obj)) {
+    GstEvent *event = GST_EVENT (obj);
+    gboolean is_eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
+    if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT)
+      self->last_end = GST_CLOCK_TIME_NONE;
+    GST_LOG_OBJECT (self, "pushing %" GST_PTR_FORMAT, event);
+    gst_pad_push_event (self->srcpad, event);
+    if (is_eos) {
+      ret = GST_FLOW_EOS;
+      goto pause;
+    }
+    gst_object_unref (self);
+    return;
+  }
+
+  ret = generate (self, GST_BUFFER (obj));
+  g_mutex_lock (&self->lock);
+  self->generating = FALSE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  if (ret == GST_FLOW_OK) {
+    gst_object_unref (self);
+    return;
+  }
+
+pause:
+  GST_DEBUG_OBJECT (self, "pausing task: %s", gst_flow_get_name (ret));
+  g_mutex_lock (&self->lock);
+  /* Upstream learns why we stopped (flushing, EOS, an error) from chain. */
+  if (self->srcresult == GST_FLOW_OK)
+    self->srcresult = ret;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  gst_pad_pause_task (pad);
+  if (ret == GST_FLOW_NOT_LINKED || ret < GST_FLOW_EOS) {
+    GST_ELEMENT_FLOW_ERROR (self, ret);
+    gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+  }
+  gst_object_unref (self);
+}
+
+/* --- events, queries, activation ------------------------------------ */
+
+/* @caps with each structure renamed to @media_type, keeping only the
+ * vocab field: state and token caps name the same vocabulary. */
+static GstCaps *
+map_caps (GstCaps *caps, const char *media_type)
+{
+  if (caps == NULL || gst_caps_is_any (caps))
+    return gst_caps_new_empty_simple (media_type);
+
+  GstCaps *out = gst_caps_new_empty ();
+  for (guint i = 0; i < gst_caps_get_size (caps); i++) {
+    const GstStructure *s = gst_caps_get_structure (caps, i);
+    GstStructure *m = gst_structure_new_empty (media_type);
+    const GValue *vocab = gst_structure_get_value (s, GST_LLM_CAPS_FIELD_VOCAB);
+    if (vocab)
+      gst_structure_set_value (m, GST_LLM_CAPS_FIELD_VOCAB, vocab);
+    out = gst_caps_merge_structure (out, m);
+  }
+  return out;
+}
+
+static gboolean
+answer_caps_query (GstLlmDecode *self, GstPad *pad, GstQuery *query)
+{
+  GstPad *other = pad == self->sinkpad ? self->srcpad : self->sinkpad;
+  const char *media_type = pad == self->sinkpad ? GST_LLM_STATE_MEDIA_TYPE
+      : GST_LLM_TOKENS_MEDIA_TYPE;
+  GstCaps *filter, *peer, *caps;
+
+  gst_query_parse_caps (query, &filter);
+  peer = gst_pad_peer_query_caps (other, NULL);
+  caps = map_caps (peer, media_type);
+  gst_clear_caps (&peer);
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (caps);
+    caps = tmp;
+  }
+  gst_query_set_caps_result (query, caps);
+  gst_caps_unref (caps);
+  return TRUE;
+}
+
+static gboolean
+gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (parent);
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START:
+      set_flushing (self);
+      gst_pad_push_event (self->srcpad, event);
+      /* Returns once the task left its loop: within one decode step. */
+      gst_pad_pause_task (self->srcpad);
+      GST_DEBUG_OBJECT (self, "flushed: task paused");
+      return TRUE;
+    case GST_EVENT_FLUSH_STOP:{
+      GQueue dropped = G_QUEUE_INIT;
+      g_mutex_lock (&self->lock);
+      clear_queue (self, TRUE, &dropped);
+      self->srcresult = GST_FLOW_OK;
+      g_atomic_int_set (&self->cancel, FALSE);
+      g_mutex_unlock (&self->lock);
+      g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+      self->last_end = GST_CLOCK_TIME_NONE;
+      gst_pad_push_event (self->srcpad, event);
+      return gst_pad_start_task (self->srcpad, (GstTaskFunction) gst_llm_decode_loop,
+          self->srcpad, NULL);
+    }
+    case GST_EVENT_CAPS:{
+      GstCaps *caps;
+      gst_event_parse_caps (event, &caps);
+      GstCaps *tokens = map_caps (caps, GST_LLM_TOKENS_MEDIA_TYPE);
+      gst_event_unref (event);
+      event = gst_event_new_caps (tokens);
+      gst_caps_unref (tokens);
+      break;
+    }
+    default:
+      break;
+  }
+
+  if (!GST_EVENT_IS_SERIALIZED (event))
+    return gst_pad_push_event (self->srcpad, event);
+
+  /* Serialized events leave from the task, in order with the tokens. */
+  g_mutex_lock (&self->lock);
+  GstFlowReturn ret = self->srcresult;
+  if (ret == GST_FLOW_OK)
+    g_queue_push_tail (&self->queue, event);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  if (ret != GST_FLOW_OK) {
+    GST_DEBUG_OBJECT (self, "dropping %" GST_PTR_FORMAT ": %s", event, gst_flow_get_name (ret));
+    gst_event_unref (event);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+gst_llm_decode_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (parent);
+
+  if (GST_QUERY_TYPE (query) == GST_QUERY_CAPS)
+    return answer_caps_query (self, pad, query);
+  return gst_pad_query_default (pad, parent, query);
+}
+
+static gboolean
+gst_llm_decode_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_CAPS:
+      return answer_caps_query (self, pad, query);
+    case GST_QUERY_LATENCY:{
+      gboolean live;
+      GstClockTime min, max;
+
+      if (!gst_pad_peer_query (self->sinkpad, query))
+        return FALSE;
+      gst_query_parse_latency (query, &live, &min, &max);
+      GST_OBJECT_LOCK (self);
+      self->live = live;
+      GST_OBJECT_UNLOCK (self);
+      if (live) {
+        /* A token leaves one decode step after the previous one ended. */
+        GST_OBJECT_LOCK (self);
+        GstClockTime ours = self->max_step;
+        self->reported_latency = ours;
+        GST_OBJECT_UNLOCK (self);
+        min += ours;
+        if (GST_CLOCK_TIME_IS_VALID (max))
+          max += ours;
+        GST_DEBUG_OBJECT (self, "adding %" GST_TIME_FORMAT " of latency", GST_TIME_ARGS (ours));
+        gst_query_set_latency (query, live, min, max);
+      }
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static gboolean
+gst_llm_decode_src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode,
+    gboolean active)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (parent);
+
+  if (mode != GST_PAD_MODE_PUSH)
+    return FALSE;
+  if (active) {
+    g_mutex_lock (&self->lock);
+    self->srcresult = GST_FLOW_OK;
+    g_atomic_int_set (&self->cancel, FALSE);
+    g_mutex_unlock (&self->lock);
+    self->last_end = GST_CLOCK_TIME_NONE;
+    return gst_pad_start_task (pad, (GstTaskFunction) gst_llm_decode_loop, pad, NULL);
+  }
+
+  GQueue dropped = G_QUEUE_INIT;
+  set_flushing (self);
+  gboolean ok = gst_pad_stop_task (pad);
+  g_mutex_lock (&self->lock);
+  clear_queue (self, FALSE, &dropped);
+  g_mutex_unlock (&self->lock);
+  g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+  return ok;
+}
+
+static gboolean
+gst_llm_decode_sink_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mode,
+    gboolean active)
+{
+  /* A chain waiting for room must return before the pad can go. */
+  if (!active)
+    set_flushing (GST_LLM_DECODE (parent));
+  return mode == GST_PAD_MODE_PUSH;
+}
+
+static GstStateChangeReturn
+gst_llm_decode_change_state (GstElement *element, GstStateChange transition)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (element);
+  GstStateChangeReturn ret;
+
+  ret = GST_ELEMENT_CLASS (gst_llm_decode_parent_class)->change_state (element, transition);
+
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    /* what pads deactivation left: scratch of the last response */
+    g_string_truncate (self->text, 0);
+    g_array_set_size (self->held, 0);
+    g_array_set_size (self->step_us, 0);
+  } else if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
+    GST_OBJECT_LOCK (self);
+    self->max_step = 0;
+    self->reported_latency = 0;
+    self->live = FALSE;
+    GST_OBJECT_UNLOCK (self);
+  }
+  return ret;
+}
+
+/* --- properties ------------------------------------------------------ */
+
+static void
+gst_llm_decode_set_property (GObject *object, guint prop_id, const GValue *value,
+    GParamSpec *pspec)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MAX_TOKENS:
+      self->max_tokens = g_value_get_uint (value);
+      break;
+    case PROP_STOP_STRINGS:{
+      guint n = gst_value_array_get_size (value);
+      char **strv = g_new0 (char *, n + 1);
+      guint k = 0;
+      for (guint i = 0; i < n; i++) {
+        const char *s = g_value_get_string (gst_value_array_get_value (value, i));
+        if (s && s[0])
+          strv[k++] = g_strdup (s);
+      }
+      g_strfreev (self->stop_strings);
+      self->stop_strings = strv;
+      break;
+    }
+    case PROP_ON_NEW_PROMPT:
+      self->on_new_prompt = g_value_get_enum (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_decode_get_property (GObject *object, guint prop_id, GValue *value,
+    GParamSpec *pspec)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MAX_TOKENS:
+      g_value_set_uint (value, self->max_tokens);
+      break;
+    case PROP_STOP_STRINGS:
+      for (guint i = 0; self->stop_strings && self->stop_strings[i]; i++) {
+        GValue s = G_VALUE_INIT;
+        g_value_init (&s, G_TYPE_STRING);
+        g_value_set_string (&s, self->stop_strings[i]);
+        gst_value_array_append_and_take_value (value, &s);
+      }
+      break;
+    case PROP_ON_NEW_PROMPT:
+      g_value_set_enum (value, self->on_new_prompt);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_decode_finalize (GObject *object)
+{
+  GstLlmDecode *self = GST_LLM_DECODE (object);
+
+  GQueue dropped = G_QUEUE_INIT;
+  clear_queue (self, FALSE, &dropped);
+  g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+  g_strfreev (self->stop_strings);
+  g_string_free (self->text, TRUE);
+  g_array_unref (self->held);
+  g_array_unref (self->step_us);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  G_OBJECT_CLASS (gst_llm_decode_parent_class)->finalize (object);
+}
+
+static void
+gst_llm_decode_init (GstLlmDecode *self)
+{
+  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_llm_decode_chain));
+  gst_pad_set_event_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_llm_decode_sink_event));
+  gst_pad_set_query_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_llm_decode_sink_query));
+  gst_pad_set_activatemode_function (self->sinkpad,
+      GST_DEBUG_FUNCPTR (gst_llm_decode_sink_activate_mode));
+  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_query_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_llm_decode_src_query));
+  gst_pad_set_activatemode_function (self->srcpad,
+      GST_DEBUG_FUNCPTR (gst_llm_decode_src_activate_mode));
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+
+  self->max_tokens = DEFAULT_MAX_TOKENS;
+  self->stop_strings = NULL;
+  self->on_new_prompt = DEFAULT_ON_NEW_PROMPT;
+
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->queue);
+  self->srcresult = GST_FLOW_FLUSHING;
+  self->last_end = GST_CLOCK_TIME_NONE;
+  self->text = g_string_new (NULL);
+  self->held = g_array_new (FALSE, FALSE, sizeof (HeldToken));
+  self->step_us = g_array_new (FALSE, FALSE, sizeof (gint64));
+}
+
+static void
+gst_llm_decode_class_init (GstLlmDecodeClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING;
+
+  GST_DEBUG_CATEGORY_INIT (gst_llm_decode_debug, "llmdecode", 0, "LLM token generation");
+
+  gobject_class->set_property = gst_llm_decode_set_property;
+  gobject_class->get_property = gst_llm_decode_get_property;
+  gobject_class->finalize = gst_llm_decode_finalize;
+
+  /**
+   * GstLlmDecode:max-tokens:
+   *
+   * Most tokens of one response (the end-of-generation token not
+   * counted); 0 means no limit other than the context.
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_TOKENS,
+      g_param_spec_uint ("max-tokens", "Max tokens",
+          "Most tokens generated per response (0 = until end of generation or a full context)",
+          0, G_MAXUINT, DEFAULT_MAX_TOKENS, rw));
+
+  /**
+   * GstLlmDecode:stop-strings:
+   *
+   * Texts that end a response when they appear in it; the tokens that
+   * overlap the stop string are not output. In a launch line:
+   * `stop-strings="<\"The end\",\"\\012\">"` (`\012`: a newline).
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_STOP_STRINGS,
+      gst_param_spec_array ("stop-strings", "Stop strings",
+          "Texts that end a response; tokens overlapping them are not output",
+          g_param_spec_string ("stop-string", "Stop string", "Text that ends a response",
+              NULL, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS), rw));
+
+  /**
+   * GstLlmDecode:on-new-prompt:
+   *
+   * What a prompt that arrives during a response does: wait for it to end
+   * (upstream blocks while one prompt waits), or cancel it.
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_ON_NEW_PROMPT,
+      g_param_spec_enum ("on-new-prompt", "On new prompt",
+          "What a prompt arriving during a response does: queue (wait) or replace "
+          "(cancel the response)", GST_TYPE_LLM_ON_NEW_PROMPT, DEFAULT_ON_NEW_PROMPT, rw));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class, "LLM decode",
+      "Filter/Converter/Text",
+      "Generates a response token by token from the session llmprefill made, "
+      "pushing each token id as it is sampled",
+      "gst-llm developers");
+  gst_element_class_add_static_metadata (element_class, "example",
+      "gst-launch-1.0 -m filesrc location=prompt.txt ! llmtokenize model=stories260K.gguf "
+      "! llmprefill model=stories260K.gguf ! llmdecode max-tokens=64 "
+      "! llmdetokenize model=stories260K.gguf ! fdsink");
+
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_llm_decode_change_state);
+
+  gst_type_mark_as_plugin_api (GST_TYPE_LLM_ON_NEW_PROMPT, 0);
+}

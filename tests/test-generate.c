@@ -1,0 +1,809 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* llmprefill ! llmdecode with a real model (stories260K), driven through
+ * GstHarness: greedy output equals llama.cpp's, timing, statistics,
+ * flushing, EOS, prompt replacement, errors and KV cache settings. */
+#include <string.h>
+
+#include <gst/check/gstharness.h>
+#include <glib/gstdio.h>
+#include <gst/gst.h>
+
+#include "gguf-writer.h"
+#include "llm-caps.h"
+#include "llm-check.h"
+#include "tokenizer.h"
+
+/* "Once upon a time" with BOS, as llama.cpp tokenizes it. */
+static const gint32 prompt_ids[] = { 1, 403, 407, 261, 378 };
+
+/* llama.cpp's greedy continuation of prompt_ids on stories260K. */
+static const gint32 golden_ids[] = {
+  432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337,
+  410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394,
+  261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266, 267, 337, 335, 312, 432,
+  398, 312, 286, 267, 414, 270, 333, 415, 426, 13, 438, 310, 439, 419, 357, 336,
+};
+
+static char *model_path;
+static char vocab_hash[GST_LLM_VOCAB_HASH_LEN + 1];
+
+static void
+setup (void)
+{
+  model_path = llm_test_data_path ("models/stories260K.gguf");
+  GError *error = NULL;
+  LlmTokenizer *tok = llm_tokenizer_new_from_file (model_path, &error);
+  ck_assert_msg (tok != NULL, "%s", error ? error->message : "");
+  g_strlcpy (vocab_hash, llm_tokenizer_vocab (tok)->hash, sizeof vocab_hash);
+  llm_tokenizer_free (tok);
+}
+
+static void
+teardown (void)
+{
+  g_clear_pointer (&model_path, g_free);
+}
+
+/* A harness around "llmprefill name=p ... ! llmdecode name=d ...", with a
+ * bus on the bin for llm-stats. */
+static GstHarness *
+harness_new (const char *prefill_props, const char *decode_props, GstBus **bus)
+{
+  char *desc = g_strdup_printf ("llmprefill name=p model=\"%s\" n-threads=1 %s "
+      "! llmdecode name=d %s", model_path, prefill_props, decode_props);
+  GstHarness *h = gst_harness_new_parse (desc);
+  g_free (desc);
+  if (bus) {
+    *bus = gst_bus_new ();
+    gst_element_set_bus (h->element, *bus);
+  }
+  char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE, vocab_hash);
+  gst_harness_set_src_caps_str (h, caps);
+  g_free (caps);
+  return h;
+}
+
+static GstBuffer *
+ids_buffer (const gint32 *ids, guint n, GstClockTime pts)
+{
+  GstBuffer *b = gst_llm_tokens_buffer_new (ids, n);
+  GST_BUFFER_PTS (b) = pts;
+  GST_BUFFER_DURATION (b) = GST_SECOND;
+  return b;
+}
+
+static gint32
+buffer_id (GstBuffer *b)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  ck_assert (gst_llm_tokens_buffer_read (b, ids));
+  ck_assert_uint_eq (ids->len, 1);
+  gint32 id = g_array_index (ids, gint32, 0);
+  g_array_unref (ids);
+  return id;
+}
+
+/* Pulls events until the next llm-end-of-response and returns its reason
+ * (newly allocated). */
+static char *
+pull_end_of_response (GstHarness *h)
+{
+  for (;;) {
+    GstEvent *e = gst_harness_pull_event (h);
+    ck_assert_msg (e != NULL, "no llm-end-of-response arrived");
+    const char *reason;
+    if (gst_llm_event_parse_end_of_response (e, &reason)) {
+      char *r = g_strdup (reason);
+      gst_event_unref (e);
+      return r;
+    }
+    ck_assert_msg (GST_EVENT_TYPE (e) != GST_EVENT_EOS, "EOS before llm-end-of-response");
+    gst_event_unref (e);
+  }
+}
+
+/* The next llm-stats structure posted on @bus (caller frees). */
+static GstStructure *
+pop_stats (GstBus *bus)
+{
+  for (;;) {
+    GstMessage *m = gst_bus_timed_pop_filtered (bus, 30 * GST_SECOND,
+        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR);
+    ck_assert_msg (m != NULL, "no llm-stats message");
+    ck_assert_msg (GST_MESSAGE_TYPE (m) != GST_MESSAGE_ERROR, "error message on the bus");
+    const GstStructure *s = gst_message_get_structure (m);
+    if (gst_structure_has_name (s, "llm-stats")) {
+      GstStructure *copy = gst_structure_copy (s);
+      gst_message_unref (m);
+      return copy;
+    }
+    gst_message_unref (m);
+  }
+}
+
+static const char *
+stats_string (const GstStructure *s, const char *field)
+{
+  const char *v = gst_structure_get_string (s, field);
+  ck_assert_msg (v != NULL, "llm-stats has no string %s", field);
+  return v;
+}
+
+static double
+stats_double (const GstStructure *s, const char *field)
+{
+  double v;
+  ck_assert_msg (gst_structure_get_double (s, field, &v), "llm-stats has no double %s", field);
+  return v;
+}
+
+static guint
+stats_uint (const GstStructure *s, const char *field)
+{
+  guint v;
+  ck_assert_msg (gst_structure_get_uint (s, field, &v), "llm-stats has no uint %s", field);
+  return v;
+}
+
+static void
+harness_free (GstHarness *h, GstBus *bus)
+{
+  gst_harness_teardown (h);
+  if (bus) {
+    gst_bus_set_flushing (bus, TRUE);
+    gst_object_unref (bus);
+  }
+}
+
+/* Pulls @n tokens and checks them against golden_ids. */
+static void
+expect_golden (GstHarness *h, guint n)
+{
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_msg (b != NULL, "token %u did not arrive", i);
+    ck_assert_msg (buffer_id (b) == golden_ids[i], "token %u: %d, llama.cpp %d", i,
+        buffer_id (b), golden_ids[i]);
+    gst_buffer_unref (b);
+  }
+}
+
+START_TEST (test_decode_greedy_matches_llama_cpp)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("temperature=0 prompt-mode=buffer", "max-tokens=64", &bus);
+  const GstClockTime prompt_pts = 3 * GST_SECOND;
+
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, prompt_pts)), GST_FLOW_OK);
+
+  GstClockTime expect_pts = prompt_pts;
+  for (guint i = 0; i < G_N_ELEMENTS (golden_ids); i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_msg (b != NULL, "token %u did not arrive", i);
+    ck_assert_msg (buffer_id (b) == golden_ids[i], "token %u: %d, llama.cpp %d", i,
+        buffer_id (b), golden_ids[i]);
+    /* tokens tile the time after the prompt, each lasting its step */
+    ck_assert_uint_eq (GST_BUFFER_PTS (b), expect_pts);
+    ck_assert (GST_BUFFER_DURATION_IS_VALID (b));
+    ck_assert_uint_eq (GST_BUFFER_OFFSET (b), i);
+    expect_pts += GST_BUFFER_DURATION (b);
+    gst_buffer_unref (b);
+  }
+
+  char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  g_free (reason);
+  /* exactly 64: nothing after the end of the response */
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_MAX_TOKENS);
+  ck_assert_str_eq (stats_string (s, "device"), "cpu");
+  ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 5);
+  ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 64);
+  /* prompt, 63 fed while generating, and the last token fed afterwards */
+  ck_assert_uint_eq (stats_uint (s, "context-tokens"), 5 + 64);
+  double ttft = stats_double (s, "ttft-ms"), mean = stats_double (s, "itl-ms-mean"),
+      p95 = stats_double (s, "itl-ms-p95");
+  ck_assert (ttft > 0 && ttft < 10000);
+  ck_assert (mean > 0 && mean < 10000);
+  ck_assert (p95 > 0 && p95 < 10000);
+  ck_assert (stats_double (s, "tokens-per-s") > 0);
+  ck_assert (stats_double (s, "prompt-tokens-per-s") > 0);
+  guint64 kv_bytes;
+  ck_assert (gst_structure_get_uint64 (s, "kv-bytes", &kv_bytes));
+  ck_assert_uint_gt (kv_bytes, 0);
+  g_print ("stories260K: ttft %.3f ms, itl mean %.3f ms, p95 %.3f ms, %.0f tokens/s\n",
+      ttft, mean, p95, stats_double (s, "tokens-per-s"));
+  gst_structure_free (s);
+
+  harness_free (h, bus);
+}
+END_TEST
+
+START_TEST (test_prefill_event_mode_joins_buffers_into_one_prompt)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("", "max-tokens=8", &bus);
+
+  /* llmtokenize's split of "Once upon a time": the default prompt mode
+   * waits for the end of the prompt */
+  gst_harness_push (h, ids_buffer (prompt_ids, 4, GST_SECOND));
+  gst_harness_push (h, ids_buffer (prompt_ids + 4, 1, 2 * GST_SECOND));
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_prompt ()));
+
+  GstBuffer *b = gst_harness_pull (h);
+  ck_assert_uint_eq (GST_BUFFER_PTS (b), GST_SECOND);
+  ck_assert_int_eq (buffer_id (b), golden_ids[0]);
+  gst_buffer_unref (b);
+  for (guint i = 1; i < 8; i++) {
+    b = gst_harness_pull (h);
+    ck_assert_int_eq (buffer_id (b), golden_ids[i]);
+    gst_buffer_unref (b);
+  }
+  char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  g_free (reason);
+  /* the prompt boundary travels on, after the response */
+  GstEvent *e = gst_harness_pull_event (h);
+  ck_assert (gst_llm_event_is_end_of_prompt (e));
+  gst_event_unref (e);
+
+  GstStructure *s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 5);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
+/* Slow downstream: each token takes a few milliseconds to be consumed,
+ * so a response is still running when the test acts on it. */
+static gint delivered;
+
+static GstPadProbeReturn
+slow_consumer (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  g_atomic_int_inc (&delivered);
+  g_usleep (GPOINTER_TO_UINT (data));
+  return GST_PAD_PROBE_OK;
+}
+
+static void
+wait_delivered (gint n)
+{
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (g_atomic_int_get (&delivered) < n) {
+    ck_assert_msg (g_get_monotonic_time () < deadline, "tokens stopped coming");
+    g_usleep (500);
+  }
+}
+
+START_TEST (test_decode_flush_cancels_generation)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=1000", &bus);
+  g_atomic_int_set (&delivered, 0);
+  gulong probe = gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, slow_consumer,
+      GUINT_TO_POINTER (2000), NULL);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  wait_delivered (5);
+
+  gint64 t0 = g_get_monotonic_time ();
+  ck_assert (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  gint64 took = g_get_monotonic_time () - t0;
+  gint at_return = g_atomic_int_get (&delivered);
+  g_usleep (50000);
+  /* nothing after flush-start returned, and it returned within a step
+   * (a step here is about a millisecond; allow for slow machines) */
+  ck_assert_int_le (g_atomic_int_get (&delivered), at_return + 1);
+  ck_assert_msg (took < 2 * G_USEC_PER_SEC, "flush-start took %" G_GINT64_FORMAT " us", took);
+
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_CANCELLED);
+  /* at most the token being generated when the flush came was not delivered */
+  ck_assert_uint_le (stats_uint (s, "generated-tokens"), (guint) at_return + 1);
+  ck_assert_uint_lt (stats_uint (s, "generated-tokens"), 1000);
+  gst_structure_free (s);
+
+  /* after the flush, a new prompt is answered from the start */
+  gst_pad_remove_probe (h->sinkpad, probe);
+  ck_assert (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  GstSegment segment;
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  ck_assert (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+  while (gst_harness_buffers_in_queue (h) > 0)
+    gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  expect_golden (h, 8);
+
+  harness_free (h, bus);
+}
+END_TEST
+
+START_TEST (test_decode_eos_waits_for_the_response)
+{
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=16", NULL);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  ck_assert (gst_harness_push_event (h, gst_event_new_eos ()));
+
+  gboolean seen_end = FALSE;
+  for (;;) {
+    GstEvent *e = gst_harness_pull_event (h);
+    ck_assert_msg (e != NULL, "no EOS");
+    if (gst_llm_event_is_end_of_response (e))
+      seen_end = TRUE;
+    gboolean eos = GST_EVENT_TYPE (e) == GST_EVENT_EOS;
+    gst_event_unref (e);
+    if (eos)
+      break;
+  }
+  ck_assert_msg (seen_end, "EOS came before the end of the response");
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 16);
+  expect_golden (h, 16);
+  harness_free (h, NULL);
+}
+END_TEST
+
+START_TEST (test_decode_replace_cancels_the_current_response)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=100 on-new-prompt=replace",
+      &bus);
+  g_atomic_int_set (&delivered, 0);
+  gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, slow_consumer,
+      GUINT_TO_POINTER (2000), NULL);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  wait_delivered (3);
+  /* "Once" alone: a different continuation */
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 2, 10 * GST_SECOND)),
+      GST_FLOW_OK);
+
+  char *first = pull_end_of_response (h);
+  char *second = pull_end_of_response (h);
+  ck_assert_str_eq (first, GST_LLM_STOP_REASON_CANCELLED);
+  ck_assert_str_eq (second, GST_LLM_STOP_REASON_MAX_TOKENS);
+  g_free (first);
+  g_free (second);
+
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_CANCELLED);
+  guint cancelled_tokens = stats_uint (s, "generated-tokens");
+  ck_assert_uint_lt (cancelled_tokens, 100);
+  gst_structure_free (s);
+  s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_MAX_TOKENS);
+  ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 2);
+  gst_structure_free (s);
+
+  /* the first response's tokens, then the whole second one at its PTS */
+  guint n = gst_harness_buffers_in_queue (h);
+  ck_assert_uint_ge (n, 100 + 3);
+  ck_assert_uint_le (n, 100 + cancelled_tokens);
+  for (guint i = 0; i < n - 100; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_int_eq (buffer_id (b), golden_ids[i]);
+    gst_buffer_unref (b);
+  }
+  GstBuffer *b = gst_harness_pull (h);
+  ck_assert_uint_eq (GST_BUFFER_OFFSET (b), 0);
+  ck_assert_uint_eq (GST_BUFFER_PTS (b), 10 * GST_SECOND);
+  gst_buffer_unref (b);
+
+  harness_free (h, bus);
+}
+END_TEST
+
+START_TEST (test_decode_queues_prompts_and_answers_them_in_order)
+{
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=12", NULL);
+
+  /* the second and third push wait while a prompt is queued */
+  for (guint i = 0; i < 3; i++)
+    ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, i * GST_SECOND)),
+        GST_FLOW_OK);
+  for (guint i = 0; i < 3; i++) {
+    char *reason = pull_end_of_response (h);
+    ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+    g_free (reason);
+  }
+  /* each prompt starts a fresh conversation: three equal responses, the
+   * later ones at their prompt's PTS (the earlier ones ended long before) */
+  for (guint i = 0; i < 3; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_uint_eq (GST_BUFFER_PTS (b), i * GST_SECOND);
+    ck_assert_int_eq (buffer_id (b), golden_ids[0]);
+    gst_buffer_unref (b);
+    for (guint k = 1; k < 12; k++) {
+      b = gst_harness_pull (h);
+      ck_assert_int_eq (buffer_id (b), golden_ids[k]);
+      gst_buffer_unref (b);
+    }
+  }
+  harness_free (h, NULL);
+}
+END_TEST
+
+START_TEST (test_latency_query_adds_measured_prefill_and_step_time)
+{
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=16", NULL);
+  const GstClockTime upstream = 10 * GST_MSECOND;
+
+  gst_harness_set_upstream_latency (h, upstream);
+  /* nothing measured yet: nothing added */
+  ck_assert_uint_eq (gst_harness_query_latency (h), upstream);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  char *reason = pull_end_of_response (h);
+  g_free (reason);
+  /* now the slowest prefill and decode step so far */
+  ck_assert_uint_gt (gst_harness_query_latency (h), upstream);
+  harness_free (h, NULL);
+}
+END_TEST
+
+START_TEST (test_decode_stop_string_ends_the_response)
+{
+  GstBus *bus;
+  /* the greedy text is ", there was a little girl named Lily." */
+  GstHarness *h = harness_new ("prompt-mode=buffer",
+      "max-tokens=64 stop-strings=\"<\\\"girl\\\">\"", &bus);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_STOP_STRING);
+  g_free (reason);
+
+  /* what came out is a prefix of the greedy text without "girl"; the
+   * token that holds it (" girl") is dropped whole */
+  GError *error = NULL;
+  LlmTokenizer *tok = llm_tokenizer_new_from_file (model_path, &error);
+  GString *text = g_string_new (NULL);
+  guint n = gst_harness_buffers_in_queue (h);
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_int_eq (buffer_id (b), golden_ids[i]);
+    llm_tokenizer_token_to_piece (tok, buffer_id (b), FALSE, text);
+    gst_buffer_unref (b);
+  }
+  ck_assert_str_eq (text->str, ", there was a little");
+  /* the tokens that spell " girl" were generated (and held back) */
+  guint k = n;
+  while (strstr (text->str, "girl") == NULL)
+    llm_tokenizer_token_to_piece (tok, golden_ids[k++], FALSE, text);
+  ck_assert_uint_gt (k - n, 1);
+
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_STOP_STRING);
+  ck_assert_uint_eq (stats_uint (s, "generated-tokens"), k);
+  gst_structure_free (s);
+
+  g_string_free (text, TRUE);
+  llm_tokenizer_free (tok);
+  harness_free (h, bus);
+}
+END_TEST
+
+START_TEST (test_decode_stops_when_the_context_is_full)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer context-length=32", "max-tokens=0", &bus);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, "context-full");
+  g_free (reason);
+  /* 5 prompt positions + 27 fed tokens fill 32; the 28th token was sampled
+   * from the last position */
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 28);
+  expect_golden (h, 28);
+
+  GstStructure *s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "context-tokens"), 32);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
+START_TEST (test_prefill_keep_context_continues_the_conversation)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer keep-context=true", "max-tokens=8", &bus);
+  const gint32 more[] = { 403 };
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  expect_golden (h, 8);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "context-tokens"), 5 + 8);
+  gst_structure_free (s);
+
+  gst_harness_push (h, ids_buffer (more, 1, GST_SECOND));
+  for (guint i = 0; i < 8; i++)
+    gst_buffer_unref (gst_harness_pull (h));
+  s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 1);
+  ck_assert_uint_eq (stats_uint (s, "context-tokens"), 5 + 8 + 1 + 8);
+  gst_structure_free (s);
+
+  /* without keep-context the same prompt starts over */
+  GstElement *p = gst_bin_get_by_name (GST_BIN (h->element), "p");
+  g_object_set (p, "keep-context", FALSE, NULL);
+  gst_object_unref (p);
+  gst_harness_push (h, ids_buffer (more, 1, 2 * GST_SECOND));
+  for (guint i = 0; i < 8; i++)
+    gst_buffer_unref (gst_harness_pull (h));
+  s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "context-tokens"), 1 + 8);
+  gst_structure_free (s);
+
+  harness_free (h, bus);
+}
+END_TEST
+
+START_TEST (test_prefill_template_and_system_prompt_wrap_the_prompt)
+{
+  /* the template's text before {prompt} goes after BOS: "Once upon a
+   * time" from a prompt that is BOS alone */
+  GstHarness *h = harness_new ("prompt-mode=buffer prompt-template=\"Once upon a time{prompt}\"",
+      "max-tokens=8", NULL);
+  gst_harness_push (h, ids_buffer (prompt_ids, 1, 0));
+  expect_golden (h, 8);
+  harness_free (h, NULL);
+
+  /* text after {prompt} follows the prompt's ids */
+  h = harness_new ("prompt-mode=buffer prompt-template=\"{prompt} upon a time\"",
+      "max-tokens=8", NULL);
+  gst_harness_push (h, ids_buffer (prompt_ids, 2, 0));
+  expect_golden (h, 8);
+  harness_free (h, NULL);
+
+  /* the system prompt starts the conversation, after BOS */
+  const gint32 rest[] = { 1, 407, 261, 378 };
+  GstBus *bus;
+  h = harness_new ("prompt-mode=buffer system-prompt=Once", "max-tokens=8", &bus);
+  gst_harness_push (h, ids_buffer (rest, 4, 0));
+  expect_golden (h, 8);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 5);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
+static void
+run_kv_setting (const char *props)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new (props, "max-tokens=64", &bus);
+  GstElement *p = gst_bin_get_by_name (GST_BIN (h->element), "p");
+  char *device = NULL;
+  g_object_get (p, "active-device", &device, NULL);
+  ck_assert_str_eq (device, "cpu");
+  g_free (device);
+  gst_object_unref (p);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  g_free (reason);
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 64);
+  for (guint i = 0; i < 64; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    gint32 id = buffer_id (b);
+    ck_assert (id >= 0 && id < 512);
+    gst_buffer_unref (b);
+  }
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_MAX_TOKENS);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+
+START_TEST (test_generate_with_q4_0_kv_cache)
+{
+  run_kv_setting ("prompt-mode=buffer kv-type=q4_0");
+}
+END_TEST
+
+START_TEST (test_generate_with_a_window_past_its_size)
+{
+  /* 5 + 64 positions through a 16-position window */
+  run_kv_setting ("prompt-mode=buffer kv-policy=window kv-window=16");
+  run_kv_setting ("prompt-mode=buffer kv-policy=sink-window kv-window=16 kv-sink=4");
+}
+END_TEST
+
+/* Sets @e to READY, expecting failure and an error message; returns the
+ * error's text. */
+static char *
+expect_ready_fails (GstElement *e, GQuark domain, gint code)
+{
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (e, bus);
+  ck_assert_int_eq (gst_element_set_state (e, GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
+  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  ck_assert_msg (m != NULL, "no error message");
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert_msg (error->domain == domain && error->code == code, "%s error %d: %s",
+      g_quark_to_string (error->domain), error->code, error->message);
+  char *text = g_strdup (error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  return text;
+}
+
+START_TEST (test_prefill_missing_model_fails_the_state_change)
+{
+  GstElement *e = gst_element_factory_make ("llmprefill", NULL);
+  g_object_set (e, "model", "/nonexistent/model.gguf", NULL);
+  char *text = expect_ready_fails (e, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
+  ck_assert_msg (strstr (text, "/nonexistent/model.gguf") != NULL, "%s", text);
+  g_free (text);
+  gst_object_unref (e);
+
+  e = gst_element_factory_make ("llmprefill", NULL);
+  text = expect_ready_fails (e, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
+  g_free (text);
+  gst_object_unref (e);
+}
+END_TEST
+
+START_TEST (test_prefill_invalid_device_fails_the_state_change)
+{
+  GstElement *e = gst_element_factory_make ("llmprefill", NULL);
+  g_object_set (e, "model", model_path, "device", "cuda:7", NULL);
+  char *text = expect_ready_fails (e, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
+  /* names the device asked for and what there is */
+  ck_assert_msg (strstr (text, "cuda:7") != NULL && strstr (text, "cpu") != NULL, "%s", text);
+  g_free (text);
+  char *active = NULL;
+  g_object_get (e, "active-device", &active, NULL);
+  ck_assert (active == NULL);
+  gst_object_unref (e);
+}
+END_TEST
+
+/* Writes a one-layer llama with stories260K's tokenizer whose KV row
+ * (3 KV heads x 8) is 24 values, not a multiple of 32. */
+static char *
+write_model_with_a_24_value_kv_row (const char *dir)
+{
+  GError *error = NULL;
+  LlmGguf *src = llm_gguf_open (model_path, &error);
+  ck_assert_msg (src != NULL, "%s", error ? error->message : "");
+  LlmGgufWriter *w = llm_gguf_writer_new ();
+  for (guint64 i = 0; i < llm_gguf_n_kv (src); i++) {
+    const char *key = llm_gguf_key (src, i);
+    if (g_str_has_prefix (key, "tokenizer.") || strcmp (key, "general.architecture") == 0)
+      llm_gguf_writer_copy_kv (w, src, key);
+  }
+  const guint64 embd = 48, kv = 24, ff = 64, vocab = 512;
+  llm_gguf_writer_add_uint32 (w, "llama.context_length", 64);
+  llm_gguf_writer_add_uint32 (w, "llama.embedding_length", embd);
+  llm_gguf_writer_add_uint32 (w, "llama.block_count", 1);
+  llm_gguf_writer_add_uint32 (w, "llama.feed_forward_length", ff);
+  llm_gguf_writer_add_uint32 (w, "llama.attention.head_count", 6);
+  llm_gguf_writer_add_uint32 (w, "llama.attention.head_count_kv", 3);
+
+  float *ones = g_new (float, embd * vocab);
+  for (guint64 i = 0; i < embd * vocab; i++)
+    ones[i] = 0.01f;
+  const struct { const char *name; guint64 ne0, ne1; } tensors[] = {
+    {"token_embd.weight", embd, vocab}, {"output_norm.weight", embd, 1},
+    {"output.weight", embd, vocab}, {"blk.0.attn_norm.weight", embd, 1},
+    {"blk.0.attn_q.weight", embd, embd}, {"blk.0.attn_k.weight", embd, kv},
+    {"blk.0.attn_v.weight", embd, kv}, {"blk.0.attn_output.weight", embd, embd},
+    {"blk.0.ffn_norm.weight", embd, 1}, {"blk.0.ffn_gate.weight", embd, ff},
+    {"blk.0.ffn_up.weight", embd, ff}, {"blk.0.ffn_down.weight", ff, embd},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (tensors); i++) {
+    guint64 ne[2] = { tensors[i].ne0, tensors[i].ne1 };
+    ck_assert (llm_gguf_writer_add_tensor_from_f32 (w, tensors[i].name, 0 /* F32 */,
+            ne[1] > 1 ? 2 : 1, ne, ones, &error));
+  }
+  char *path = g_build_filename (dir, "kv-row-24.gguf", NULL);
+  ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s",
+      error ? error->message : "");
+  g_free (ones);
+  llm_gguf_writer_free (w);
+  llm_gguf_free (src);
+  return path;
+}
+
+START_TEST (test_prefill_kv_type_the_model_cannot_use_fails_the_state_change)
+{
+  char *dir = g_dir_make_tmp ("gst-llm-generate-XXXXXX", NULL);
+  char *path = write_model_with_a_24_value_kv_row (dir);
+
+  GstElement *e = gst_element_factory_make ("llmprefill", NULL);
+  g_object_set (e, "model", path, "kv-type", 2 /* q8_0 */, NULL);
+  char *text = expect_ready_fails (e, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS);
+  /* says why and what to use instead */
+  ck_assert_msg (strstr (text, "q8_0") && strstr (text, "f16"), "%s", text);
+  g_free (text);
+
+  /* the model itself is fine with an f16 cache */
+  g_object_set (e, "kv-type", 0 /* f16 */, NULL);
+  ck_assert_int_eq (gst_element_set_state (e, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_object_unref (e);
+
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (path);
+  g_free (dir);
+}
+END_TEST
+
+START_TEST (test_prefill_refuses_another_vocabulary)
+{
+  GstElement *e = gst_element_factory_make ("llmprefill", NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (e, bus);
+  g_object_set (e, "model", model_path, NULL);
+  ck_assert_int_eq (gst_element_set_state (e, GST_STATE_PAUSED), GST_STATE_CHANGE_SUCCESS);
+
+  GstPad *sink = gst_element_get_static_pad (e, "sink");
+  GstCaps *caps = gst_pad_query_caps (sink, NULL);
+  ck_assert_str_eq (gst_llm_caps_get_vocab (caps), vocab_hash);
+  gst_caps_unref (caps);
+
+  gst_pad_send_event (sink, gst_event_new_stream_start ("test"));
+  GstCaps *other = gst_llm_caps_new_tokens ("0123456789abcdef");
+  ck_assert (!gst_pad_send_event (sink, gst_event_new_caps (other)));
+  gst_caps_unref (other);
+  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  ck_assert (m != NULL);
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert (g_error_matches (error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+  ck_assert_msg (strstr (error->message, "0123456789abcdef") != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+
+  gst_object_unref (sink);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+}
+END_TEST
+
+static Suite *
+generate_suite (void)
+{
+  Suite *s = suite_create ("generate");
+  TCase *tc = tcase_create ("generate");
+
+  gst_init (NULL, NULL);
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_set_timeout (tc, 300);
+  tcase_add_test (tc, test_decode_greedy_matches_llama_cpp);
+  tcase_add_test (tc, test_prefill_event_mode_joins_buffers_into_one_prompt);
+  tcase_add_test (tc, test_decode_flush_cancels_generation);
+  tcase_add_test (tc, test_decode_eos_waits_for_the_response);
+  tcase_add_test (tc, test_decode_replace_cancels_the_current_response);
+  tcase_add_test (tc, test_decode_queues_prompts_and_answers_them_in_order);
+  tcase_add_test (tc, test_latency_query_adds_measured_prefill_and_step_time);
+  tcase_add_test (tc, test_decode_stop_string_ends_the_response);
+  tcase_add_test (tc, test_decode_stops_when_the_context_is_full);
+  tcase_add_test (tc, test_prefill_keep_context_continues_the_conversation);
+  tcase_add_test (tc, test_prefill_template_and_system_prompt_wrap_the_prompt);
+  tcase_add_test (tc, test_generate_with_q4_0_kv_cache);
+  tcase_add_test (tc, test_generate_with_a_window_past_its_size);
+  tcase_add_test (tc, test_prefill_missing_model_fails_the_state_change);
+  tcase_add_test (tc, test_prefill_invalid_device_fails_the_state_change);
+  tcase_add_test (tc, test_prefill_kv_type_the_model_cannot_use_fails_the_state_change);
+  tcase_add_test (tc, test_prefill_refuses_another_vocabulary);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+LLM_TEST_MAIN (generate_suite)

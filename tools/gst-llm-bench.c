@@ -1,0 +1,757 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-llm-bench: prompt and decode speed of the engine, in the manner of
+ * llama-bench, against the memory-bandwidth ceiling of decoding.
+ *
+ * Per model and setting (threads x KV type x depth x prompt x generation
+ * lengths) each repetition clears the KV cache, fills it with --depth
+ * random tokens (untimed), evaluates a random prompt in one call (pp,
+ * TTFT) and then generates greedily one token per call (tg, ITL). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include "bench.h"
+#include "forward.h"
+#include "ggml-type.h"
+#include "gguf.h"
+#include "kvcache.h"
+#include "model.h"
+#include "cpu/matmul.h"
+
+typedef struct {
+  char **models;
+  char **prompt_lens, **gen_lens, **thread_counts, **kv_types, **depths;
+  int reps;
+  gboolean json;
+  gboolean no_warmup;
+  gboolean pipeline;
+  gint64 seed;
+  int bandwidth_mib;
+  char *make_shape, *make_type, *output;
+} Options;
+
+typedef struct {
+  guint threads, depth, n_prompt, n_gen;
+  LlmKvType kv_type;
+} Setting;
+
+/* Mean and sample standard deviation of one figure over repetitions. */
+typedef struct {
+  double mean, sd;
+  guint n;
+} Stat;
+
+typedef struct {
+  Stat pp_tps, tg_tps, ttft_ms, itl_mean, itl_p95;
+  gsize kv_bytes;
+  guint32 kv_positions;
+  guint64 peak_rss;
+  BenchPipelineResult pipe;   /* means over repetitions, when --pipeline */
+  Stat pipe_pp, pipe_tg, pipe_ttft, pipe_itl_mean, pipe_itl_p95;
+  gboolean have_pipe;
+  char *pipe_error;
+} Result;
+
+/* --- small helpers --- */
+
+static double
+now_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static Stat
+stat_of (const double *v, guint n)
+{
+  Stat s = { NAN, NAN, n };
+  if (n == 0)
+    return s;
+  double sum = 0;
+  for (guint i = 0; i < n; i++)
+    sum += v[i];
+  s.mean = sum / n;
+  double ss = 0;
+  for (guint i = 0; i < n; i++)
+    ss += (v[i] - s.mean) * (v[i] - s.mean);
+  s.sd = n > 1 ? sqrt (ss / (n - 1)) : 0;
+  return s;
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile; sorts @v. */
+static double
+percentile (double *v, guint n, double p)
+{
+  if (n == 0)
+    return NAN;
+  qsort (v, n, sizeof *v, cmp_double);
+  guint rank = (guint) ceil (p / 100.0 * n);
+  return v[rank > 0 ? rank - 1 : 0];
+}
+
+static gint32
+argmax (const float *x, guint n)
+{
+  guint best = 0;
+  for (guint i = 1; i < n; i++)
+    if (x[i] > x[best])
+      best = i;
+  return (gint32) best;
+}
+
+/* Peak resident memory since the last reset_peak_rss(): VmHWM, which
+ * counts the mapped weights the run touched. */
+static guint64
+peak_rss_bytes (void)
+{
+  g_autofree char *status = NULL;
+  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL)) {
+    const char *p = strstr (status, "VmHWM:");
+    if (p != NULL)
+      return g_ascii_strtoull (p + 6, NULL, 10) * 1024;
+  }
+  struct rusage ru;
+  if (getrusage (RUSAGE_SELF, &ru) == 0)
+    return (guint64) ru.ru_maxrss * 1024;
+  return 0;
+}
+
+/* Linux: writing 5 to clear_refs restarts VmHWM from the current RSS, so
+ * each setting reports its own peak. Elsewhere the peak is the process's. */
+static void
+reset_peak_rss (void)
+{
+  FILE *f = fopen ("/proc/self/clear_refs", "w");
+  if (f != NULL) {
+    fputs ("5", f);
+    fclose (f);
+  }
+}
+
+static gboolean
+parse_uint_list (char **args, const char *def, const char *what, GArray *out, GError **error)
+{
+  const char *const defs[] = { def, NULL };
+  const char *const *list = args ? (const char *const *) args : defs;
+  for (; *list != NULL; list++) {
+    g_auto (GStrv) parts = g_strsplit (*list, ",", -1);
+    for (char **p = parts; *p != NULL; p++) {
+      guint64 v;
+      if (!g_ascii_string_to_unsigned (g_strstrip (*p), 10, 0, G_MAXINT32, &v, NULL)) {
+        g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+            "%s: '%s' is not a non-negative integer", what, *p);
+        return FALSE;
+      }
+      guint u = (guint) v;
+      g_array_append_val (out, u);
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+parse_kv_list (char **args, GArray *out, GError **error)
+{
+  const char *const defs[] = { "f16", NULL };
+  const char *const *list = args ? (const char *const *) args : defs;
+  for (; *list != NULL; list++) {
+    g_auto (GStrv) parts = g_strsplit (*list, ",", -1);
+    for (char **p = parts; *p != NULL; p++) {
+      LlmKvType t;
+      if (!llm_kv_type_from_name (g_strstrip (*p), &t)) {
+        g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+            "--kv-type: '%s' is not one of f16, q8_0, q4_0, f32", *p);
+        return FALSE;
+      }
+      g_array_append_val (out, t);
+    }
+  }
+  return TRUE;
+}
+
+/* --- what the model is --- */
+
+typedef struct {
+  char *name;                 /* file name */
+  char *type;                 /* "Q4_K_M", "F16", ... */
+  guint64 params;
+  guint64 size;               /* bytes of all tensors */
+} ModelInfo;
+
+static const char *
+ftype_name (guint64 ftype)
+{
+  /* llama.cpp's llama_ftype, as general.file_type stores it. */
+  switch (ftype) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K_S";
+    case 12: return "Q3_K_M";
+    case 13: return "Q3_K_L";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    default: return NULL;
+  }
+}
+
+static ModelInfo
+model_info (const LlmModel *m)
+{
+  ModelInfo info = { g_path_get_basename (m->path), NULL, 0, 0 };
+  guint64 by_type[64] = { 0 };
+  for (guint64 i = 0; i < llm_gguf_n_tensors (m->gguf); i++) {
+    const LlmGgufTensor *t = llm_gguf_tensor (m->gguf, i);
+    info.params += t->n_elems;
+    info.size += t->size;
+    if (t->type < G_N_ELEMENTS (by_type))
+      by_type[t->type] += t->size;
+  }
+  guint64 ft;
+  const char *name = NULL;
+  if (llm_gguf_get_uint (m->gguf, "general.file_type", &ft, NULL))
+    name = ftype_name (ft);
+  if (name == NULL) {
+    /* No file type: the type holding most bytes. */
+    guint best = 0;
+    for (guint t = 1; t < G_N_ELEMENTS (by_type); t++)
+      if (by_type[t] > by_type[best])
+        best = t;
+    name = llm_type_name (best);
+  }
+  info.type = g_strdup (name);
+  return info;
+}
+
+/* --- the measurement --- */
+
+static gboolean
+fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab)
+{
+  for (guint i = 0; i < n; i++)
+    ids[i] = g_rand_int_range (rand, 0, (gint32) n_vocab);
+  return TRUE;
+}
+
+static gboolean
+run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, GError **error)
+{
+  const guint n_vocab = model->hp.n_vocab;
+  LlmKvConfig kvc = {
+    .type = s->kv_type,
+    .policy = LLM_KV_POLICY_FULL,
+    .context_length = MAX (1, s->depth + s->n_prompt + s->n_gen),
+  };
+  reset_peak_rss ();
+  g_autoptr (LlmContext) ctx = llm_context_new (model, &kvc, (int) s->threads, error);
+  if (ctx == NULL)
+    return FALSE;
+  LlmKvCache *kv = llm_context_kv (ctx);
+
+  g_autofree float *logits = g_new (float, n_vocab);
+  g_autofree gint32 *depth_ids = g_new (gint32, MAX (1, s->depth));
+  g_autofree gint32 *prompt = g_new (gint32, MAX (1, s->n_prompt));
+  g_autofree double *itl = g_new (double, MAX (1, s->n_gen));
+  g_autofree double *pp = g_new (double, o->reps), *tg = g_new (double, o->reps),
+      *ttft = g_new (double, o->reps), *itl_mean = g_new (double, o->reps),
+      *itl_p95 = g_new (double, o->reps);
+  guint n_pp = 0, n_tg = 0;
+  GRand *rand = g_rand_new_with_seed ((guint32) o->seed);
+
+  /* Warm-up: touches every weight page and starts the workers, so the
+   * first repetition does not pay for page faults. */
+  if (!o->no_warmup) {
+    gint32 w[8];
+    fill_random (rand, w, G_N_ELEMENTS (w), n_vocab);
+    guint n = MIN (G_N_ELEMENTS (w), MAX (1, kvc.context_length));
+    if (!llm_context_eval (ctx, w, n, logits, FALSE, error))
+      goto fail;
+    llm_kv_cache_clear (kv);
+  }
+
+  for (int r = 0; r < o->reps; r++) {
+    llm_kv_cache_clear (kv);
+    if (s->depth > 0) {
+      fill_random (rand, depth_ids, s->depth, n_vocab);
+      if (!llm_context_eval (ctx, depth_ids, s->depth, NULL, FALSE, error))
+        goto fail;
+    }
+    gint32 next = 0;
+    if (s->n_prompt > 0) {
+      fill_random (rand, prompt, s->n_prompt, n_vocab);
+      double t0 = now_ms ();
+      if (!llm_context_eval (ctx, prompt, s->n_prompt, logits, FALSE, error))
+        goto fail;
+      double t1 = now_ms ();
+      next = argmax (logits, n_vocab);
+      double t2 = now_ms ();
+      pp[n_pp] = s->n_prompt / ((t1 - t0) / 1e3);
+      ttft[n_pp] = t2 - t0;
+      n_pp++;
+    } else {
+      fill_random (rand, &next, 1, n_vocab);
+    }
+    if (s->n_gen > 0) {
+      double total = 0;
+      for (guint i = 0; i < s->n_gen; i++) {
+        double t0 = now_ms ();
+        if (!llm_context_eval (ctx, &next, 1, logits, FALSE, error))
+          goto fail;
+        next = argmax (logits, n_vocab);
+        itl[i] = now_ms () - t0;
+        total += itl[i];
+      }
+      tg[n_tg] = s->n_gen / (total / 1e3);
+      itl_mean[n_tg] = total / s->n_gen;
+      itl_p95[n_tg] = percentile (itl, s->n_gen, 95);
+      n_tg++;
+    }
+  }
+  res->pp_tps = stat_of (pp, n_pp);
+  res->ttft_ms = stat_of (ttft, n_pp);
+  res->tg_tps = stat_of (tg, n_tg);
+  res->itl_mean = stat_of (itl_mean, n_tg);
+  res->itl_p95 = stat_of (itl_p95, n_tg);
+  res->kv_bytes = llm_kv_cache_bytes (kv);
+  res->kv_positions = llm_kv_cache_n (kv);
+  res->peak_rss = peak_rss_bytes ();
+  g_rand_free (rand);
+  return TRUE;
+
+fail:
+  g_rand_free (rand);
+  return FALSE;
+}
+
+static void
+run_pipeline (const LlmModel *model, const Setting *s, const Options *o, Result *res)
+{
+  if (s->n_prompt == 0 || s->n_gen == 0) {
+    res->pipe_error = g_strdup ("--pipeline needs -p and -n above 0");
+    return;
+  }
+  if (s->depth > 0) {
+    res->pipe_error = g_strdup ("--pipeline does not fill --depth (the elements own the "
+        "cache); measured without it");
+  }
+  g_autofree gint32 *prompt = g_new (gint32, s->n_prompt);
+  GRand *rand = g_rand_new_with_seed ((guint32) o->seed);
+  double pp[o->reps], tg[o->reps], ttft[o->reps], im[o->reps], ip[o->reps];
+  guint n = 0;
+  GError *error = NULL;
+  for (int r = 0; r < o->reps; r++) {
+    fill_random (rand, prompt, s->n_prompt, model->hp.n_vocab);
+    BenchPipelineResult pr;
+    if (!bench_pipeline_run (model->path, prompt, s->n_prompt, s->n_gen, (int) s->threads,
+            s->kv_type, s->n_prompt + s->n_gen + 1, &pr, &error)) {
+      g_free (res->pipe_error);
+      res->pipe_error = g_strdup (error->message);
+      g_clear_error (&error);
+      break;
+    }
+    pp[n] = pr.pp_tokens_per_s;
+    tg[n] = pr.tg_tokens_per_s;
+    ttft[n] = pr.ttft_ms;
+    im[n] = pr.itl_ms_mean;
+    ip[n] = pr.itl_ms_p95;
+    n++;
+  }
+  g_rand_free (rand);
+  if (n > 0) {
+    res->have_pipe = TRUE;
+    res->pipe_pp = stat_of (pp, n);
+    res->pipe_tg = stat_of (tg, n);
+    res->pipe_ttft = stat_of (ttft, n);
+    res->pipe_itl_mean = stat_of (im, n);
+    res->pipe_itl_p95 = stat_of (ip, n);
+  }
+}
+
+/* --- output --- */
+
+static void
+json_string (GString *out, const char *s)
+{
+  g_string_append_c (out, '"');
+  for (const guchar *p = (const guchar *) s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      g_string_append_printf (out, "\\%c", *p);
+    else if (*p < 0x20)
+      g_string_append_printf (out, "\\u%04x", *p);
+    else
+      g_string_append_c (out, (char) *p);
+  }
+  g_string_append_c (out, '"');
+}
+
+static void
+json_number (GString *out, const char *key, double v)
+{
+  g_string_append_printf (out, ", \"%s\": ", key);
+  if (isfinite (v)) {
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    g_string_append (out, g_ascii_formatd (buf, sizeof buf, "%.6g", v));
+  } else {
+    g_string_append (out, "null");
+  }
+}
+
+typedef struct {
+  double bandwidth;           /* bytes/s, 0 when not measured */
+  double ceiling;             /* tokens/s from the weights alone */
+  double fraction;            /* tg / ceiling */
+  double fraction_with_kv;    /* counting the KV bytes read at the mean tg depth */
+} Roofline;
+
+static Roofline
+roofline (const LlmModel *m, const Setting *s, const Result *r, double bandwidth)
+{
+  Roofline rf = { bandwidth, NAN, NAN, NAN };
+  if (bandwidth <= 0 || m->weight_bytes == 0)
+    return rf;
+  rf.ceiling = bandwidth / m->weight_bytes;
+  rf.fraction = r->tg_tps.mean / rf.ceiling;
+  if (r->kv_positions > 0) {
+    double per_pos = (double) r->kv_bytes / r->kv_positions;
+    double mid = s->depth + s->n_prompt + s->n_gen / 2.0;
+    rf.fraction_with_kv = r->tg_tps.mean / (bandwidth / (m->weight_bytes + per_pos * mid));
+  }
+  return rf;
+}
+
+static void
+print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Result *r,
+    const Roofline *rf)
+{
+  GString *o = g_string_new ("{\"model\": ");
+  json_string (o, info->name);
+  g_string_append (o, ", \"model_path\": ");
+  json_string (o, m->path);
+  g_string_append (o, ", \"arch\": ");
+  json_string (o, llm_arch_name (m->hp.arch));
+  g_string_append (o, ", \"type\": ");
+  json_string (o, info->type);
+  json_number (o, "params", info->params);
+  json_number (o, "size_bytes", info->size);
+  json_number (o, "weight_bytes_per_token", m->weight_bytes);
+  json_number (o, "threads", s->threads);
+  g_string_append (o, ", \"kernels\": ");
+  json_string (o, llm_kernels_active ());
+  g_string_append (o, ", \"kv_type\": ");
+  json_string (o, llm_kv_type_name (s->kv_type));
+  json_number (o, "depth", s->depth);
+  json_number (o, "n_prompt", s->n_prompt);
+  json_number (o, "n_gen", s->n_gen);
+  json_number (o, "repetitions", MAX (r->pp_tps.n, r->tg_tps.n));
+  json_number (o, "pp_tokens_per_s", r->pp_tps.mean);
+  json_number (o, "pp_tokens_per_s_sd", r->pp_tps.sd);
+  json_number (o, "tg_tokens_per_s", r->tg_tps.mean);
+  json_number (o, "tg_tokens_per_s_sd", r->tg_tps.sd);
+  json_number (o, "ttft_ms", r->ttft_ms.mean);
+  json_number (o, "ttft_ms_sd", r->ttft_ms.sd);
+  json_number (o, "itl_ms_mean", r->itl_mean.mean);
+  json_number (o, "itl_ms_mean_sd", r->itl_mean.sd);
+  json_number (o, "itl_ms_p95", r->itl_p95.mean);
+  json_number (o, "itl_ms_p95_sd", r->itl_p95.sd);
+  json_number (o, "peak_rss_bytes", r->peak_rss);
+  json_number (o, "kv_bytes", r->kv_bytes);
+  json_number (o, "bandwidth_bytes_per_s", rf->bandwidth);
+  json_number (o, "tg_ceiling_tokens_per_s", rf->ceiling);
+  json_number (o, "bandwidth_fraction", rf->fraction);
+  json_number (o, "bandwidth_fraction_with_kv", rf->fraction_with_kv);
+  if (r->have_pipe) {
+    json_number (o, "pipeline_pp_tokens_per_s", r->pipe_pp.mean);
+    json_number (o, "pipeline_tg_tokens_per_s", r->pipe_tg.mean);
+    json_number (o, "pipeline_tg_tokens_per_s_sd", r->pipe_tg.sd);
+    json_number (o, "pipeline_ttft_ms", r->pipe_ttft.mean);
+    json_number (o, "pipeline_itl_ms_mean", r->pipe_itl_mean.mean);
+    json_number (o, "pipeline_itl_ms_p95", r->pipe_itl_p95.mean);
+    json_number (o, "pipeline_overhead_percent",
+        100.0 * (r->pipe_itl_mean.mean - r->itl_mean.mean) / r->itl_mean.mean);
+  }
+  if (r->pipe_error != NULL) {
+    g_string_append (o, ", \"pipeline_error\": ");
+    json_string (o, r->pipe_error);
+  }
+  g_string_append (o, "}");
+  g_print ("%s\n", o->str);
+  fflush (stdout);
+  g_string_free (o, TRUE);
+}
+
+static char *
+fmt_stat (Stat s, const char *fmt)
+{
+  if (s.n == 0 || !isfinite (s.mean))
+    return g_strdup ("-");
+  g_autofree char *m = g_strdup_printf (fmt, s.mean);
+  g_autofree char *d = g_strdup_printf (fmt, s.sd);
+  return s.n > 1 ? g_strdup_printf ("%s ± %s", m, d) : g_strdup (m);
+}
+
+static void
+print_table_header (void)
+{
+  g_print ("| model | type | params | weights/token | th | kv | depth | test | t/s "
+      "| TTFT ms | ITL ms mean | ITL ms p95 | ceiling t/s | of ceiling | peak RSS MiB "
+      "| KV MiB |\n");
+  g_print ("|---|---|--:|--:|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+}
+
+static void
+print_rows (const LlmModel *m, const ModelInfo *info, const Setting *s, const Result *r,
+    const Roofline *rf)
+{
+  g_autofree char *params = g_strdup_printf ("%.1f M", info->params / 1e6);
+  g_autofree char *wpt = g_strdup_printf ("%.1f MiB", m->weight_bytes / 1048576.0);
+  if (s->n_prompt > 0) {
+    g_autofree char *tps = fmt_stat (r->pp_tps, "%.1f");
+    g_autofree char *ttft = fmt_stat (r->ttft_ms, "%.1f");
+    g_print ("| %s | %s | %s | %s | %u | %s | %u | pp%u | %s | %s | | | | | %.0f | %.1f |\n",
+        info->name, info->type, params, wpt, s->threads, llm_kv_type_name (s->kv_type),
+        s->depth, s->n_prompt, tps, ttft, r->peak_rss / 1048576.0, r->kv_bytes / 1048576.0);
+  }
+  if (s->n_gen > 0) {
+    g_autofree char *tps = fmt_stat (r->tg_tps, "%.2f");
+    g_autofree char *im = fmt_stat (r->itl_mean, "%.2f");
+    g_autofree char *ip = fmt_stat (r->itl_p95, "%.2f");
+    g_autofree char *ceil = isfinite (rf->ceiling) ? g_strdup_printf ("%.1f", rf->ceiling)
+        : g_strdup ("-");
+    g_autofree char *frac = isfinite (rf->fraction)
+        ? g_strdup_printf ("%.1f%%", 100 * rf->fraction) : g_strdup ("-");
+    g_print ("| %s | %s | %s | %s | %u | %s | %u | tg%u | %s | | %s | %s | %s | %s | %.0f "
+        "| %.1f |\n", info->name, info->type, params, wpt, s->threads,
+        llm_kv_type_name (s->kv_type), s->depth, s->n_gen, tps, im, ip, ceil, frac,
+        r->peak_rss / 1048576.0, r->kv_bytes / 1048576.0);
+  }
+  if (r->have_pipe) {
+    g_autofree char *tps = fmt_stat (r->pipe_tg, "%.2f");
+    g_autofree char *ttft = fmt_stat (r->pipe_ttft, "%.1f");
+    g_autofree char *im = fmt_stat (r->pipe_itl_mean, "%.2f");
+    g_autofree char *ip = fmt_stat (r->pipe_itl_p95, "%.2f");
+    g_print ("| %s | %s | %s | %s | %u | %s | %u | pipeline pp%u+tg%u | %s | %s | %s | %s "
+        "| | %+.1f%% ITL vs direct | | |\n", info->name, info->type, params, wpt, s->threads,
+        llm_kv_type_name (s->kv_type), 0, s->n_prompt, s->n_gen, tps, ttft, im, ip,
+        100.0 * (r->pipe_itl_mean.mean - r->itl_mean.mean) / r->itl_mean.mean);
+  }
+  if (r->pipe_error != NULL)
+    g_printerr ("gst-llm-bench: pipeline: %s\n", r->pipe_error);
+  fflush (stdout);
+}
+
+/* --- main --- */
+
+static const char *summary =
+    "Measures prompt processing (pp) and decoding (tg) speed of gst-llm's CPU engine\n"
+    "on GGUF models, in the manner of llama-bench, and compares decoding with the\n"
+    "memory-bandwidth ceiling. Lists (-p 128,512) and repeated options run every\n"
+    "combination.\n"
+    "\n"
+    "Per repetition: the KV cache is cleared, --depth random tokens are evaluated\n"
+    "(untimed), then a random prompt of -p tokens in one evaluation (pp t/s; TTFT is\n"
+    "that evaluation plus picking the first token), then -n tokens one evaluation\n"
+    "each, feeding back the greedy choice (tg t/s; ITL is one step, pick included).\n"
+    "Figures are mean ± standard deviation over -r repetitions, after one untimed\n"
+    "warm-up evaluation.\n"
+    "\n"
+    "Roofline: before the runs, the read bandwidth of the machine is measured with\n"
+    "each thread count (streaming read over --bandwidth-mib MiB, best of 5). A decode\n"
+    "step reads every weight once, so tg can never pass bandwidth / weight bytes per\n"
+    "token (the ceiling); 'of ceiling' is the fraction reached\n"
+    "(bandwidth_fraction in JSON; bandwidth_fraction_with_kv also counts the KV\n"
+    "cache read at the mean decode depth).\n"
+    "\n"
+    "Making benchmark models:\n"
+    "  gst-llm-bench --make-model SHAPE --type TYPE -o FILE [--seed N] [-t N]\n"
+    "writes a GGUF with seeded random weights (normal, std 0.02; norms 1) and a\n"
+    "minimal tokenizer that llama.cpp loads too. Shapes: 246m (llama: 1024 wide,\n"
+    "16 layers, ffn 2816, 16/4 heads, vocab 32000), qwen2-0.5b (qwen2: 896 wide,\n"
+    "24 layers, ffn 4864, 14/2 heads, vocab 151936, QKV biases, tied output),\n"
+    "tiny and tiny-qwen2 (seconds to make, for smoke tests).";
+
+int
+main (int argc, char **argv)
+{
+  Options o = { .reps = 5, .seed = 42, .bandwidth_mib = 512 };
+  const GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &o.models,
+      "GGUF model to measure (repeat for several)", "FILE" },
+    { "n-prompt", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &o.prompt_lens,
+      "Prompt tokens, one evaluation (default 512; 0 skips pp)", "N[,N...]" },
+    { "n-gen", 'n', 0, G_OPTION_ARG_STRING_ARRAY, &o.gen_lens,
+      "Tokens to generate one at a time (default 128; 0 skips tg)", "N[,N...]" },
+    { "threads", 't', 0, G_OPTION_ARG_STRING_ARRAY, &o.thread_counts,
+      "Worker threads (default: one per CPU)", "N[,N...]" },
+    { "repetitions", 'r', 0, G_OPTION_ARG_INT, &o.reps,
+      "Repetitions of each setting (default 5)", "N" },
+    { "kv-type", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.kv_types,
+      "KV cache type: f16 (default), q8_0, q4_0, f32", "TYPE[,TYPE...]" },
+    { "depth", 'd', 0, G_OPTION_ARG_STRING_ARRAY, &o.depths,
+      "Tokens already in the cache before the prompt (default 0)", "N[,N...]" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &o.json,
+      "Print one JSON object per model and setting instead of a table", NULL },
+    { "no-warmup", 0, 0, G_OPTION_ARG_NONE, &o.no_warmup,
+      "Skip the untimed warm-up evaluation", NULL },
+    { "pipeline", 0, 0, G_OPTION_ARG_NONE, &o.pipeline,
+      "Also measure through appsrc ! llmprefill ! llmdecode ! appsink and print the "
+      "elements' overhead on decode time (needs the llm plugin on GST_PLUGIN_PATH)", NULL },
+    { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &o.bandwidth_mib,
+      "Buffer for the bandwidth test, MiB (default 512; 0 skips the roofline)", "N" },
+    { "seed", 's', 0, G_OPTION_ARG_INT64, &o.seed,
+      "Seed of the random tokens and of --make-model's weights (default 42)", "N" },
+    { "make-model", 0, 0, G_OPTION_ARG_STRING, &o.make_shape,
+      "Write a random-weight model of SHAPE (246m, qwen2-0.5b, tiny, tiny-qwen2) and exit",
+      "SHAPE" },
+    { "type", 0, 0, G_OPTION_ARG_STRING, &o.make_type,
+      "Weight type for --make-model: f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k",
+      "TYPE" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output,
+      "File --make-model writes", "FILE" },
+    { NULL }
+  };
+
+  GOptionContext *octx = g_option_context_new ("- gst-llm inference benchmark");
+  g_option_context_set_summary (octx, summary);
+  g_option_context_set_description (octx, bench_model_mix_help ());
+  g_option_context_add_main_entries (octx, entries, NULL);
+  GError *error = NULL;
+  if (!g_option_context_parse (octx, &argc, &argv, &error)) {
+    g_printerr ("gst-llm-bench: %s (see --help)\n", error->message);
+    return 2;
+  }
+  g_option_context_free (octx);
+
+  g_autoptr (GArray) threads = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autofree char *ncpu = g_strdup_printf ("%u", g_get_num_processors ());
+  if (!parse_uint_list (o.thread_counts, ncpu, "--threads", threads, &error))
+    goto usage;
+
+  if (o.make_shape != NULL) {
+    if (o.make_type == NULL || o.output == NULL) {
+      g_printerr ("gst-llm-bench: --make-model needs --type and -o\n");
+      return 2;
+    }
+    if (!bench_make_model (o.make_shape, o.make_type, o.output, (guint64) o.seed,
+            (int) g_array_index (threads, guint, 0), TRUE, &error)) {
+      g_printerr ("gst-llm-bench: %s\n", error->message);
+      return 1;
+    }
+    return 0;
+  }
+  if (o.models == NULL) {
+    g_printerr ("gst-llm-bench: give a model with -m FILE, or --make-model (see --help)\n");
+    return 2;
+  }
+  if (o.reps < 1) {
+    g_printerr ("gst-llm-bench: -r must be at least 1\n");
+    return 2;
+  }
+
+  g_autoptr (GArray) prompts = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) gens = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) depths = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) kvs = g_array_new (FALSE, FALSE, sizeof (LlmKvType));
+  if (!parse_uint_list (o.prompt_lens, "512", "-p", prompts, &error) ||
+      !parse_uint_list (o.gen_lens, "128", "-n", gens, &error) ||
+      !parse_uint_list (o.depths, "0", "--depth", depths, &error) ||
+      !parse_kv_list (o.kv_types, kvs, &error))
+    goto usage;
+  for (guint i = 0; i < threads->len; i++)
+    if (g_array_index (threads, guint, i) == 0) {
+      g_printerr ("gst-llm-bench: --threads must be at least 1\n");
+      return 2;
+    }
+
+  /* Bandwidth per thread count, measured before any model is mapped. */
+  g_autofree double *bw = g_new0 (double, threads->len);
+  if (o.bandwidth_mib > 0) {
+    for (guint i = 0; i < threads->len; i++) {
+      guint th = g_array_index (threads, guint, i);
+      bw[i] = bench_read_bandwidth ((gsize) o.bandwidth_mib << 20, (int) th, 5, &error);
+      if (bw[i] <= 0) {
+        g_printerr ("gst-llm-bench: bandwidth test: %s\n", error ? error->message : "failed");
+        g_clear_error (&error);
+      } else if (!o.json) {
+        g_print ("read bandwidth, %u thread%s (best of 5 over %d MiB): %.1f GB/s\n", th,
+            th == 1 ? "" : "s", o.bandwidth_mib, bw[i] / 1e9);
+      }
+    }
+  }
+  if (!o.json) {
+    g_print ("kernels: %s\n\n", llm_kernels_active ());
+    print_table_header ();
+  }
+
+  int status = 0;
+  for (char **path = o.models; *path != NULL; path++) {
+    g_autoptr (LlmModel) model = llm_model_load (*path, &error);
+    if (model == NULL) {
+      g_printerr ("gst-llm-bench: %s\n", error->message);
+      g_clear_error (&error);
+      status = 1;
+      continue;
+    }
+    ModelInfo info = model_info (model);
+    for (guint ti = 0; ti < threads->len; ti++)
+      for (guint ki = 0; ki < kvs->len; ki++)
+        for (guint di = 0; di < depths->len; di++)
+          for (guint pi = 0; pi < prompts->len; pi++)
+            for (guint gi = 0; gi < gens->len; gi++) {
+              Setting s = {
+                .threads = g_array_index (threads, guint, ti),
+                .depth = g_array_index (depths, guint, di),
+                .n_prompt = g_array_index (prompts, guint, pi),
+                .n_gen = g_array_index (gens, guint, gi),
+                .kv_type = g_array_index (kvs, LlmKvType, ki),
+              };
+              if (s.n_prompt == 0 && s.n_gen == 0)
+                continue;
+              Result r = { 0 };
+              if (!run_setting (model, &s, &o, &r, &error)) {
+                g_printerr ("gst-llm-bench: %s: %s\n", info.name, error->message);
+                g_clear_error (&error);
+                status = 1;
+                continue;
+              }
+              if (o.pipeline)
+                run_pipeline (model, &s, &o, &r);
+              Roofline rf = roofline (model, &s, &r, bw[ti]);
+              if (o.json)
+                print_json (model, &info, &s, &r, &rf);
+              else
+                print_rows (model, &info, &s, &r, &rf);
+              g_free (r.pipe_error);
+            }
+    g_free (info.name);
+    g_free (info.type);
+  }
+  return status;
+
+usage:
+  g_printerr ("gst-llm-bench: %s\n", error->message);
+  g_error_free (error);
+  return 2;
+}
