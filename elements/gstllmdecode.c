@@ -74,9 +74,6 @@
 GST_DEBUG_CATEGORY_STATIC (gst_llm_decode_debug);
 #define GST_CAT_DEFAULT gst_llm_decode_debug
 
-/* Not among llm-caps.h's reasons yet: kv-policy=full ran out of room. */
-#define STOP_REASON_CONTEXT_FULL "context-full"
-
 /**
  * GstLlmOnNewPrompt:
  * @GST_LLM_ON_NEW_PROMPT_QUEUE: answer it after the current response
@@ -511,7 +508,7 @@ generate (GstLlmDecode *self, GstBuffer *state)
     if (!llm_session_step (session, token, &next, &error)) {
       if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
         GST_DEBUG_OBJECT (self, "context full: %s", error->message);
-        reason = STOP_REASON_CONTEXT_FULL;
+        reason = GST_LLM_STOP_REASON_CONTEXT_FULL;
       } else {
         GST_ELEMENT_ERROR (self, STREAM, FAILED,
             ("Generating the next token failed: %s.", error->message),
@@ -547,7 +544,7 @@ generate (GstLlmDecode *self, GstBuffer *state)
    * the response is out, leaves the session holding the whole exchange,
    * so that llmprefill's keep-context continues a complete conversation
    * (a chat turn closed by its <|im_end|>). */
-  if (ret == GST_FLOW_OK && !cancelled && strcmp (reason, STOP_REASON_CONTEXT_FULL) != 0) {
+  if (ret == GST_FLOW_OK && !cancelled && strcmp (reason, GST_LLM_STOP_REASON_CONTEXT_FULL) != 0) {
     gint32 ignored;
     if (!llm_session_step (session, token, &ignored, &error)) {
       GST_DEBUG_OBJECT (self, "feeding the last token: %s", error->message);

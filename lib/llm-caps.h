@@ -75,6 +75,7 @@ gboolean gst_llm_tokens_buffer_read (GstBuffer *buffer, GArray *ids);
 #define GST_LLM_STOP_REASON_MAX_TOKENS  "max-tokens"   /* the token budget ran out */
 #define GST_LLM_STOP_REASON_STOP_STRING "stop-string"  /* a configured stop string appeared */
 #define GST_LLM_STOP_REASON_CANCELLED   "cancelled"    /* a flush or the application ended it */
+#define GST_LLM_STOP_REASON_CONTEXT_FULL "context-full" /* kv-policy full and no room left */
 
 /* New serialized downstream events; the caller owns them. */
 GstEvent *gst_llm_event_new_end_of_prompt (void);

@@ -601,7 +601,8 @@ bench_make_model (const char *shape_name, const char *type_name, const char *pat
   g_unlink (tmp);
 
   GArray *plan = plan_tensors (s, mt);
-  gboolean ok = generate (plan, fd, tmp, seed, n_threads, verbose, error);
+  /* Progress rewrites one line: only on a terminal. */
+  gboolean ok = generate (plan, fd, tmp, seed, n_threads, verbose && isatty (2), error);
   GMappedFile *map = NULL;
   if (ok) {
     map = g_mapped_file_new_from_fd (fd, FALSE, error);

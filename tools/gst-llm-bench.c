@@ -509,7 +509,7 @@ fmt_stat (Stat s, const char *fmt)
     return g_strdup ("-");
   g_autofree char *m = g_strdup_printf (fmt, s.mean);
   g_autofree char *d = g_strdup_printf (fmt, s.sd);
-  return s.n > 1 ? g_strdup_printf ("%s ± %s", m, d) : g_strdup (m);
+  return s.n > 1 ? g_strdup_printf ("%s +/- %s", m, d) : g_strdup (m);
 }
 
 static void
@@ -574,7 +574,7 @@ static const char *summary =
     "(untimed), then a random prompt of -p tokens in one evaluation (pp t/s; TTFT is\n"
     "that evaluation plus picking the first token), then -n tokens one evaluation\n"
     "each, feeding back the greedy choice (tg t/s; ITL is one step, pick included).\n"
-    "Figures are mean ± standard deviation over -r repetitions, after one untimed\n"
+    "Figures are mean +/- standard deviation over -r repetitions, after one untimed\n"
     "warm-up evaluation.\n"
     "\n"
     "Roofline: before the runs, the read bandwidth of the machine is measured with\n"
@@ -591,6 +591,14 @@ static const char *summary =
     "16 layers, ffn 2816, 16/4 heads, vocab 32000), qwen2-0.5b (qwen2: 896 wide,\n"
     "24 layers, ffn 4864, 14/2 heads, vocab 151936, QKV biases, tied output),\n"
     "tiny and tiny-qwen2 (seconds to make, for smoke tests).";
+
+static int
+usage_error (GError *error)
+{
+  g_printerr ("gst-llm-bench: %s\n", error->message);
+  g_error_free (error);
+  return 2;
+}
 
 int
 main (int argc, char **argv)
@@ -617,7 +625,8 @@ main (int argc, char **argv)
       "Skip the untimed warm-up evaluation", NULL },
     { "pipeline", 0, 0, G_OPTION_ARG_NONE, &o.pipeline,
       "Also measure through appsrc ! llmprefill ! llmdecode ! appsink and print the "
-      "elements' overhead on decode time (needs the llm plugin on GST_PLUGIN_PATH)", NULL },
+      "elements' overhead on decode time (the llm plugin GStreamer finds, else this build "
+      "tree's)", NULL },
     { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &o.bandwidth_mib,
       "Buffer for the bandwidth test, MiB (default 512; 0 skips the roofline)", "N" },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &o.seed,
@@ -645,9 +654,13 @@ main (int argc, char **argv)
   g_option_context_free (octx);
 
   g_autoptr (GArray) threads = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) prompts = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) gens = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) depths = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) kvs = g_array_new (FALSE, FALSE, sizeof (LlmKvType));
   g_autofree char *ncpu = g_strdup_printf ("%u", g_get_num_processors ());
   if (!parse_uint_list (o.thread_counts, ncpu, "--threads", threads, &error))
-    goto usage;
+    return usage_error (error);
 
   if (o.make_shape != NULL) {
     if (o.make_type == NULL || o.output == NULL) {
@@ -670,15 +683,11 @@ main (int argc, char **argv)
     return 2;
   }
 
-  g_autoptr (GArray) prompts = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_autoptr (GArray) gens = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_autoptr (GArray) depths = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_autoptr (GArray) kvs = g_array_new (FALSE, FALSE, sizeof (LlmKvType));
   if (!parse_uint_list (o.prompt_lens, "512", "-p", prompts, &error) ||
       !parse_uint_list (o.gen_lens, "128", "-n", gens, &error) ||
       !parse_uint_list (o.depths, "0", "--depth", depths, &error) ||
       !parse_kv_list (o.kv_types, kvs, &error))
-    goto usage;
+    return usage_error (error);
   for (guint i = 0; i < threads->len; i++)
     if (g_array_index (threads, guint, i) == 0) {
       g_printerr ("gst-llm-bench: --threads must be at least 1\n");
@@ -749,9 +758,4 @@ main (int argc, char **argv)
     g_free (info.type);
   }
   return status;
-
-usage:
-  g_printerr ("gst-llm-bench: %s\n", error->message);
-  g_error_free (error);
-  return 2;
 }
