@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "gstllmelements.h"
+#include "chat-template.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
 #include "model.h"
@@ -197,7 +198,9 @@ gst_llm_prompt_mode_get_type (void)
 #define DEFAULT_KEEP_CONTEXT FALSE
 
 /* The placeholder prompt-template replaces with the prompt's ids. */
-#define PROMPT_PLACEHOLDER "{prompt}"
+#define PROMPT_PLACEHOLDER LLM_CHAT_TEMPLATE_PLACEHOLDER
+/* prompt-template value that picks the wrapper from the model's chat template. */
+#define PROMPT_TEMPLATE_AUTO "auto"
 
 /* Sessions a prefill keeps at once. More than one lets it prefill the next
  * prompt while llmdecode still generates from the previous session (or
@@ -502,6 +505,20 @@ build_input (GstLlmPrefill *self, const gint32 *prompt, guint n, gboolean conver
           ("use a GGUF with tokenizer.ggml.* keys, or leave both properties unset"));
       g_free (system_prompt);
       g_free (template);
+      return FALSE;
+    }
+  }
+
+  if (g_strcmp0 (template, PROMPT_TEMPLATE_AUTO) == 0) {
+    GError *error = NULL;
+    g_free (template);
+    template = llm_chat_template_wrapper (self->llm->gguf, &error);
+    if (template == NULL) {
+      GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+          ("prompt-template=auto cannot be used with model \"%s\".", self->llm->path),
+          ("%s", error->message));
+      g_error_free (error);
+      g_free (system_prompt);
       return FALSE;
     }
   }
@@ -1541,13 +1558,17 @@ gst_llm_prefill_class_init (GstLlmPrefillClass *klass)
    * A BOS that starts the prompt stays first. For ChatML models (Qwen2,
    * Qwen2.5, Qwen3):
    * `<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n`.
+   * The value `auto` takes the wrapper from the model's own chat template
+   * (tokenizer.chat_template) for the families ChatML, Llama 3, Phi-3,
+   * Gemma and Llama 2; another family is an error naming them.
    *
    * Since: 0.1
    */
   g_object_class_install_property (gobject_class, PROP_PROMPT_TEMPLATE,
       g_param_spec_string ("prompt-template", "Prompt template",
           "Text around each prompt, {prompt} marking where it goes (special tokens parsed), "
-          "e.g. <|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n",
+          "e.g. <|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n; "
+          "auto: from the model's chat template",
           DEFAULT_PROMPT_TEMPLATE, rw | GST_PARAM_MUTABLE_PLAYING));
 
   /**

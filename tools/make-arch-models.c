@@ -58,9 +58,9 @@ typedef struct {
  * far from uniform, so RoPE and the cache contents change the logits. */
 static ArchModel models[] = {
   { "random-qwen2-f32", "qwen2", LLM_TYPE_F32, 0, 64, 2, 4, 2, 16, 64, 1000000.0f, 1e-6f,
-    TRUE, FALSE, TRUE, FALSE, FALSE, 0.05f, 60.0f, 0.0f, 1 },
+    TRUE, FALSE, TRUE, FALSE, FALSE, 0.05f, 60.0f, 0.0f, 6 },
   { "random-qwen3-f32", "qwen3", LLM_TYPE_F32, 0, 64, 2, 4, 2, 32, 64, 1000000.0f, 1e-6f,
-    FALSE, TRUE, TRUE, TRUE, FALSE, 0.05f, 60.0f, 0.0f, 1 },
+    FALSE, TRUE, TRUE, TRUE, FALSE, 0.05f, 60.0f, 0.0f, 3 },
   { "random-llama-bf16", "llama", LLM_TYPE_BF16, 32, 64, 2, 4, 2, 16, 128, 10000.0f, 1e-5f,
     FALSE, FALSE, FALSE, FALSE, TRUE, 1.0f, 1.0f, 3.0f, 1 },
 };
