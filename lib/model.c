@@ -5,6 +5,7 @@
 #include "model.h"
 #include "cpu/matmul.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 G_DEFINE_QUARK (llm-model-error-quark, llm_model_error)
@@ -50,8 +51,8 @@ get_u32 (Loader *l, const char *suffix, gboolean required, guint32 def, guint32 
       *out = def;
       return TRUE;
     }
-    g_set_error (l->error, LLM_MODEL_ERROR, LLM_MODEL_ERROR_KEY, "%s: %s", l->m->path,
-        err->message);
+    /* The reader's message already names the file. */
+    g_set_error_literal (l->error, LLM_MODEL_ERROR, LLM_MODEL_ERROR_KEY, err->message);
     g_error_free (err);
     return FALSE;
   }
@@ -77,8 +78,7 @@ get_f32 (Loader *l, const char *suffix, float def, float *out)
       *out = def;
       return TRUE;
     }
-    g_set_error (l->error, LLM_MODEL_ERROR, LLM_MODEL_ERROR_KEY, "%s: %s", l->m->path,
-        err->message);
+    g_set_error_literal (l->error, LLM_MODEL_ERROR, LLM_MODEL_ERROR_KEY, err->message);
     g_error_free (err);
     return FALSE;
   }
@@ -341,8 +341,11 @@ llm_model_get (const char *path, const char *device, GError **error)
         "device '%s' is not available in this build; available: %s", device, avail);
     return NULL;
   }
-  /* Sharing is by file identity, so two spellings of one path share. */
-  g_autofree char *real = g_canonicalize_filename (path, NULL);
+  /* Sharing is by file identity, so two spellings of one path (and links
+   * to it) share; a path that does not resolve fails to load below. */
+  g_autofree char *real = realpath (path, NULL);
+  if (real == NULL)
+    real = g_canonicalize_filename (path, NULL);
   g_autofree char *key = g_strdup_printf ("%s\n%s", device, real);
 
   g_mutex_lock (&models_lock);

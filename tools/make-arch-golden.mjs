@@ -48,9 +48,16 @@ if (pkg.version !== PACKAGE_VERSION) {
   console.error(`node-llama-cpp ${pkg.version} found, ${PACKAGE_VERSION} expected`);
   process.exit(1);
 }
-const {getLlama} = await import(pathToFileURL(path.join(pkgDir, "dist", "index.js")).href);
+const {getLlama, GgmlType} = await import(pathToFileURL(path.join(pkgDir, "dist", "index.js")).href);
 // build: "never": the prebuilt binaries or nothing, never a local compile.
 const llama = await getLlama({gpu: false, build: "never", logLevel: "error"});
+
+// One key per line and arrays on one line, like the other golden JSON, so
+// that diffs stay readable and flat readers work.
+function format(obj) {
+  const value = (v) => (Array.isArray(v) ? `[${v.map(value).join(", ")}]` : JSON.stringify(v));
+  return `{\n${Object.entries(obj).map(([k, v]) => `  ${JSON.stringify(k)}: ${value(v)}`).join(",\n")}\n}\n`;
+}
 
 // [[id, p], ...] sorted by probability descending, id ascending.
 function topK(probs, k) {
@@ -71,7 +78,8 @@ async function runModel(stem) {
     experimentalKvCacheValueType: SETTINGS.type_v,
   });
   const sequence = context.getSequence();
-  const nVocab = model.fileInsights.vocabularySize ?? model.tokens.vocabularySize;
+  // The sampler's candidate list is the whole vocabulary.
+  const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
   const greedy = {temperature: 0};
   const next = {generateNext: {token: true, probabilities: true, options: greedy}};
 
@@ -86,6 +94,8 @@ async function runModel(stem) {
     const result = out[input.length - 1]?.next;
     if (result == null || result.probabilities == null || result.token == null)
       throw new Error(`${stem}: no token and probabilities at step ${s}`);
+    if (result.probabilities.size !== nVocab)
+      throw new Error(`${stem}: ${result.probabilities.size} probabilities, vocabulary ${nVocab}`);
     const probs = new Float64Array(nVocab);
     for (const [id, p] of result.probabilities)
       probs[id] = p;
@@ -110,7 +120,6 @@ async function runModel(stem) {
     prompt: PROMPT,
     prompt_ids: PROMPT_IDS,
     greedy_ids: greedyIds,
-    greedy_text: model.detokenize(greedyIds),
     n_prompt: PROMPT_IDS.length,
     n_gen: N_GEN,
     n_vocab: nVocab,
@@ -126,8 +135,8 @@ async function runModel(stem) {
       context_size: context.contextSize,
       batch_size: context.batchSize,
       flash_attention: context.flashAttention,
-      kv_cache_key_type: context.kvCacheKeyType,
-      kv_cache_value_type: context.kvCacheValueType,
+      kv_cache_key_type: GgmlType[context.kvCacheKeyType],
+      kv_cache_value_type: GgmlType[context.kvCacheValueType],
     },
     sampler: "temperature 0 (llama.cpp greedy sampler), no penalties",
     oracle: `node-llama-cpp ${pkg.version} (npm), prebuilt CPU binaries, build: never`,
@@ -135,7 +144,7 @@ async function runModel(stem) {
     llama_cpp_release: llama.llamaCppRelease.release,
     llama_cpp_system_info: llama.systemInfo.trim(),
   };
-  fs.writeFileSync(path.join(goldenDir, `${stem}__once.json`), JSON.stringify(golden, null, 1) + "\n");
+  fs.writeFileSync(path.join(goldenDir, `${stem}__once.json`), format(golden));
   fs.writeFileSync(path.join(goldenDir, probsFile), Buffer.from(stepProbs.buffer));
   console.log(`${stem}: greedy ${greedyIds.join(" ")}`);
   console.log(`${stem}: smallest margin ${margins[minAt].toFixed(3)} at step ${minAt}`);
