@@ -752,26 +752,19 @@ gst_llm_decode_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
       return answer_caps_query (self, pad, query);
     case GST_QUERY_LATENCY:{
       gboolean live;
-      GstClockTime min, max;
-
-      if (!gst_pad_peer_query (self->sinkpad, query))
+      /* A token leaves one decode step after the previous one ended. */
+      GST_OBJECT_LOCK (self);
+      GstClockTime ours = self->max_step;
+      GST_OBJECT_UNLOCK (self);
+      if (!gst_llm_latency_query (self->sinkpad, query, ours, &live))
         return FALSE;
-      gst_query_parse_latency (query, &live, &min, &max);
       GST_OBJECT_LOCK (self);
       self->live = live;
-      GST_OBJECT_UNLOCK (self);
-      if (live) {
-        /* A token leaves one decode step after the previous one ended. */
-        GST_OBJECT_LOCK (self);
-        GstClockTime ours = self->max_step;
+      if (live)
         self->reported_latency = ours;
-        GST_OBJECT_UNLOCK (self);
-        min += ours;
-        if (GST_CLOCK_TIME_IS_VALID (max))
-          max += ours;
-        GST_DEBUG_OBJECT (self, "adding %" GST_TIME_FORMAT " of latency", GST_TIME_ARGS (ours));
-        gst_query_set_latency (query, live, min, max);
-      }
+      GST_OBJECT_UNLOCK (self);
+      GST_DEBUG_OBJECT (self, "live %d, adding %" GST_TIME_FORMAT " of latency", live,
+          GST_TIME_ARGS (live ? ours : 0));
       return TRUE;
     }
     default:

@@ -37,6 +37,13 @@ void gst_llm_element_error_load (GstElement *element, const char *path,
  * reason to wait for more). */
 gsize gst_llm_utf8_unfinished_tail (const char *text, gsize len);
 
+/* Answers a LATENCY query arriving on a src pad: asks upstream through
+ * @sinkpad, then, when upstream is live, adds @ours to the minimum (and to
+ * a bounded maximum). Sets @live to what upstream said. FALSE when upstream
+ * did not answer. */
+gboolean gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime ours,
+    gboolean *live);
+
 /* Posts an ERROR for an element started without its `model` property. */
 #define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \
   GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, \
