@@ -284,10 +284,11 @@ add_bpe_vocab (LlmGgufWriter *w, guint32 n_vocab)
     g_unichar_to_utf8 (byte_char (b), buf);
     push (texts, types, NULL, chunk, buf, TOK_NORMAL, 0);
   }
-  /* "Ġ" is the space byte. */
+  /* "Ġ" is the space byte; "\x61" is an "a" that the hex escape before it
+   * would otherwise swallow. */
   static const char *const merges[] = { "\xc4\xa0 t", "\xc4\xa0 a", "h e", "i n",
     "\xc4\xa0t he" };
-  static const char *const merged[] = { "\xc4\xa0t", "\xc4\xa0" "a", "he", "in",
+  static const char *const merged[] = { "\xc4\xa0t", "\xc4\xa0\x61", "he", "in",
     "\xc4\xa0the" };
   for (gsize i = 0; i < G_N_ELEMENTS (merged); i++)
     push (texts, types, NULL, chunk, merged[i], TOK_NORMAL, 0);

@@ -32,9 +32,10 @@ gboolean bench_make_model (const char *shape, const char *type_name, const char 
 
 /* --- bench-bandwidth.c --- */
 
-/* Best-of-@runs read bandwidth in bytes/s of a streaming read over
- * @buffer_bytes (several times the last-level cache) split over
- * @n_threads threads. 0 with @error set when memory or threads fail. */
+/* Read bandwidth in bytes/s: the best of at least @runs passes (and of
+ * as many as fit in half a second) of a streaming read over @buffer_bytes
+ * (several times the last-level cache) split over @n_threads threads. 0
+ * with @error set when memory or threads fail. */
 double bench_read_bandwidth (gsize buffer_bytes, int n_threads, int runs, GError **error);
 
 /* --- bench-pipeline.c --- */

@@ -55,8 +55,10 @@ done
 
 bench="$build/tools/gst-llm-bench"
 [ -x "$bench" ] || { echo "compare-llama-cpp: $bench not found; build first (-b BUILD_DIR)" >&2; exit 1; }
-command -v node >/dev/null && command -v npm >/dev/null || {
-  echo "compare-llama-cpp: needs node and npm" >&2; exit 1; }
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "compare-llama-cpp: needs node and npm" >&2
+  exit 1
+fi
 
 case "$(uname -s)-$(uname -m)" in
   Linux-x86_64) platform_pkg=@node-llama-cpp/linux-x64 ;;
@@ -87,8 +89,11 @@ for round in $(seq 1 "$rounds"); do
     echo "round $round/$rounds: $(basename "$m")" >&2
     "$bench" --json -m "$m" -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps" \
         | sed 's/^{/{"engine": "gst-llm", /' >> "$results"
-    (cd "$node_dir" && node llama-cpp-bench.mjs -m "$(realpath "$m")" -t "$threads" \
-        -p "$n_prompt" -n "$n_gen" -r "$reps") >> "$results"
+    # One libuv worker: node's default four keep waking up beside ggml's
+    # threads and, on a machine with few cores, cut llama.cpp's decode
+    # speed to a third.
+    (cd "$node_dir" && UV_THREADPOOL_SIZE=1 node llama-cpp-bench.mjs -m "$(realpath "$m")" \
+        -t "$threads" -p "$n_prompt" -n "$n_gen" -r "$reps") >> "$results"
   done
 done
 [ -z "$json_out" ] || cp "$results" "$json_out"

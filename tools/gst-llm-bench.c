@@ -54,6 +54,7 @@ typedef struct {
   guint64 peak_rss;
   /* Through the elements, when --pipeline. */
   Stat pipe_pp, pipe_tg, pipe_ttft, pipe_itl_mean, pipe_itl_p95;
+  Stat pipe_overhead;         /* % more ITL than direct calls, paired per repetition */
   gboolean have_pipe;
   char *pipe_error;
 } Result;
@@ -257,84 +258,117 @@ fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab)
     ids[i] = g_rand_int_range (rand, 0, (gint32) n_vocab);
 }
 
+/* One repetition's figures; a setting without prompt or generation leaves
+ * the matching ones unset. */
+typedef struct {
+  double pp, ttft, tg, itl_mean, itl_p95;
+} Rep;
+
+/* One repetition on @ctx, whose cache holds what the repetition starts
+ * from: @prompt (@s->n_prompt ids) in one call, then @s->n_gen greedy
+ * decode steps. @itl has room for n_gen values. */
 static gboolean
-run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, GError **error)
+run_rep (LlmContext *ctx, const Setting *s, GRand *rand, const gint32 *prompt, float *logits,
+    double *itl, Rep *rep, GError **error)
+{
+  const guint n_vocab = llm_context_model (ctx)->hp.n_vocab;
+  gint32 next;
+  if (s->n_prompt > 0) {
+    double t0 = now_ms ();
+    if (!llm_context_eval (ctx, prompt, s->n_prompt, logits, FALSE, error))
+      return FALSE;
+    double t1 = now_ms ();
+    next = argmax (logits, n_vocab);
+    double t2 = now_ms ();
+    rep->pp = s->n_prompt / ((t1 - t0) / 1e3);
+    rep->ttft = t2 - t0;
+  } else {
+    fill_random (rand, &next, 1, n_vocab);
+  }
+  if (s->n_gen > 0) {
+    double total = 0;
+    for (guint i = 0; i < s->n_gen; i++) {
+      double t0 = now_ms ();
+      if (!llm_context_eval (ctx, &next, 1, logits, FALSE, error))
+        return FALSE;
+      next = argmax (logits, n_vocab);
+      itl[i] = now_ms () - t0;
+      total += itl[i];
+    }
+    rep->tg = s->n_gen / (total / 1e3);
+    rep->itl_mean = total / s->n_gen;
+    rep->itl_p95 = percentile (itl, s->n_gen, 95);
+  }
+  return TRUE;
+}
+
+/* A context for @s whose cache holds @s->depth random tokens, warmed up. */
+static LlmContext *
+prepare_context (LlmModel *model, const Setting *s, const Options *o, GRand *rand,
+    float *logits, GError **error)
 {
   const guint n_vocab = model->hp.n_vocab;
   LlmKvConfig kvc = {
     .type = s->kv_type,
     .policy = LLM_KV_POLICY_FULL,
-    .context_length = MAX (1, s->depth + s->n_prompt + s->n_gen),
+    .context_length = MAX (8, s->depth + s->n_prompt + s->n_gen),
   };
-  reset_peak_rss ();
   g_autoptr (LlmContext) ctx = llm_context_new (model, &kvc, (int) s->threads, error);
   if (ctx == NULL)
-    return FALSE;
+    return NULL;
   LlmKvCache *kv = llm_context_kv (ctx);
-
-  g_autofree float *logits = g_new (float, n_vocab);
-  g_autofree gint32 *depth_ids = g_new (gint32, MAX (1, s->depth));
-  g_autofree gint32 *prompt = g_new (gint32, MAX (1, s->n_prompt));
-  g_autofree double *itl = g_new (double, MAX (1, s->n_gen));
-  g_autofree double *pp = g_new (double, o->reps), *tg = g_new (double, o->reps),
-      *ttft = g_new (double, o->reps), *itl_mean = g_new (double, o->reps),
-      *itl_p95 = g_new (double, o->reps);
-  guint n_pp = 0, n_tg = 0;
-  GRand *rand = g_rand_new_with_seed ((guint32) o->seed);
 
   /* Warm-up: touches every weight page and starts the workers, so the
    * first repetition does not pay for page faults. */
   if (!o->no_warmup) {
     gint32 w[8];
     fill_random (rand, w, G_N_ELEMENTS (w), n_vocab);
-    guint n = MIN (G_N_ELEMENTS (w), MAX (1, kvc.context_length));
-    if (!llm_context_eval (ctx, w, n, logits, FALSE, error))
-      goto fail;
+    if (!llm_context_eval (ctx, w, G_N_ELEMENTS (w), logits, FALSE, error))
+      return NULL;
     llm_kv_cache_clear (kv);
   }
-
   /* The depth is filled once; each repetition cuts the cache back to it,
    * which leaves the same state as refilling at a fraction of the time
    * (filling 4096 positions takes longer than what is measured after). */
-  llm_kv_cache_clear (kv);
   if (s->depth > 0) {
-    fill_random (rand, depth_ids, s->depth, n_vocab);
-    if (!llm_context_eval (ctx, depth_ids, s->depth, NULL, FALSE, error))
-      goto fail;
+    g_autofree gint32 *ids = g_new (gint32, s->depth);
+    fill_random (rand, ids, s->depth, n_vocab);
+    if (!llm_context_eval (ctx, ids, s->depth, NULL, FALSE, error))
+      return NULL;
   }
+  return g_steal_pointer (&ctx);
+}
+
+static gboolean
+run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, GError **error)
+{
+  const guint n_vocab = model->hp.n_vocab;
+  g_autofree float *logits = g_new (float, n_vocab);
+  g_autoptr (GRand) rand = g_rand_new_with_seed ((guint32) o->seed);
+  reset_peak_rss ();
+  g_autoptr (LlmContext) ctx = prepare_context (model, s, o, rand, logits, error);
+  if (ctx == NULL)
+    return FALSE;
+  LlmKvCache *kv = llm_context_kv (ctx);
+
+  g_autofree gint32 *prompt = g_new (gint32, MAX (1, s->n_prompt));
+  g_autofree double *itl = g_new (double, MAX (1, s->n_gen));
+  g_autofree double *pp = g_new (double, o->reps), *tg = g_new (double, o->reps),
+      *ttft = g_new (double, o->reps), *itl_mean = g_new (double, o->reps),
+      *itl_p95 = g_new (double, o->reps);
   for (int r = 0; r < o->reps; r++) {
     llm_kv_cache_truncate (kv, s->depth);
-    gint32 next = 0;
-    if (s->n_prompt > 0) {
-      fill_random (rand, prompt, s->n_prompt, n_vocab);
-      double t0 = now_ms ();
-      if (!llm_context_eval (ctx, prompt, s->n_prompt, logits, FALSE, error))
-        goto fail;
-      double t1 = now_ms ();
-      next = argmax (logits, n_vocab);
-      double t2 = now_ms ();
-      pp[n_pp] = s->n_prompt / ((t1 - t0) / 1e3);
-      ttft[n_pp] = t2 - t0;
-      n_pp++;
-    } else {
-      fill_random (rand, &next, 1, n_vocab);
-    }
-    if (s->n_gen > 0) {
-      double total = 0;
-      for (guint i = 0; i < s->n_gen; i++) {
-        double t0 = now_ms ();
-        if (!llm_context_eval (ctx, &next, 1, logits, FALSE, error))
-          goto fail;
-        next = argmax (logits, n_vocab);
-        itl[i] = now_ms () - t0;
-        total += itl[i];
-      }
-      tg[n_tg] = s->n_gen / (total / 1e3);
-      itl_mean[n_tg] = total / s->n_gen;
-      itl_p95[n_tg] = percentile (itl, s->n_gen, 95);
-      n_tg++;
-    }
+    fill_random (rand, prompt, s->n_prompt, n_vocab);
+    Rep rep;
+    if (!run_rep (ctx, s, rand, prompt, logits, itl, &rep, error))
+      return FALSE;
+    pp[r] = rep.pp;
+    ttft[r] = rep.ttft;
+    tg[r] = rep.tg;
+    itl_mean[r] = rep.itl_mean;
+    itl_p95[r] = rep.itl_p95;
   }
+  guint n_pp = s->n_prompt > 0 ? o->reps : 0, n_tg = s->n_gen > 0 ? o->reps : 0;
   res->pp_tps = stat_of (pp, n_pp);
   res->ttft_ms = stat_of (ttft, n_pp);
   res->tg_tps = stat_of (tg, n_tg);
@@ -343,35 +377,46 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   res->kv_bytes = llm_kv_cache_bytes (kv);
   res->kv_positions = llm_kv_cache_n (kv);
   res->peak_rss = peak_rss_bytes ();
-  g_rand_free (rand);
   return TRUE;
-
-fail:
-  g_rand_free (rand);
-  return FALSE;
 }
 
+/* Each repetition runs the same prompt once through direct calls and once
+ * through the elements, back to back, so the overhead is a paired
+ * comparison that a busy machine slows on both sides alike. */
 static void
-run_pipeline (const LlmModel *model, const Setting *s, const Options *o, Result *res)
+run_pipeline (LlmModel *model, const Setting *s, const Options *o, Result *res)
 {
   if (s->n_prompt == 0 || s->n_gen == 0) {
     res->pipe_error = g_strdup ("--pipeline needs -p and -n above 0");
     return;
   }
-  /* --depth is not applied: the elements own their cache. */
+  /* --depth does not apply: the elements start from an empty cache. */
+  Setting flat = *s;
+  flat.depth = 0;
+  const guint n_vocab = model->hp.n_vocab;
+  g_autofree float *logits = g_new (float, n_vocab);
+  g_autoptr (GRand) rand = g_rand_new_with_seed ((guint32) o->seed);
+  GError *error = NULL;
+  g_autoptr (LlmContext) ctx = prepare_context (model, &flat, o, rand, logits, &error);
+  if (ctx == NULL) {
+    res->pipe_error = g_strdup (error->message);
+    g_error_free (error);
+    return;
+  }
   g_autofree gint32 *prompt = g_new (gint32, s->n_prompt);
-  GRand *rand = g_rand_new_with_seed ((guint32) o->seed);
+  g_autofree double *itl = g_new (double, s->n_gen);
   g_autofree double *pp = g_new (double, o->reps), *tg = g_new (double, o->reps),
       *ttft = g_new (double, o->reps), *im = g_new (double, o->reps),
-      *ip = g_new (double, o->reps);
+      *ip = g_new (double, o->reps), *over = g_new (double, o->reps);
   guint n = 0;
-  GError *error = NULL;
   for (int r = 0; r < o->reps; r++) {
-    fill_random (rand, prompt, s->n_prompt, model->hp.n_vocab);
+    fill_random (rand, prompt, s->n_prompt, n_vocab);
+    llm_kv_cache_clear (llm_context_kv (ctx));
+    Rep direct;
     BenchPipelineResult pr;
-    if (!bench_pipeline_run (model->path, prompt, s->n_prompt, s->n_gen, (int) s->threads,
+    if (!run_rep (ctx, &flat, rand, prompt, logits, itl, &direct, &error) ||
+        !bench_pipeline_run (model->path, prompt, s->n_prompt, s->n_gen, (int) s->threads,
             s->kv_type, s->n_prompt + s->n_gen + 1, &pr, &error)) {
-      g_free (res->pipe_error);
       res->pipe_error = g_strdup (error->message);
       g_clear_error (&error);
       break;
@@ -381,9 +426,9 @@ run_pipeline (const LlmModel *model, const Setting *s, const Options *o, Result 
     ttft[n] = pr.ttft_ms;
     im[n] = pr.itl_ms_mean;
     ip[n] = pr.itl_ms_p95;
+    over[n] = 100.0 * (pr.itl_ms_mean - direct.itl_mean) / direct.itl_mean;
     n++;
   }
-  g_rand_free (rand);
   if (n > 0) {
     res->have_pipe = TRUE;
     res->pipe_pp = stat_of (pp, n);
@@ -391,6 +436,7 @@ run_pipeline (const LlmModel *model, const Setting *s, const Options *o, Result 
     res->pipe_ttft = stat_of (ttft, n);
     res->pipe_itl_mean = stat_of (im, n);
     res->pipe_itl_p95 = stat_of (ip, n);
+    res->pipe_overhead = stat_of (over, n);
   }
 }
 
@@ -499,8 +545,8 @@ print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
     json_number (o, "pipeline_ttft_ms", r->pipe_ttft.mean);
     json_number (o, "pipeline_itl_ms_mean", r->pipe_itl_mean.mean);
     json_number (o, "pipeline_itl_ms_p95", r->pipe_itl_p95.mean);
-    json_number (o, "pipeline_overhead_percent",
-        100.0 * (r->pipe_itl_mean.mean - r->itl_mean.mean) / r->itl_mean.mean);
+    json_number (o, "pipeline_overhead_percent", r->pipe_overhead.mean);
+    json_number (o, "pipeline_overhead_percent_sd", r->pipe_overhead.sd);
   }
   if (r->pipe_error != NULL) {
     g_string_append (o, ", \"pipeline_error\": ");
@@ -562,10 +608,13 @@ print_rows (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
     g_autofree char *ttft = fmt_stat (r->pipe_ttft, "%.1f");
     g_autofree char *im = fmt_stat (r->pipe_itl_mean, "%.2f");
     g_autofree char *ip = fmt_stat (r->pipe_itl_p95, "%.2f");
-    g_print ("| %s | %s | %s | %s | %u | %s | %u | pipeline pp%u+tg%u | %s | %s | %s | %s "
-        "| | %+.1f%% ITL vs direct | | |\n", info->name, info->type, params, wpt, s->threads,
-        llm_kv_type_name (s->kv_type), 0, s->n_prompt, s->n_gen, tps, ttft, im, ip,
-        100.0 * (r->pipe_itl_mean.mean - r->itl_mean.mean) / r->itl_mean.mean);
+    g_autofree char *over = r->pipe_overhead.n > 1
+        ? g_strdup_printf ("%+.1f%% +/- %.1f", r->pipe_overhead.mean, r->pipe_overhead.sd)
+        : g_strdup_printf ("%+.1f%%", r->pipe_overhead.mean);
+    /* Depth "-": the elements start from an empty cache. */
+    g_print ("| %s | %s | %s | %s | %u | %s | - | pipeline pp%u+tg%u | %s | %s | %s | %s "
+        "| | elements %s ITL | | |\n", info->name, info->type, params, wpt, s->threads,
+        llm_kv_type_name (s->kv_type), s->n_prompt, s->n_gen, tps, ttft, im, ip, over);
   }
   if (r->pipe_error != NULL)
     g_printerr ("gst-llm-bench: pipeline: %s\n", r->pipe_error);
@@ -588,16 +637,17 @@ static const char *summary =
     "after one untimed warm-up evaluation.\n"
     "\n"
     "Roofline: before the runs, the read bandwidth of the machine is measured with\n"
-    "each thread count (streaming read over --bandwidth-mib MiB, best of 5). A decode\n"
-    "step reads every weight once, so tg can never pass bandwidth / weight bytes per\n"
-    "token (the ceiling); 'of ceiling' is the fraction reached\n"
-    "(bandwidth_fraction in JSON; bandwidth_fraction_with_kv also counts the KV\n"
-    "cache read at the mean decode depth).\n"    "\n"
+    "each thread count (streaming read over --bandwidth-mib MiB; the best pass of\n"
+    "at least 5 in half a second). A decode step reads every weight once, so tg\n"
+    "can never pass bandwidth / weight bytes per token (the ceiling); 'of ceiling'\n"
+    "is the fraction reached (bandwidth_fraction in JSON; bandwidth_fraction_with_kv\n"
+    "also counts the KV cache read at the mean decode depth).\n"
+    "\n"
     "--pipeline runs each setting again through appsrc ! llmprefill ! llmdecode !\n"
     "appsink (greedy, the llm plugin GStreamer finds, else this build tree's),\n"
     "timing tokens as they reach the sink, and prints the elements' overhead on\n"
-    "decode time (ITL through the pipeline against ITL of direct calls). --depth\n"
-    "does not apply there.\n"
+    "decode time: ITL through the pipeline against ITL of direct calls on the same\n"
+    "prompt, run just before it, per repetition. --depth does not apply there.\n"
     "\n"
     "Making benchmark models:\n"
     "  gst-llm-bench --make-model SHAPE --type TYPE -o FILE [--seed N] [-t N]\n"
@@ -736,7 +786,7 @@ bench_main (const Options *opt)
         g_printerr ("gst-llm-bench: bandwidth test: %s\n", error ? error->message : "failed");
         g_clear_error (&error);
       } else if (!o.json) {
-        g_print ("read bandwidth, %u thread%s (best of 5 over %d MiB): %.1f GB/s\n", th,
+        g_print ("read bandwidth, %u thread%s (best pass over %d MiB): %.1f GB/s\n", th,
             th == 1 ? "" : "s", o.bandwidth_mib, bw[i] / 1e9);
       }
     }

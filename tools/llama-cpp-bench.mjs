@@ -7,15 +7,15 @@
 //
 // Two sets of figures: wall-clock ones as the JavaScript caller sees them,
 // and llama.cpp's own (llama_perf_context, via printTimings), which time
-// llama_decode alone. The second are the ones to compare with the engine:
-// on a machine with few cores, node's threads and ggml's spinning workers
-// compete, which adds waits (and variance) to the first set that are not
-// llama.cpp's compute.
+// llama_decode alone. The second are the ones to compare with the engine;
+// the first add node-llama-cpp's own cost per token.
 //
 //   node llama-cpp-bench.mjs -m FILE [-t THREADS] [-p P] [-n N] [-r REPS] [--seed S]
 //
 // Run it from a directory where node-llama-cpp is installed
-// (tools/compare-llama-cpp.sh does that in a temporary directory).
+// (tools/compare-llama-cpp.sh does that in a temporary directory), with
+// UV_THREADPOOL_SIZE=1: node's default pool of four workers competes with
+// ggml's threads and, on two cores, makes decoding three times slower.
 
 import process from "node:process";
 import path from "node:path";
@@ -73,6 +73,8 @@ function p95(v) {
 }
 
 const o = parseArgs(process.argv);
+if (process.env.UV_THREADPOOL_SIZE !== "1")
+    console.error("llama-cpp-bench: UV_THREADPOOL_SIZE is not 1; decode figures may be low");
 // llama_perf_context_print's lines, the only info-level logs kept.
 const perfLines = [];
 function logger(level, message) {
@@ -90,8 +92,9 @@ async function takeTimings(context) {
     return {
         promptMs: num(/prompt eval time =\s*([\d.]+) ms/),
         promptTokens: num(/prompt eval time =\s*[\d.]+ ms \/\s*(\d+) tokens/),
-        evalMs: num(/\seval time =\s*([\d.]+) ms/),
-        evalRuns: num(/\seval time =\s*[\d.]+ ms \/\s*(\d+) runs/),
+        // ":" then spaces: not the "prompt eval time" line.
+        evalMs: num(/:\s+eval time =\s*([\d.]+) ms/),
+        evalRuns: num(/:\s+eval time =\s*[\d.]+ ms \/\s*(\d+) runs/),
     };
 }
 // build "never" and no download: only the prebuilt binaries shipped in the
