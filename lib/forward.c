@@ -12,6 +12,7 @@
 #include "cpu/threadpool.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 G_DEFINE_QUARK (llm-forward-error-quark, llm_forward_error)
@@ -29,6 +30,10 @@ struct _LlmContext {
   float *x, *xb, *q, *k, *v, *att, *gate, *up, *row;
   guint8 *xq;                 /* activations converted for the weights */
   gsize xq_row;               /* bytes per converted row */
+  const float *xq_src;        /* what xq holds: these rows, converted to */
+  guint32 xq_dot_type;        /* this type, this wide, this many */
+  gsize xq_n;
+  guint xq_n_tok;
   float **att_scratch;        /* per thread */
   gsize att_scratch_floats;
 };
@@ -43,21 +48,78 @@ typedef struct {
   gsize xq_stride, n_tok;
   float *y;
   gsize ldy;
+  /* Batches: rows are handed out @rows_per_item at a time from @next. */
+  gsize rows_per_item;
+  atomic_size_t next;
 } MatTask;
 
 static void
 matmul_task (void *data, int ith, int nth)
 {
-  const MatTask *t = data;
-  gsize r0, r1;
-  llm_split_range (t->rows, ith, nth, &r0, &r1);
-  if (r0 >= r1)
+  MatTask *t = data;
+  if (t->n_tok == 1) {
+    gsize r0, r1;
+    llm_split_range (t->rows, ith, nth, &r0, &r1);
+    if (r0 < r1)
+      llm_matvec (t->wtype, t->w, t->row_bytes, t->n, r0, r1, t->xq, t->y + r0);
     return;
-  if (t->n_tok == 1)
-    llm_matvec (t->wtype, t->w, t->row_bytes, t->n, r0, r1, t->xq, t->y + r0);
+  }
+  /* A batch is compute-bound: a thread that finishes early, or was
+   * descheduled on a busy machine, leaves its remaining rows to the
+   * others instead of holding the whole product up. */
+  llm_matmul_shared (t->wtype, t->w, t->row_bytes, t->n, 0, t->rows, t->xq, t->xq_stride,
+      t->n_tok, t->y, t->ldy, &t->next, t->rows_per_item);
+}
+
+typedef struct {
+  guint32 wtype;
+  const float *x;
+  gsize n, n_tok, xq_bytes;
+  guint8 *xq;
+} ConvertTask;
+
+static void
+convert_task (void *data, int ith, int nth)
+{
+  const ConvertTask *c = data;
+  gsize t0, t1;
+  llm_split_range (c->n_tok, ith, nth, &t0, &t1);
+  for (gsize t = t0; t < t1; t++)
+    llm_matmul_convert (c->wtype, c->x + t * c->n, c->n, c->xq + t * c->xq_bytes);
+}
+
+/* Converts @n_tok rows of @x (@n wide) for @wtype weights into ctx->xq,
+ * on every thread for a batch, and remembers what is there. */
+static void
+convert_rows (LlmContext *ctx, guint32 wtype, const float *x, gsize n, guint n_tok)
+{
+  ConvertTask c = { wtype, x, n, n_tok, llm_matmul_act_bytes (wtype, n), ctx->xq };
+  if (n_tok < 4)
+    convert_task (&c, 0, 1);
   else
-    llm_matmul (t->wtype, t->w, t->row_bytes, t->n, r0, r1, t->xq, t->xq_stride, t->n_tok,
-        t->y, t->ldy);
+    llm_threadpool_run (ctx->pool, convert_task, &c);
+  ctx->xq_src = x;
+  ctx->xq_dot_type = llm_matmul_dot_type (wtype);
+  ctx->xq_n = n;
+  ctx->xq_n_tok = n_tok;
+}
+
+/* Multiplies ctx->xq (converted for @w) into @y. */
+static void
+matmul_converted (LlmContext *ctx, const LlmGgufTensor *w, guint n_tok, float *y)
+{
+  gsize n = w->ne[0];
+  MatTask task = {
+    .wtype = w->type, .w = w->data, .row_bytes = w->size / w->ne[1], .n = n,
+    .rows = w->ne[1], .xq = ctx->xq, .xq_stride = llm_matmul_act_bytes (w->type, n),
+    .n_tok = n_tok, .y = y, .ldy = w->ne[1],
+  };
+  /* About eight items per thread, whole multiples of 16 rows (the largest
+   * row tile, Q4_0's). */
+  const gsize items = 8 * (gsize) llm_threadpool_n_threads (ctx->pool);
+  task.rows_per_item = MAX ((gsize) 16, (task.rows + items - 1) / items + 15) / 16 * 16;
+  atomic_init (&task.next, 0);
+  llm_threadpool_run (ctx->pool, matmul_task, &task);
 }
 
 /* y[t, :] = W x[t, :] for @n_tok rows of @x (width W->ne[0]); y rows are
@@ -65,39 +127,94 @@ matmul_task (void *data, int ith, int nth)
 static void
 matmul (LlmContext *ctx, const LlmGgufTensor *w, const float *x, guint n_tok, float *y)
 {
-  gsize n = w->ne[0];
-  gsize xq_bytes = llm_matmul_act_bytes (w->type, n);
-  for (guint t = 0; t < n_tok; t++)
-    llm_matmul_convert (w->type, x + (gsize) t * n, n, ctx->xq + t * xq_bytes);
-  MatTask task = {
-    .wtype = w->type, .w = w->data, .row_bytes = w->size / w->ne[1], .n = n,
-    .rows = w->ne[1], .xq = ctx->xq, .xq_stride = xq_bytes, .n_tok = n_tok,
-    .y = y, .ldy = w->ne[1],
-  };
-  llm_threadpool_run (ctx->pool, matmul_task, &task);
+  convert_rows (ctx, w->type, x, w->ne[0], n_tok);
+  matmul_converted (ctx, w, n_tok, y);
 }
+
+/* As matmul() with the input of the previous matmul() call, unchanged
+ * since: its conversion is reused when @w takes the same one. */
+static void
+matmul_same_input (LlmContext *ctx, const LlmGgufTensor *w, guint n_tok, float *y)
+{
+  if (llm_matmul_dot_type (w->type) != ctx->xq_dot_type || w->ne[0] != ctx->xq_n ||
+      n_tok != ctx->xq_n_tok)
+    convert_rows (ctx, w->type, ctx->xq_src, w->ne[0], n_tok);
+  matmul_converted (ctx, w, n_tok, y);
+}
+
+/* Attention work items: up to ATT_QUERIES queries that read the same KV
+ * head, so the kernel converts each cache row once for all of them: the
+ * query heads of a GQA group at one token, or (few heads per group) those
+ * heads at several consecutive tokens. Items are handed out from a shared
+ * counter, so a thread that finishes early, or was descheduled, evens the
+ * load out: one KV head after another (the threads then share its rows in
+ * cache), and within a head the longest causal rows first. */
+#define ATT_QUERIES 4
 
 typedef struct {
   LlmContext *ctx;
-  guint layer, n_tok, n_head, head_dim;
+  guint layer, n_tok, n_head, n_head_kv, head_dim;
   guint32 pos0;
   float scale;
+  guint group;            /* query heads per KV head */
+  guint heads_per_item;   /* of one group */
+  guint subs;             /* items per group and token block */
+  guint toks_per_item;
+  guint n_tok_blocks;
+  guint n_items;
+  atomic_uint next;
 } AttTask;
 
 static void
 attention_task (void *data, int ith, int nth)
 {
-  const AttTask *a = data;
-  gsize i0, i1;
-  llm_split_range ((gsize) a->n_tok * a->n_head, ith, nth, &i0, &i1);
-  gsize q_dim = (gsize) a->n_head * a->head_dim;
-  for (gsize i = i0; i < i1; i++) {
-    guint t = i / a->n_head, h = i % a->n_head;
-    /* Causal: token t sees the cache up to and including itself. */
-    llm_kv_cache_attend (a->ctx->kv, a->layer, h, a->n_head,
-        a->ctx->q + t * q_dim + (gsize) h * a->head_dim, a->pos0 + t + 1, a->scale,
-        a->ctx->att + t * q_dim + (gsize) h * a->head_dim, a->ctx->att_scratch[ith]);
+  AttTask *a = data;
+  (void) nth;
+  const gsize q_dim = (gsize) a->n_head * a->head_dim;
+  float *scratch = a->ctx->att_scratch[ith];
+
+  for (;;) {
+    const guint i = atomic_fetch_add_explicit (&a->next, 1, memory_order_relaxed);
+    if (i >= a->n_items)
+      break;
+    const guint kvh = i / (a->n_tok_blocks * a->subs);
+    const guint tb = a->n_tok_blocks - 1 - i / a->subs % a->n_tok_blocks;
+    const guint sub = i % a->subs;
+    const guint t0 = tb * a->toks_per_item;
+    const guint t1 = MIN (t0 + a->toks_per_item, a->n_tok);
+    const guint h0 = kvh * a->group + sub * a->heads_per_item;
+    const guint h1 = MIN (h0 + a->heads_per_item, (kvh + 1) * a->group);
+
+    LlmAttnQuery queries[ATT_QUERIES];
+    guint n_q = 0;
+    for (guint t = t0; t < t1; t++) {
+      for (guint h = h0; h < h1; h++) {
+        const gsize at = t * q_dim + (gsize) h * a->head_dim;
+        /* Causal: token t sees the cache up to and including itself. */
+        queries[n_q++] = (LlmAttnQuery) { a->ctx->q + at, a->ctx->att + at, a->pos0 + t + 1 };
+      }
+    }
+    llm_kv_cache_attend_batch (a->ctx->kv, a->layer, kvh, queries, n_q, a->scale, scratch);
   }
+}
+
+static void
+attention_run (LlmContext *ctx, guint l, guint n_tok, guint32 pos0)
+{
+  const LlmHParams *hp = &ctx->model->hp;
+  AttTask a = {
+    .ctx = ctx, .layer = l, .n_tok = n_tok, .n_head = hp->n_head,
+    .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim, .pos0 = pos0,
+    .scale = 1.0f / sqrtf ((float) hp->head_dim),
+    .group = hp->n_head / hp->n_head_kv,
+  };
+  a.heads_per_item = MIN (a.group, ATT_QUERIES);
+  a.subs = (a.group + a.heads_per_item - 1) / a.heads_per_item;
+  a.toks_per_item = MAX (1u, ATT_QUERIES / a.group);
+  a.n_tok_blocks = (n_tok + a.toks_per_item - 1) / a.toks_per_item;
+  a.n_items = a.n_tok_blocks * a.n_head_kv * a.subs;
+  atomic_init (&a.next, 0);
+  llm_threadpool_run (ctx->pool, attention_task, &a);
 }
 
 /* --- small stages ---------------------------------------------------- */
@@ -109,13 +226,85 @@ read_row (const LlmGgufTensor *t, gsize r, float *out)
   llm_dequantize_row (t->type, t->data, t->size / t->ne[1], t->ne[0], r, out);
 }
 
+/* The per-token stages below (norms, RoPE and the cache write, SwiGLU,
+ * residual adds) are independent across tokens, so a batch splits its
+ * tokens over the threads; below PER_TOKEN_MIN tokens (a decode step) they
+ * run inline, where a pool run would cost more than the work. */
+#define PER_TOKEN_MIN 4
+
+typedef void (*TokenFn) (LlmContext *ctx, const void *args, guint t0, guint t1);
+
+typedef struct {
+  LlmContext *ctx;
+  TokenFn fn;
+  const void *args;
+  guint n_tok;
+} TokenTask;
+
+static void
+token_task (void *data, int ith, int nth)
+{
+  const TokenTask *t = data;
+  gsize t0, t1;
+  llm_split_range (t->n_tok, ith, nth, &t0, &t1);
+  if (t0 < t1)
+    t->fn (t->ctx, t->args, t0, t1);
+}
+
+static void
+per_token (LlmContext *ctx, guint n_tok, TokenFn fn, const void *args)
+{
+  if (n_tok < PER_TOKEN_MIN) {
+    fn (ctx, args, 0, n_tok);
+    return;
+  }
+  TokenTask task = { ctx, fn, args, n_tok };
+  llm_threadpool_run (ctx->pool, token_task, &task);
+}
+
+typedef struct {
+  const float *x, *w;
+  float *out;
+  gsize width;
+  float eps;
+} NormArgs;
+
+static void
+rmsnorm_tokens (LlmContext *ctx, const void *args, guint t0, guint t1)
+{
+  const NormArgs *a = args;
+  (void) ctx;
+  for (guint t = t0; t < t1; t++)
+    llm_rmsnorm (a->out + t * a->width, a->x + t * a->width, a->w, a->width, a->eps);
+}
+
 static void
 rmsnorm_rows (LlmContext *ctx, const LlmGgufTensor *w, const float *x, float *out,
     guint n_tok, gsize width, float eps)
 {
   read_row (w, 0, ctx->row);
-  for (guint t = 0; t < n_tok; t++)
-    llm_rmsnorm (out + t * width, x + t * width, ctx->row, width, eps);
+  const NormArgs a = { x, ctx->row, out, width, eps };
+  per_token (ctx, n_tok, rmsnorm_tokens, &a);
+}
+
+/* x += xb, the residual connection. */
+static void
+residual_tokens (LlmContext *ctx, const void *args, guint t0, guint t1)
+{
+  const gsize n = ctx->model->hp.n_embd;
+  (void) args;
+  for (guint t = t0; t < t1; t++)
+    llm_add (ctx->x + t * n, ctx->x + t * n, ctx->xb + t * n, n);
+}
+
+/* gate = silu(gate) * up */
+static void
+swiglu_tokens (LlmContext *ctx, const void *args, guint t0, guint t1)
+{
+  const gsize n = ctx->model->hp.n_ff;
+  (void) args;
+  for (guint t = t0; t < t1; t++)
+    llm_swiglu (ctx->gate + t * n, ctx->gate + t * n, ctx->up + t * n, n);
 }
 
 static void
@@ -141,13 +330,28 @@ head_norm (LlmContext *ctx, const LlmGgufTensor *w, float *y, guint n_tok, guint
         hp->rms_eps);
 }
 
+typedef struct {
+  guint layer;
+  guint32 pos0;
+} RopeArgs;
+
+/* RoPE on each token's query and key heads, then its key and value rows
+ * into the cache (rows of different positions: no locking needed). */
 static void
-rope_rows (LlmContext *ctx, float *y, guint n_tok, guint n_heads, guint32 pos0)
+rope_store_tokens (LlmContext *ctx, const void *args, guint t0, guint t1)
 {
+  const RopeArgs *a = args;
   const LlmHParams *hp = &ctx->model->hp;
-  for (guint t = 0; t < n_tok; t++)
-    llm_rope (y + (gsize) t * n_heads * hp->head_dim, n_heads, hp->head_dim, hp->n_rot,
-        pos0 + t, hp->rope_freq_base, hp->rope_freq_scale, hp->rope_neox);
+  const gsize q_dim = (gsize) hp->n_head * hp->head_dim;
+  const gsize kv_dim = (gsize) hp->n_head_kv * hp->head_dim;
+  for (guint t = t0; t < t1; t++) {
+    llm_rope (ctx->q + t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, a->pos0 + t,
+        hp->rope_freq_base, hp->rope_freq_scale, hp->rope_neox);
+    llm_rope (ctx->k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, a->pos0 + t,
+        hp->rope_freq_base, hp->rope_freq_scale, hp->rope_neox);
+    llm_kv_cache_write (ctx->kv, a->layer, a->pos0 + t, ctx->k + t * kv_dim,
+        ctx->v + t * kv_dim);
+  }
 }
 
 /* --- the pass -------------------------------------------------------- */
@@ -162,28 +366,21 @@ attention_block (LlmContext *ctx, guint l, guint n_tok, guint32 pos0)
 
   rmsnorm_rows (ctx, ly->attn_norm, ctx->x, ctx->xb, n_tok, hp->n_embd, hp->rms_eps);
   matmul (ctx, ly->wq, ctx->xb, n_tok, ctx->q);
-  matmul (ctx, ly->wk, ctx->xb, n_tok, ctx->k);
-  matmul (ctx, ly->wv, ctx->xb, n_tok, ctx->v);
+  matmul_same_input (ctx, ly->wk, n_tok, ctx->k);
+  matmul_same_input (ctx, ly->wv, n_tok, ctx->v);
   add_bias (ctx, ly->bq, ctx->q, n_tok, q_dim);
   add_bias (ctx, ly->bk, ctx->k, n_tok, kv_dim);
   add_bias (ctx, ly->bv, ctx->v, n_tok, kv_dim);
   head_norm (ctx, ly->q_norm, ctx->q, n_tok, hp->n_head);
   head_norm (ctx, ly->k_norm, ctx->k, n_tok, hp->n_head_kv);
-  rope_rows (ctx, ctx->q, n_tok, hp->n_head, pos0);
-  rope_rows (ctx, ctx->k, n_tok, hp->n_head_kv, pos0);
+  const RopeArgs rope = { l, pos0 };
+  per_token (ctx, n_tok, rope_store_tokens, &rope);
 
-  for (guint t = 0; t < n_tok; t++)
-    llm_kv_cache_write (ctx->kv, l, pos0 + t, ctx->k + t * kv_dim, ctx->v + t * kv_dim);
-
-  AttTask a = { ctx, l, n_tok, hp->n_head, hp->head_dim, pos0,
-    1.0f / sqrtf ((float) hp->head_dim) };
-  llm_threadpool_run (ctx->pool, attention_task, &a);
+  attention_run (ctx, l, n_tok, pos0);
 
   /* x += Wo att */
   matmul (ctx, ly->wo, ctx->att, n_tok, ctx->xb);
-  for (guint t = 0; t < n_tok; t++)
-    llm_add (ctx->x + t * hp->n_embd, ctx->x + t * hp->n_embd, ctx->xb + t * hp->n_embd,
-        hp->n_embd);
+  per_token (ctx, n_tok, residual_tokens, NULL);
 }
 
 static void
@@ -194,14 +391,10 @@ ffn_block (LlmContext *ctx, guint l, guint n_tok)
 
   rmsnorm_rows (ctx, ly->ffn_norm, ctx->x, ctx->xb, n_tok, hp->n_embd, hp->rms_eps);
   matmul (ctx, ly->w_gate, ctx->xb, n_tok, ctx->gate);
-  matmul (ctx, ly->w_up, ctx->xb, n_tok, ctx->up);
-  for (guint t = 0; t < n_tok; t++)
-    llm_swiglu (ctx->gate + (gsize) t * hp->n_ff, ctx->gate + (gsize) t * hp->n_ff,
-        ctx->up + (gsize) t * hp->n_ff, hp->n_ff);
+  matmul_same_input (ctx, ly->w_up, n_tok, ctx->up);
+  per_token (ctx, n_tok, swiglu_tokens, NULL);
   matmul (ctx, ly->w_down, ctx->gate, n_tok, ctx->xb);
-  for (guint t = 0; t < n_tok; t++)
-    llm_add (ctx->x + t * hp->n_embd, ctx->x + t * hp->n_embd, ctx->xb + t * hp->n_embd,
-        hp->n_embd);
+  per_token (ctx, n_tok, residual_tokens, NULL);
 }
 
 static gboolean
@@ -222,7 +415,7 @@ eval_chunk (LlmContext *ctx, const gint32 *tokens, guint n_tok, float *logits,
     return FALSE;
   guint32 pos0 = llm_kv_cache_n (ctx->kv);
 
-  gsize need = llm_kv_cache_scratch_floats (ctx->kv, pos0 + n_tok);
+  gsize need = llm_kv_cache_batch_scratch_floats (ctx->kv, pos0 + n_tok, ATT_QUERIES);
   if (need > ctx->att_scratch_floats) {
     for (int i = 0; i < llm_threadpool_n_threads (ctx->pool); i++) {
       g_free (ctx->att_scratch[i]);

@@ -20,7 +20,14 @@
  * than all of it (llama.cpp's context shift discards half).
  *
  * Reservations: reserve() covers positions [n, n + n_new) and replaces any
- * reservation not yet committed, so a failed step never leaks positions. */
+ * reservation not yet committed, so a failed step never leaks positions.
+ *
+ * Layout: a block of r rows keeps each KV head's rows together (head h's
+ * slice of row i at (h * r + i) * slice bytes), so attention, which reads
+ * one head at a time, reads memory in long runs instead of a short piece
+ * of every row (a strided read runs at a fraction of the bandwidth).
+ * Where a head's slice is not whole quant blocks (Q8_0/Q4_0 with a head
+ * size that is not a multiple of 32) a block is plain rows instead. */
 #include "kvcache.h"
 
 #include <string.h>
@@ -43,6 +50,9 @@ struct _LlmKvCache {
   guint head_dim;
   gsize row_n;       /* values per row: n_head_kv * head_dim */
   gsize row_bytes;
+  guint n_slices;    /* pieces a row is stored in: n_head_kv, or 1 */
+  gsize slice_n;     /* values per piece */
+  gsize slice_bytes;
   LlmAttnType attn_type;
 
   LlmKvConfig config;
@@ -190,6 +200,11 @@ llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
   kv->row_n = (gsize) n_head_kv * head_dim;
   kv->attn_type = attn_type (config->type);
   kv->row_bytes = llm_attn_row_bytes (kv->attn_type, kv->row_n);
+  /* Head-major when a head's slice is a row of its own (whole blocks). */
+  const gsize head_bytes = llm_attn_row_bytes (kv->attn_type, head_dim);
+  kv->n_slices = head_bytes > 0 ? n_head_kv : 1;
+  kv->slice_n = kv->row_n / kv->n_slices;
+  kv->slice_bytes = kv->row_bytes / kv->n_slices;
   kv->config = *config;
   if (rope)
     kv->rope = *rope;
@@ -292,10 +307,36 @@ llm_kv_cache_n_evicted (const LlmKvCache *kv)
   return kv->n_evicted;
 }
 
+/* Piece @h of row @pos (see Layout above); the last block has fewer rows. */
 static inline guint8 *
-row_ptr (guint8 *const *blocks, gsize row_bytes, guint32 pos)
+slice_ptr (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, guint h)
 {
-  return blocks[pos / KV_BLOCK_POSITIONS] + (gsize) (pos % KV_BLOCK_POSITIONS) * row_bytes;
+  const guint32 b = pos / KV_BLOCK_POSITIONS;
+  const guint32 rows = MIN (KV_BLOCK_POSITIONS, kv->capacity - b * KV_BLOCK_POSITIONS);
+  return blocks[b] + ((gsize) h * rows + pos % KV_BLOCK_POSITIONS) * kv->slice_bytes;
+}
+
+static void
+row_store (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, const float *src)
+{
+  for (guint h = 0; h < kv->n_slices; h++)
+    llm_attn_row_store (kv->attn_type, src + h * kv->slice_n, slice_ptr (kv, blocks, pos, h),
+        kv->slice_n);
+}
+
+static void
+row_load (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, float *dst)
+{
+  for (guint h = 0; h < kv->n_slices; h++)
+    llm_attn_row_load (kv->attn_type, slice_ptr (kv, blocks, pos, h), 0, kv->slice_n,
+        dst + h * kv->slice_n);
+}
+
+static void
+row_copy (const LlmKvCache *kv, guint8 *const *blocks, guint32 dst, guint32 src)
+{
+  for (guint h = 0; h < kv->n_slices; h++)
+    memcpy (slice_ptr (kv, blocks, dst, h), slice_ptr (kv, blocks, src, h), kv->slice_bytes);
 }
 
 /* Allocates blocks until positions [0, @end) exist in every layer. A
@@ -344,18 +385,15 @@ evict (LlmKvCache *kv, guint32 count)
     KvLayer *layer = &kv->layers[l];
     for (guint32 src = keep + count; src < kv->n; src++) {
       const guint32 dst = src - count;
-      guint8 *k_dst = row_ptr (layer->k, kv->row_bytes, dst);
-      const guint8 *k_src = row_ptr (layer->k, kv->row_bytes, src);
       if (kv->rotated) {
-        llm_attn_row_load (kv->attn_type, k_src, 0, kv->row_n, kv->shift_row);
+        row_load (kv, layer->k, src, kv->shift_row);
         llm_rope (kv->shift_row, kv->n_head_kv, kv->head_dim, kv->rope.n_rot,
             -(int64_t) count, kv->rope.freq_base, kv->rope.freq_scale, kv->rope.neox);
-        llm_attn_row_store (kv->attn_type, kv->shift_row, k_dst, kv->row_n);
+        row_store (kv, layer->k, dst, kv->shift_row);
       } else {
-        memcpy (k_dst, k_src, kv->row_bytes);
+        row_copy (kv, layer->k, dst, src);
       }
-      memcpy (row_ptr (layer->v, kv->row_bytes, dst),
-          row_ptr (layer->v, kv->row_bytes, src), kv->row_bytes);
+      row_copy (kv, layer->v, dst, src);
     }
   }
   kv->n -= count;
@@ -412,8 +450,8 @@ llm_kv_cache_write (LlmKvCache *kv, guint layer, guint32 pos, const float *k, co
   g_return_if_fail (pos >= kv->n && pos - kv->n < kv->n_reserved);
 
   KvLayer *l = &kv->layers[layer];
-  llm_attn_row_store (kv->attn_type, k, row_ptr (l->k, kv->row_bytes, pos), kv->row_n);
-  llm_attn_row_store (kv->attn_type, v, row_ptr (l->v, kv->row_bytes, pos), kv->row_n);
+  row_store (kv, l->k, pos, k);
+  row_store (kv, l->v, pos, v);
 }
 
 void
@@ -425,9 +463,9 @@ llm_kv_cache_read (const LlmKvCache *kv, guint layer, guint32 pos, float *k, flo
 
   const KvLayer *l = &kv->layers[layer];
   if (k)
-    llm_attn_row_load (kv->attn_type, row_ptr (l->k, kv->row_bytes, pos), 0, kv->row_n, k);
+    row_load (kv, l->k, pos, k);
   if (v)
-    llm_attn_row_load (kv->attn_type, row_ptr (l->v, kv->row_bytes, pos), 0, kv->row_n, v);
+    row_load (kv, l->v, pos, v);
 }
 
 void
@@ -446,6 +484,48 @@ llm_kv_cache_scratch_floats (const LlmKvCache *kv, guint32 n_kv)
   return llm_attention_scratch_floats (n_kv, kv->head_dim);
 }
 
+gsize
+llm_kv_cache_batch_scratch_floats (const LlmKvCache *kv, guint32 n_kv, guint n_q)
+{
+  g_return_val_if_fail (kv != NULL, 0);
+  return llm_attention_batch_scratch_floats (n_kv, kv->head_dim, n_q);
+}
+
+/* The rows attention reads for @kv_head, and where its values start in
+ * them. */
+static gsize
+attn_rows (const LlmKvCache *kv, guint layer, guint kv_head, LlmAttnRows *k, LlmAttnRows *v)
+{
+  const KvLayer *l = &kv->layers[layer];
+  const gboolean by_head = kv->n_slices > 1;
+  *k = (LlmAttnRows) {
+    .blocks = (const void *const *) l->k,
+    .block_rows = KV_BLOCK_POSITIONS,
+    .row_bytes = kv->slice_bytes,
+    .type = kv->attn_type,
+    .segment = by_head ? kv_head : 0,
+    .n_rows = kv->capacity,
+  };
+  *v = *k;
+  v->blocks = (const void *const *) l->v;
+  return by_head ? 0 : (gsize) kv_head * kv->head_dim;
+}
+
+void
+llm_kv_cache_attend_batch (const LlmKvCache *kv, guint layer, guint kv_head,
+    const LlmAttnQuery *queries, guint n_q, float scale, float *scratch)
+{
+  g_return_if_fail (kv != NULL && (queries != NULL || n_q == 0) && scratch != NULL);
+  g_return_if_fail (layer < kv->n_layers);
+  g_return_if_fail (kv_head < kv->n_head_kv);
+  for (guint i = 0; i < n_q; i++)
+    g_return_if_fail ((guint64) queries[i].n_kv <= (guint64) kv->n + kv->n_reserved);
+
+  LlmAttnRows k, v;
+  const gsize offset = attn_rows (kv, layer, kv_head, &k, &v);
+  llm_attention_batch (&k, &v, offset, kv->head_dim, queries, n_q, scale, scratch);
+}
+
 void
 llm_kv_cache_attend (const LlmKvCache *kv, guint layer, guint head, guint n_head,
     const float *q, guint32 n_kv, float scale, float *out, float *scratch)
@@ -457,18 +537,9 @@ llm_kv_cache_attend (const LlmKvCache *kv, guint layer, guint head, guint n_head
   g_return_if_fail ((guint64) n_kv <= (guint64) kv->n + kv->n_reserved);
 
   const guint kv_head = head / (n_head / kv->n_head_kv);
-  const KvLayer *l = &kv->layers[layer];
-  const LlmAttnRows k = {
-    .blocks = (const void *const *) l->k,
-    .block_rows = KV_BLOCK_POSITIONS,
-    .row_bytes = kv->row_bytes,
-    .type = kv->attn_type,
-  };
-  LlmAttnRows v = k;
-  v.blocks = (const void *const *) l->v;
-
-  llm_attention_head (&k, &v, (gsize) kv_head * kv->head_dim, kv->head_dim, q, n_kv,
-      scale, out, scratch);
+  LlmAttnRows k, v;
+  const gsize offset = attn_rows (kv, layer, kv_head, &k, &v);
+  llm_attention_head (&k, &v, offset, kv->head_dim, q, n_kv, scale, out, scratch);
 }
 
 void

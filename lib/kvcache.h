@@ -11,6 +11,8 @@
 
 #include <glib.h>
 
+#include "cpu/attention.h"
+
 G_BEGIN_DECLS
 
 #define LLM_KV_ERROR (llm_kv_error_quark ())
@@ -98,6 +100,16 @@ void llm_kv_cache_commit (LlmKvCache *kv, guint32 n);
 void llm_kv_cache_attend (const LlmKvCache *kv, guint layer, guint head, guint n_head,
     const float *q, guint32 n_kv, float scale, float *out, float *scratch);
 gsize llm_kv_cache_scratch_floats (const LlmKvCache *kv, guint32 n_kv);
+
+/* llm_kv_cache_attend for @n_q queries that all read KV head @kv_head of
+ * @layer (the query heads of one GQA group, or one head at several tokens
+ * of a prefill), each over its own positions [0, queries[i].n_kv); every
+ * output is what llm_kv_cache_attend gives, bit for bit, but the rows are
+ * read once per few queries. @scratch holds at least
+ * llm_kv_cache_batch_scratch_floats (max n_kv, n_q) floats. */
+void llm_kv_cache_attend_batch (const LlmKvCache *kv, guint layer, guint kv_head,
+    const LlmAttnQuery *queries, guint n_q, float scale, float *scratch);
+gsize llm_kv_cache_batch_scratch_floats (const LlmKvCache *kv, guint32 n_kv, guint n_q);
 
 /* Drops positions >= @n (speculative rejection, prompt edits). */
 void llm_kv_cache_truncate (LlmKvCache *kv, guint32 n);

@@ -885,47 +885,203 @@ END_TEST
 
 /* --- matmul --- */
 
+/* What a batched product (prefill) promises against one token at a time
+ * (decode), per weight type, with the AVX2 kernels:
+ * - F32, F16, BF16, Q8_0: bit for bit the matvec result (same operations
+ *   in the same order; Q8_0 then also matches llama.cpp's prefill);
+ * - Q4_0: bit for bit the scalar reference's result (the batched kernel
+ *   keeps whole-block integer sums per row, and adds them in the
+ *   reference's order, not in matvec's 8 partial lanes);
+ * - Q4_K, Q5_K, Q6_K: the same exact integer super-block sums as matvec,
+ *   added in another float order, so within AVX2_REL_TOL (1e-5) of the sum
+ *   of |w x|, the bound the AVX2 kernels have against the reference.
+ * With the reference kernels, both are the same scalar dot products. */
+static void
+check_matmul_against_matvec (uint32_t wtype, size_t n, size_t rows, size_t r0, size_t n_tok,
+    guint64 seed)
+{
+  const size_t ldy = rows + 2;
+  rng_seed (seed);
+  size_t row_bytes;
+  uint8_t *w = random_weights (wtype, rows, n, &row_bytes);
+  const size_t stride = llm_matmul_act_bytes (wtype, n);
+  uint8_t *xq = g_malloc (stride * n_tok);
+  float *x = g_new (float, n);
+  for (size_t k = 0; k < n_tok; k++) {
+    fill_random (x, n, 1.0f);
+    llm_matmul_convert (wtype, x, n, xq + k * stride);
+  }
+  float *y = g_new (float, n_tok * ldy);
+  float *yv = g_new (float, rows), *yr = g_new (float, rows);
+  float *wf = g_new (float, n), *xf = g_new (float, n);
+  for (int pass = 0; pass < 2; pass++) {
+    const gboolean reference = pass == 0;
+    llm_kernels_force_reference (reference);
+    for (size_t i = 0; i < n_tok * ldy; i++)
+      y[i] = -12345.0f;
+    llm_matmul (wtype, w, row_bytes, n, r0, rows, xq, stride, n_tok, y, ldy);
+    for (size_t k = 0; k < n_tok; k++) {
+      llm_matvec (wtype, w, row_bytes, n, r0, rows, xq + k * stride, yv);
+      llm_kernels_force_reference (true);
+      llm_matvec (wtype, w, row_bytes, n, r0, rows, xq + k * stride, yr);
+      llm_kernels_force_reference (reference);
+      expand_activations (wtype, xq + k * stride, n, xf);
+      for (size_t r = 0; r < ldy; r++) {
+        const float got = y[k * ldy + r];
+        if (r < r0 || r >= rows) {
+          ck_assert (got == -12345.0f); /* untouched */
+          continue;
+        }
+        if (reference || wtype == LLM_TYPE_F32 || wtype == LLM_TYPE_F16 ||
+            wtype == LLM_TYPE_BF16 || wtype == LLM_TYPE_Q8_0) {
+          ck_assert_msg (got == yv[r - r0], "%s n=%zu token %zu row %zu: %.9g, matvec %.9g",
+              llm_type_name (wtype), n, k, r, got, yv[r - r0]);
+        } else if (wtype == LLM_TYPE_Q4_0) {
+          ck_assert_msg (got == yr[r - r0], "%s n=%zu token %zu row %zu: %.9g, reference %.9g",
+              llm_type_name (wtype), n, k, r, got, yr[r - r0]);
+        } else {
+          llm_dequantize_row (wtype, w, row_bytes, n, r, wf);
+          double abs_sum = 0.0;
+          for (size_t i = 0; i < n; i++)
+            abs_sum += fabs ((double) wf[i] * xf[i]);
+          ck_assert_msg (fabs ((double) got - yv[r - r0]) <= AVX2_REL_TOL * abs_sum + 1e-30,
+              "%s n=%zu token %zu row %zu: %.9g, matvec %.9g", llm_type_name (wtype), n, k, r,
+              got, yv[r - r0]);
+        }
+      }
+    }
+  }
+  llm_kernels_force_reference (false);
+  g_free (w);
+  g_free (xq);
+  g_free (x);
+  g_free (y);
+  g_free (yv);
+  g_free (yr);
+  g_free (wf);
+  g_free (xf);
+}
+
 START_TEST (test_matmul_equals_matvec_per_token)
 {
   const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
     LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
-  const size_t n = 512, rows = 11, r0 = 3, n_tok = 5, ldy = rows + 2;
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
-    rng_seed (500 + t);
-    const uint32_t wtype = types[t];
+    /* Every edge of the kernels' tiles: rows not a multiple of 4 or 8,
+     * tokens not a multiple of 3, 4 or 6. */
+    check_matmul_against_matvec (types[t], 512, 11, 3, 5, 500 + t);
+    check_matmul_against_matvec (types[t], 768, 29, 0, 13, 520 + t);
+  }
+}
+END_TEST
+
+/* The AVX2 activation conversions must give the scalar ones' bytes:
+ * they decide which integers the dot products see. Random values, plus the
+ * cases with their own branches: an all-zero block, halves' and bfloat16s'
+ * ties, subnormals, overflow and NaN, two largest magnitudes of opposite
+ * sign (Q8_K takes the first). */
+START_TEST (test_avx2_conversions_match_scalar_bytes)
+{
+  if (!have_avx2 ())
+    LLM_TEST_SKIP ("no AVX2 on this CPU");
+  const uint32_t types[] = { LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_K };
+  const size_t n = 1024 + 256;
+  float *x = g_new (float, n);
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
+    rng_seed (800 + t);
+    fill_random (x, n, 3.0f);
+    for (size_t i = 256; i < 512; i++)
+      x[i] = 0.0f;
+    x[600] = 1.0f + 0x1p-11f;          /* half tie, rounds to even */
+    x[601] = 1.0f + 3 * 0x1p-11f;      /* half tie, rounds up */
+    x[602] = 0x1.0081p0f;              /* bfloat16 above the tie */
+    x[603] = 0x1.0080p0f;              /* bfloat16 tie, to even */
+    x[604] = 0x1p-20f;                 /* half subnormal */
+    x[605] = -0x1p-26f;                /* below half's range: -0 */
+    x[606] = 70000.0f;                 /* above half's range: inf */
+    x[768] = 5.0f;                     /* Q8_K: first of equal magnitudes */
+    x[900] = -5.0f;
+    if (types[t] == LLM_TYPE_F16 || types[t] == LLM_TYPE_BF16)
+      x[607] = NAN;
+    /* Widths with a tail past the vector loops for the float types. */
+    const size_t widths[] = { n, types[t] == LLM_TYPE_F16 || types[t] == LLM_TYPE_BF16 ? n - 13 : n };
+    for (size_t k = 0; k < G_N_ELEMENTS (widths); k++) {
+      const size_t bytes = llm_matmul_act_bytes (types[t], widths[k]);
+      uint8_t *ref = g_malloc0 (bytes), *fast = g_malloc0 (bytes);
+      llm_kernels_force_reference (true);
+      llm_matmul_convert (types[t], x, widths[k], ref);
+      llm_kernels_force_reference (false);
+      llm_matmul_convert (types[t], x, widths[k], fast);
+      for (size_t i = 0; i < bytes; i++)
+        ck_assert_msg (ref[i] == fast[i], "%s n=%zu: byte %zu is %u, scalar %u",
+            llm_type_name (types[t]), widths[k], i, fast[i], ref[i]);
+      g_free (ref);
+      g_free (fast);
+    }
+  }
+  g_free (x);
+}
+END_TEST
+
+typedef struct {
+  uint32_t wtype;
+  const uint8_t *w;
+  size_t row_bytes, n, rows;
+  const uint8_t *xq;
+  size_t stride, n_tok;
+  float *y;
+  atomic_size_t next;
+} SharedMatmul;
+
+static void
+shared_matmul_task (void *data, int ith, int nth)
+{
+  SharedMatmul *m = data;
+  (void) ith;
+  (void) nth;
+  llm_matmul_shared (m->wtype, m->w, m->row_bytes, m->n, 0, m->rows, m->xq, m->stride, m->n_tok,
+      m->y, m->rows, &m->next, 8);
+}
+
+/* Threads claiming rows from a shared counter compute what one thread
+ * computes, bit for bit, and every row exactly once. */
+START_TEST (test_matmul_shared_by_threads_equals_one_thread)
+{
+  const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+  const size_t n = 512, rows = 61, n_tok = 7;
+  LlmThreadPool *pool = llm_threadpool_new (3);
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
+    rng_seed (900 + t);
+    SharedMatmul m = { .wtype = types[t], .n = n, .rows = rows, .n_tok = n_tok };
     size_t row_bytes;
-    uint8_t *w = random_weights (wtype, rows, n, &row_bytes);
-    const size_t stride = llm_matmul_act_bytes (wtype, n);
-    uint8_t *xq = g_malloc (stride * n_tok);
+    uint8_t *w = random_weights (types[t], rows, n, &row_bytes);
+    m.w = w;
+    m.row_bytes = row_bytes;
+    m.stride = llm_matmul_act_bytes (types[t], n);
+    uint8_t *xq = g_malloc (m.stride * n_tok);
     float *x = g_new (float, n);
     for (size_t k = 0; k < n_tok; k++) {
       fill_random (x, n, 1.0f);
-      llm_matmul_convert (wtype, x, n, xq + k * stride);
+      llm_matmul_convert (types[t], x, n, xq + k * m.stride);
     }
-    float *y = g_new (float, n_tok * ldy);
-    float yv[11];
-    for (int pass = 0; pass < 2; pass++) {
-      llm_kernels_force_reference (pass == 0);
-      for (size_t i = 0; i < n_tok * ldy; i++)
-        y[i] = -12345.0f;
-      llm_matmul (wtype, w, row_bytes, n, r0, rows, xq, stride, n_tok, y, ldy);
-      for (size_t k = 0; k < n_tok; k++) {
-        llm_matvec (wtype, w, row_bytes, n, r0, rows, xq + k * stride, yv);
-        for (size_t r = 0; r < ldy; r++) {
-          if (r >= r0 && r < rows)
-            ck_assert_msg (y[k * ldy + r] == yv[r - r0], "%s token %zu row %zu",
-                llm_type_name (wtype), k, r);
-          else
-            ck_assert (y[k * ldy + r] == -12345.0f); /* untouched */
-        }
-      }
-    }
-    llm_kernels_force_reference (false);
+    m.xq = xq;
+    float *want = g_new (float, rows * n_tok);
+    m.y = g_new (float, rows * n_tok);
+    for (size_t i = 0; i < rows * n_tok; i++)
+      m.y[i] = -12345.0f;
+    llm_matmul (types[t], w, row_bytes, n, 0, rows, xq, m.stride, n_tok, want, rows);
+    atomic_init (&m.next, 0);
+    llm_threadpool_run (pool, shared_matmul_task, &m);
+    ck_assert_msg (memcmp (want, m.y, rows * n_tok * sizeof (float)) == 0, "%s",
+        llm_type_name (types[t]));
     g_free (w);
     g_free (xq);
     g_free (x);
-    g_free (y);
+    g_free (want);
+    g_free (m.y);
   }
+  llm_threadpool_free (pool);
 }
 END_TEST
 
@@ -1157,6 +1313,8 @@ kernels_suite (void)
   tcase_add_test (dot, test_avx2_k_quant_kernels_match_reference);
   tcase_add_test (dot, test_scalar_reference_matches_dequantized_dot_without_avx2);
   tcase_add_test (dot, test_matmul_equals_matvec_per_token);
+  tcase_add_test (dot, test_avx2_conversions_match_scalar_bytes);
+  tcase_add_test (dot, test_matmul_shared_by_threads_equals_one_thread);
   tcase_add_test (dot, test_dequantize_row_picks_the_row);
   tcase_add_test (dot, test_matvec_throughput_report);
   suite_add_tcase (s, dot);

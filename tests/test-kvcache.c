@@ -9,6 +9,7 @@
 #include "kvcache.h"
 #include "cpu/fp16.h"
 #include "cpu/ops.h"
+#include "cpu/matmul.h"
 
 /* --- helpers --- */
 
@@ -757,6 +758,63 @@ START_TEST (test_allocation_failure_is_a_no_memory_error)
 }
 END_TEST
 
+/* The AVX2 kernels keep every sum of the scalar reference in its order, so
+ * for every cache type, a head size that splits Q8_0 blocks (80) and one
+ * that does not (64), and a batch of queries with different causal lengths
+ * across block boundaries (capacity 150: the last block is cut short), each
+ * output equals the reference's bit for bit. On a CPU without AVX2 both
+ * sides run the reference and the test holds trivially. */
+START_TEST (test_fast_attention_equals_the_scalar_reference_bit_for_bit)
+{
+  static const LlmKvType types[] = { LLM_KV_F32, LLM_KV_F16, LLM_KV_Q8_0, LLM_KV_Q4_0 };
+  static const guint dims[] = { 64, 80 };
+  const guint n_head = 8, n_head_kv = 2;
+  const guint32 n = 150;
+  GRand *rand = g_rand_new_with_seed (11);
+  for (guint ti = 0; ti < G_N_ELEMENTS (types); ti++) {
+    for (guint di = 0; di < G_N_ELEMENTS (dims); di++) {
+      const guint d = dims[di], row_n = n_head_kv * d;
+      g_autoptr (LlmKvCache) kv = new_cache (types[ti], LLM_KV_POLICY_FULL, n, 0, 1,
+          n_head_kv, d, NULL);
+      float *k = g_new (float, row_n), *v = g_new (float, row_n);
+      for (guint32 t = 0; t < n; t++) {
+        fill_random (rand, k, row_n, -2, 2);
+        fill_random (rand, v, row_n, -1, 1);
+        append (kv, 1, row_n, k, v);
+      }
+      float *q = g_new (float, 4 * d), *fast = g_new (float, 4 * d), *ref = g_new (float, d);
+      float *scratch = g_new (float, llm_kv_cache_batch_scratch_floats (kv, n, 4));
+      static const guint32 n_kvs[] = { 1, 9, 64, 65, 128, 150 };
+      for (guint i = 0; i < G_N_ELEMENTS (n_kvs); i++) {
+        fill_random (rand, q, 4 * d, -3, 3);
+        LlmAttnQuery queries[4];
+        for (guint j = 0; j < 4; j++)
+          queries[j] = (LlmAttnQuery) { q + j * d, fast + j * d, n_kvs[i] > 3 * j ? n_kvs[i] - 3 * j : 1 };
+        for (guint kvh = 0; kvh < n_head_kv; kvh++) {
+          llm_kv_cache_attend_batch (kv, 0, kvh, queries, 4, 0.125f, scratch);
+          llm_kernels_force_reference (TRUE);
+          for (guint j = 0; j < 4; j++) {
+            llm_kv_cache_attend (kv, 0, kvh * (n_head / n_head_kv), n_head, q + j * d,
+                queries[j].n_kv, 0.125f, ref, scratch);
+            ck_assert_msg (memcmp (ref, fast + j * d, d * sizeof (float)) == 0,
+                "%s, head size %u, KV head %u, query %u over %u positions",
+                llm_kv_type_name (types[ti]), d, kvh, j, (guint) queries[j].n_kv);
+          }
+          llm_kernels_force_reference (FALSE);
+        }
+      }
+      g_free (scratch);
+      g_free (q);
+      g_free (fast);
+      g_free (ref);
+      g_free (k);
+      g_free (v);
+    }
+  }
+  g_rand_free (rand);
+}
+END_TEST
+
 static Suite *
 kvcache_suite (void)
 {
@@ -779,6 +837,7 @@ kvcache_suite (void)
   tcase_add_test (attention, test_f16_probabilities_are_rounded_to_half_before_weighting);
   tcase_add_test (attention, test_q8_0_attention_uses_the_dequantized_rows);
   tcase_add_test (attention, test_q4_0_attention_uses_the_dequantized_rows);
+  tcase_add_test (attention, test_fast_attention_equals_the_scalar_reference_bit_for_bit);
   suite_add_tcase (s, attention);
 
   TCase *policies = tcase_create ("policies");

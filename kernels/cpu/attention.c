@@ -4,14 +4,28 @@
  * so our logits stay close to its logits; F32 rows are the plain float
  * reference. Scores and probabilities for a whole head are kept (O(n_kv)
  * floats) rather than an online softmax, because that is what the
- * non-flash path rounds. */
+ * non-flash path rounds. The AVX2 kernels keep every one of these sums in
+ * the same order, so they agree with this code bit for bit. */
 #include "attention.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "fp16.h"
+#include "matmul.h"
 #include "quantize.h"
+#ifdef LLM_HAVE_AVX2
+#include "attention-avx2.h"
+
+/* The AVX2 kernels (attention-avx2.c) when the CPU has them and matmul's
+ * kernels are not forced to the reference; they give the reference's
+ * results bit for bit, so the choice changes speed only. */
+static bool
+use_avx2_cpu (void)
+{
+  return strcmp (llm_kernels_active (), "avx2") == 0;
+}
+#endif
 
 size_t
 llm_attn_row_bytes (LlmAttnType type, size_t n)
@@ -32,6 +46,10 @@ llm_attn_row_bytes (LlmAttnType type, size_t n)
 void
 llm_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n)
 {
+#ifdef LLM_HAVE_AVX2
+  if (use_avx2_cpu () && llm_avx2_attn_row_store (type, src, dst, n))
+    return;
+#endif
   switch (type) {
     case LLM_ATTN_F32:
       memcpy (dst, src, n * sizeof (float));
@@ -185,7 +203,7 @@ llm_attention_scratch_floats (size_t n_kv, size_t head_dim)
 }
 
 void
-llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+llm_attention_head_ref (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
     float *scratch)
 {
@@ -201,4 +219,45 @@ llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
   llm_attn_scores (k, 0, n_kv, offset, qp, head_dim, scale, scores, tmp);
   llm_attn_softmax (scores, n_kv);
   llm_attn_accumulate (v, 0, n_kv, offset, scores, head_dim, out, tmp);
+}
+
+/* Queries the AVX2 kernel takes at once. */
+#define BATCH 4
+
+size_t
+llm_attention_batch_scratch_floats (size_t n_kv, size_t head_dim, size_t n_q)
+{
+  const size_t b = n_q < BATCH ? n_q : BATCH;
+  const size_t fast = b * (n_kv + head_dim);
+  const size_t ref = llm_attention_scratch_floats (n_kv, head_dim);
+  return fast > ref ? fast : ref;
+}
+
+void
+llm_attention_batch (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale,
+    float *scratch)
+{
+#ifdef LLM_HAVE_AVX2
+  if (use_avx2_cpu () && llm_avx2_attention_fits (k, v, offset, head_dim)) {
+    for (size_t i = 0; i < n_q; i += BATCH)
+      llm_avx2_attention (k, v, offset, head_dim, queries + i,
+          n_q - i < BATCH ? n_q - i : BATCH, scale, scratch);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n_q; i++)
+    llm_attention_head_ref (k, v, offset, head_dim, queries[i].q, queries[i].n_kv, scale,
+        queries[i].out, scratch);
+}
+
+void
+llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
+    float *scratch)
+{
+  /* One query: the AVX2 kernel needs n_kv + head_dim floats, within the
+   * reference's n_kv + 2 * head_dim. */
+  const LlmAttnQuery query = { q, out, n_kv };
+  llm_attention_batch (k, v, offset, head_dim, &query, 1, scale, scratch);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Scaled dot-product attention of one query head over cached key and value
- * rows stored in F32, F16, Q8_0 or Q4_0, scalar reference versions. Rows are
- * reached through a block table (paged), so the cache never has to be
- * contiguous. Pure C, no GLib. */
+/* Scaled dot-product attention of query heads over cached key and value
+ * rows stored in F32, F16, Q8_0 or Q4_0: the scalar reference, and entry
+ * points that use AVX2/F16C kernels when the CPU has them (bit-identical
+ * to the reference). Rows are reached through a block table (paged), so
+ * the cache never has to be contiguous. Pure C, no GLib. */
 #pragma once
 
 #include <stddef.h>
@@ -31,20 +32,32 @@ void llm_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n
 void llm_attn_row_load (LlmAttnType type, const void *row, size_t offset, size_t n,
     float *dst);
 
-/* Rows of a paged cache: row p starts at
- * blocks[p / block_rows] + (p % block_rows) * row_bytes. */
+/* Rows of a paged cache: row p of block b = p / block_rows starts at
+ * blocks[b] + (segment * r_b + p % block_rows) * row_bytes, where r_b is
+ * the rows block b holds: block_rows, except that the last block before
+ * @n_rows holds only the rest. Segments let a block keep the rows of
+ * several heads one after another (head-major); with segment 0 (and
+ * n_rows unused) a block is simply block_rows rows. */
 typedef struct {
   const void *const *blocks;
   size_t block_rows;
   size_t row_bytes;
   LlmAttnType type;
+  size_t segment;
+  size_t n_rows;
 } LlmAttnRows;
 
 static inline const void *
 llm_attn_row (const LlmAttnRows *rows, size_t p)
 {
-  return (const uint8_t *) rows->blocks[p / rows->block_rows]
-      + (p % rows->block_rows) * rows->row_bytes;
+  const size_t b = p / rows->block_rows;
+  size_t first = p % rows->block_rows;
+  if (rows->segment > 0) {
+    size_t r_b = rows->n_rows - b * rows->block_rows;
+    r_b = r_b < rows->block_rows ? r_b : rows->block_rows;
+    first += rows->segment * r_b;
+  }
+  return (const uint8_t *) rows->blocks[b] + first * rows->row_bytes;
 }
 
 /* The query as the dot product with keys of @type sees it: for F16 keys it is
@@ -75,9 +88,36 @@ size_t llm_attention_scratch_floats (size_t n_kv, size_t head_dim);
 /* Attention of one head: out[head_dim] = softmax(scale * q.K) V over cache
  * positions [0, n_kv), each row's head values starting at @offset. @scratch
  * holds llm_attention_scratch_floats (n_kv, head_dim) floats; nothing is
- * allocated. n_kv == 0 gives zeros. */
+ * allocated. n_kv == 0 gives zeros. Uses the fast kernels when it can;
+ * the result is the reference's bit for bit either way. */
 void llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
+    float *scratch);
+
+/* The same, always with the scalar reference (llm_attn_scores, _softmax,
+ * _accumulate). */
+void llm_attention_head_ref (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
+    float *scratch);
+
+/* One query of a batch: @q and @out hold head_dim floats; it attends to
+ * cache positions [0, n_kv). */
+typedef struct {
+  const float *q;
+  float *out;
+  size_t n_kv;
+} LlmAttnQuery;
+
+/* Floats of scratch llm_attention_batch needs for @n_q queries of at most
+ * @n_kv positions. */
+size_t llm_attention_batch_scratch_floats (size_t n_kv, size_t head_dim, size_t n_q);
+
+/* llm_attention_head for @n_q queries that read the same rows (the query
+ * heads of one KV head, or one head at several tokens of a causal prefill):
+ * each query's output equals llm_attention_head's bit for bit, but the
+ * rows are loaded and converted once for up to 4 queries at a time. */
+void llm_attention_batch (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale,
     float *scratch);
 
 #ifdef __cplusplus

@@ -5,8 +5,9 @@
  * operation: F32/F16/BF16 products are summed in double (ggml_float);
  * Q8_0/Q4_0 form an exact integer sum per 32-block and scale it in float
  * with each kernel's own association; K-quants are in kquants.c. The AVX2
- * kernels (matmul-avx2.c) keep every integer sum exact and differ only in
- * the order of float additions. */
+ * kernels (matmul-avx2.c for one token, gemm-avx2.c for batches) keep
+ * every integer sum exact and differ only in the order of float
+ * additions. */
 #include "matmul.h"
 
 #include <assert.h>
@@ -16,6 +17,7 @@
 #include "ggml-type.h"
 #include "fp16.h"
 #include "kquants.h"
+#include "gemm-avx2.h"
 #include "matmul-avx2.h"
 #include "quantize.h"
 
@@ -339,8 +341,19 @@ llm_matmul_convert (uint32_t wtype, const float *x, size_t n, void *out)
 {
   const WeightKind *k = kind_of (wtype);
   assert (k != NULL && n % k->act_block_elems == 0);
-  if (k != NULL)
-    k->convert (x, n, out);
+  if (k == NULL)
+    return;
+#ifdef LLM_HAVE_AVX2
+  /* Same bytes as the scalar conversion, several times faster. */
+  if (use_avx2 ()) {
+    const LlmConvertFn fast = llm_avx2_convert_fn (wtype);
+    if (fast != NULL) {
+      fast (x, n, out);
+      return;
+    }
+  }
+#endif
+  k->convert (x, n, out);
 }
 
 void
@@ -351,8 +364,17 @@ llm_matvec (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
   assert (k != NULL);
   if (k == NULL)
     return;
-  const LlmDotFn dot = dot_fn (k);
   const uint8_t *rows = w;
+#ifdef LLM_HAVE_AVX2
+  if (use_avx2 ()) {
+    const LlmMatvecFn matvec = llm_avx2_matvec_fn (wtype);
+    if (matvec != NULL) {
+      matvec (n, rows + r0 * row_bytes, row_bytes, r1 - r0, xq, y);
+      return;
+    }
+  }
+#endif
+  const LlmDotFn dot = dot_fn (k);
   for (size_t r = r0; r < r1; r++)
     y[r - r0] = dot (n, rows + r * row_bytes, xq);
 }
@@ -370,6 +392,14 @@ llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
   assert (k != NULL);
   if (k == NULL)
     return;
+#ifdef LLM_HAVE_AVX2
+  /* Register-tiled batched kernels (gemm-avx2.c). */
+  if (use_avx2 ()) {
+    const LlmGemmFn gemm = llm_avx2_gemm_fn (wtype);
+    if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, NULL, 0))
+      return;
+  }
+#endif
   const LlmDotFn dot = dot_fn (k);
   const LlmDot4Fn dot4 = dot4_fn (k);
   const uint8_t *rows = w;
@@ -397,6 +427,30 @@ llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
       for (; t < t1; t++)
         y[t * ldy + r] = dot (n, row, acts + t * xq_stride);
     }
+  }
+}
+
+/* The batched kernels claim rows themselves (and do their per-product
+ * setup once per thread); otherwise each claim goes through llm_matmul. */
+void
+llm_matmul_shared (uint32_t wtype, const void *w, size_t row_bytes, size_t n, size_t r0,
+    size_t r1, const void *xq, size_t xq_stride, size_t n_tok, float *y, size_t ldy,
+    atomic_size_t *next, size_t step)
+{
+  assert (step > 0);
+#ifdef LLM_HAVE_AVX2
+  if (use_avx2 ()) {
+    const LlmGemmFn gemm = llm_avx2_gemm_fn (wtype);
+    if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, next, step))
+      return;
+  }
+#endif
+  for (;;) {
+    const size_t ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
+    if (ra >= r1)
+      break;
+    llm_matmul (wtype, w, row_bytes, n, ra, ra + step < r1 ? ra + step : r1, xq, xq_stride,
+        n_tok, y, ldy);
   }
 }
 

@@ -13,6 +13,7 @@
  * llm_kernels_force_reference() was called. Pure C, no GLib. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,10 +41,21 @@ void llm_matvec (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
 
 /* For n_tok activation rows (converted, @xq_stride bytes apart):
  * y[t * ldy + r] = dot(weight row r, xq_t) for r in [r0, r1). Loops so a
- * weight row is reused from cache across tokens. */
+ * weight row is reused from cache across tokens. With the AVX2 kernels,
+ * F32, F16, BF16 and Q8_0 results equal llm_matvec()'s bit for bit; Q4_0
+ * results equal the scalar reference's; K-quant results add the same exact
+ * integer sums as llm_matvec() in another float order. */
 void llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
     size_t r0, size_t r1, const void *xq, size_t xq_stride, size_t n_tok,
     float *y, size_t ldy);
+
+/* llm_matmul() for rows [r0, r1) shared by threads: each caller claims
+ * @step rows at a time from *@next (set to @r0 before any thread starts)
+ * until none are left. A row's results do not depend on which thread or
+ * claim computed it. */
+void llm_matmul_shared (uint32_t wtype, const void *w, size_t row_bytes, size_t n, size_t r0,
+    size_t r1, const void *xq, size_t xq_stride, size_t n_tok, float *y, size_t ldy,
+    atomic_size_t *next, size_t step);
 
 /* Dequantizes weight row @r into @out (n floats): embedding lookups. */
 void llm_dequantize_row (uint32_t wtype, const void *w, size_t row_bytes, size_t n,

@@ -1,17 +1,29 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Fork-join pool. A run publishes (fn, ctx) and bumps a generation
- * counter; workers poll the counter for a short while (SPIN_NS), so
- * back-to-back runs of a decode step cost about a microsecond, and only
- * then sleep on a condition variable, so an idle pool costs no CPU.
- * Completion works the same way in the other direction: the caller polls
- * a done counter, then sleeps.
+/* Fork-join pool. A run publishes (fn, ctx) and a new generation in one
+ * atomic word that also counts the slots (ith values) handed out so far;
+ * every thread, the caller included, claims slots from that word until
+ * none are left. The caller takes slot 0 and then any slot no worker has
+ * claimed yet, so a worker that is asleep or descheduled (a loaded
+ * machine) never holds the run up: the caller runs its share instead and
+ * waits only for slots that are actually running elsewhere.
+ *
+ * Waiting: a decode step makes many short runs with a few microseconds of
+ * serial work between them, so workers poll for the next run with
+ * cpu_relax() for up to SPIN_NS, about a millisecond, and only then sleep
+ * on a condition variable, so an idle pool costs no CPU. The caller polls
+ * for completion the same way. Every YIELD_NS of polling a poller yields
+ * the CPU once: on a machine with more runnable threads than CPUs the
+ * thread it waits for (the caller about to publish, a worker preempted in
+ * its slot) may be queued on its CPU, and polling without ever yielding
+ * made decoding there two to three times slower; yielding on every poll
+ * (a storm of system calls) bought nothing over this.
  *
  * Sleeping without lost wake-ups: a sleeper announces itself
  * (workers_sleeping / caller_sleeping, seq_cst) under the mutex and
- * re-reads the counter before waiting; a waker bumps the counter (seq_cst)
- * and then reads the sleeping flag. Whichever goes second sees the other,
- * so either the sleeper does not sleep or the waker takes the mutex and
- * broadcasts. */
+ * re-reads the word it waits on before waiting; a waker changes that word
+ * (seq_cst) and then reads the sleeping flag. Whichever goes second sees
+ * the other, so either the sleeper does not sleep or the waker takes the
+ * mutex and broadcasts. */
 #include "threadpool.h"
 
 #include <pthread.h>
@@ -32,10 +44,14 @@
 #define cpu_relax() ((void) 0)
 #endif
 
-/* How long a waiting thread polls before it sleeps, and for how much of
- * that it polls without yielding the CPU. */
-#define SPIN_NS 100000
-#define TIGHT_SPIN_NS 10000
+/* How long a waiting thread polls before it sleeps, and how often it
+ * yields the CPU meanwhile. */
+#define SPIN_NS 1000000
+#define YIELD_NS 50000
+
+/* The run word: generation in the high half, slots claimed in the low. */
+#define GEN(w) ((uint32_t) ((w) >> 32))
+#define SLOTS(w) ((uint32_t) (w))
 
 typedef struct {
   LlmThreadPool *pool;
@@ -47,13 +63,14 @@ struct LlmThreadPool {
   pthread_t *threads;
   Worker *workers;
 
-  /* Written by the caller before the generation bump that publishes them. */
+  /* Written by the caller before the run word that publishes them. */
   LlmTaskFn fn;
   void *ctx;
   bool stop;
+  uint32_t generation;   /* the caller's copy */
 
-  _Atomic uint32_t generation;
-  _Atomic int n_done;
+  _Atomic uint64_t run;
+  _Atomic int n_done;    /* slots finished in this run */
   _Atomic int workers_sleeping;
   _Atomic int caller_sleeping;
 
@@ -72,30 +89,26 @@ now_ns (void)
 
 typedef bool (*ReadyFn) (LlmThreadPool *pool, uint32_t arg);
 
-/* Waits until @ready holds (true) or about SPIN_NS pass (false): first a
- * tight spin, then yielding the CPU between polls, which costs little when
- * the CPU is ours alone and lets the thread we wait for run when CPUs are
- * oversubscribed. The clock is not read on the fast path. */
+/* Waits until @ready holds (true) or about SPIN_NS pass (false). The clock
+ * is read every 64 polls, not on the fast path. */
 static bool
 spin_until (ReadyFn ready, LlmThreadPool *pool, uint32_t arg)
 {
-  int64_t t0 = 0;
-  bool yielding = false;
+  int64_t t0 = 0, last_yield = 0;
   for (unsigned i = 1;; i++) {
     if (ready (pool, arg))
       return true;
-    if (yielding)
-      sched_yield ();
-    else
-      cpu_relax ();
-    if (yielding || (i & 63) == 0) {
+    cpu_relax ();
+    if ((i & 63) == 0) {
       const int64_t t = now_ns ();
-      if (t0 == 0)
-        t0 = t;
-      else if (t - t0 > SPIN_NS)
+      if (t0 == 0) {
+        t0 = last_yield = t;
+      } else if (t - t0 > SPIN_NS) {
         return false;
-      else if (t - t0 > TIGHT_SPIN_NS)
-        yielding = true;
+      } else if (t - last_yield >= YIELD_NS) {
+        sched_yield ();
+        last_yield = t;
+      }
     }
   }
 }
@@ -103,28 +116,54 @@ spin_until (ReadyFn ready, LlmThreadPool *pool, uint32_t arg)
 static bool
 new_generation (LlmThreadPool *pool, uint32_t seen)
 {
-  return atomic_load_explicit (&pool->generation, memory_order_acquire) != seen;
+  return GEN (atomic_load_explicit (&pool->run, memory_order_acquire)) != seen;
 }
 
 static bool
 all_done (LlmThreadPool *pool, uint32_t unused)
 {
   (void) unused;
-  return atomic_load (&pool->n_done) == pool->n_threads - 1;
+  return atomic_load_explicit (&pool->n_done, memory_order_acquire) == pool->n_threads;
 }
 
-static uint32_t
+static void
 wait_for_generation (LlmThreadPool *pool, uint32_t seen)
 {
-  if (!spin_until (new_generation, pool, seen)) {
+  if (spin_until (new_generation, pool, seen))
+    return;
+  pthread_mutex_lock (&pool->mutex);
+  atomic_fetch_add (&pool->workers_sleeping, 1);
+  while (GEN (atomic_load (&pool->run)) == seen)
+    pthread_cond_wait (&pool->wake_workers, &pool->mutex);
+  atomic_fetch_sub (&pool->workers_sleeping, 1);
+  pthread_mutex_unlock (&pool->mutex);
+}
+
+/* Claims the next slot of generation @gen; -1 when none is left (or a
+ * newer run has started). */
+static int
+claim_slot (LlmThreadPool *pool, uint32_t gen)
+{
+  uint64_t w = atomic_load_explicit (&pool->run, memory_order_acquire);
+  while (GEN (w) == gen && SLOTS (w) < (uint32_t) pool->n_threads) {
+    if (atomic_compare_exchange_weak_explicit (&pool->run, &w, w + 1,
+            memory_order_acq_rel, memory_order_acquire))
+      return (int) SLOTS (w);
+  }
+  return -1;
+}
+
+/* Counts @n finished slots; the one that finishes the run wakes a caller
+ * that went to sleep. */
+static void
+finish_slots (LlmThreadPool *pool, int n)
+{
+  const int done = atomic_fetch_add (&pool->n_done, n) + n;
+  if (done == pool->n_threads && atomic_load (&pool->caller_sleeping)) {
     pthread_mutex_lock (&pool->mutex);
-    atomic_fetch_add (&pool->workers_sleeping, 1);
-    while (atomic_load (&pool->generation) == seen)
-      pthread_cond_wait (&pool->wake_workers, &pool->mutex);
-    atomic_fetch_sub (&pool->workers_sleeping, 1);
+    pthread_cond_broadcast (&pool->wake_caller);
     pthread_mutex_unlock (&pool->mutex);
   }
-  return atomic_load_explicit (&pool->generation, memory_order_acquire);
 }
 
 static void *
@@ -135,26 +174,27 @@ worker_main (void *data)
   uint32_t seen = 0;
 
   for (;;) {
-    seen = wait_for_generation (pool, seen);
+    wait_for_generation (pool, seen);
+    seen = GEN (atomic_load_explicit (&pool->run, memory_order_acquire));
     if (pool->stop)
       break;
-    pool->fn (pool->ctx, w->ith, pool->n_threads);
-
-    /* The last worker to finish wakes a caller that went to sleep. */
-    const int done = atomic_fetch_add (&pool->n_done, 1) + 1;
-    if (done == pool->n_threads - 1 && atomic_load (&pool->caller_sleeping)) {
-      pthread_mutex_lock (&pool->mutex);
-      pthread_cond_broadcast (&pool->wake_caller);
-      pthread_mutex_unlock (&pool->mutex);
+    /* fn and ctx are read after the claim: they belong to the claimed
+     * run, which cannot end (and be replaced) before this slot finishes. */
+    int slot;
+    while ((slot = claim_slot (pool, seen)) >= 0) {
+      pool->fn (pool->ctx, slot, pool->n_threads);
+      finish_slots (pool, 1);
     }
   }
   return NULL;
 }
 
+/* Starts generation pool->generation + 1 with @slots_taken slots claimed. */
 static void
-publish (LlmThreadPool *pool)
+publish (LlmThreadPool *pool, uint32_t slots_taken)
 {
-  atomic_fetch_add (&pool->generation, 1);
+  pool->generation++;
+  atomic_store (&pool->run, ((uint64_t) pool->generation << 32) | slots_taken);
   if (atomic_load (&pool->workers_sleeping)) {
     pthread_mutex_lock (&pool->mutex);
     pthread_cond_broadcast (&pool->wake_workers);
@@ -186,7 +226,7 @@ llm_threadpool_new (int n_threads)
   if (pool == NULL)
     return NULL;
   pool->n_threads = n_threads;
-  atomic_init (&pool->generation, 0);
+  atomic_init (&pool->run, 0);
   atomic_init (&pool->n_done, 0);
   atomic_init (&pool->workers_sleeping, 0);
   atomic_init (&pool->caller_sleeping, 0);
@@ -222,7 +262,7 @@ llm_threadpool_free (LlmThreadPool *pool)
     return;
   if (pool->threads != NULL && pool->n_threads > 1) {
     pool->stop = true;
-    publish (pool);
+    publish (pool, (uint32_t) pool->n_threads);
     for (int i = 1; i < pool->n_threads; i++)
       pthread_join (pool->threads[i], NULL);
   }
@@ -251,9 +291,15 @@ llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx)
   pool->fn = fn;
   pool->ctx = ctx;
   atomic_store_explicit (&pool->n_done, 0, memory_order_relaxed);
-  publish (pool);
+  publish (pool, 1);
 
   fn (ctx, 0, pool->n_threads);
+  int mine = 1, slot;
+  while ((slot = claim_slot (pool, pool->generation)) >= 0) {
+    fn (ctx, slot, pool->n_threads);
+    mine++;
+  }
+  finish_slots (pool, mine);
 
   if (!spin_until (all_done, pool, 0)) {
     pthread_mutex_lock (&pool->mutex);

@@ -20,8 +20,11 @@ LlmThreadPool *llm_threadpool_new (int n_threads);
 void llm_threadpool_free (LlmThreadPool *pool);
 int llm_threadpool_n_threads (const LlmThreadPool *pool);
 
-/* Runs @fn on all threads and returns when every one has finished. Not
- * reentrant: one run at a time per pool. */
+/* Calls @fn once for every ith in [0, nth) and returns when all calls have
+ * finished. A thread may make several of the calls (the caller takes over
+ * the ith of a worker that has not woken up yet), so per-call state must
+ * be indexed by ith, not tied to a thread. Not reentrant: one run at a
+ * time per pool. */
 void llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx);
 
 /* Splits [0, n) into nth near-equal ranges; range of thread @ith. */

@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* AVX2/F16C attention. Built with -mavx2 -mfma -mf16c and reached only
+ * through llm_attention_batch() after a CPU check in attention.c.
+ *
+ * Every result is bit-identical to the scalar reference in attention.c,
+ * because every float sum keeps the reference's order and no multiply is
+ * fused with an add:
+ * - Scores: the reference sums q[j] * k[j] over j in order, one position
+ *   at a time. Here 8 positions are the 8 lanes: a tile of 8 key rows is
+ *   expanded to float and transposed in registers, so lane p of the j-th
+ *   vector holds k_p[j], and each lane sums over j in the same order.
+ * - Values: the reference adds p * v[j] over positions in order, per j.
+ *   Here the lanes are 8 consecutive j and the loop runs over positions
+ *   in order.
+ * - The softmax calls libm's expf like the reference and sums in double
+ *   in position order; only its max and final scaling are vectorised.
+ * Up to 4 queries that read the same KV head (a GQA group, or one head at
+ * several tokens) share each tile's loads, conversions and transposes.
+ *
+ * Memory: at a long context attention streams the whole cache once per
+ * token, so both passes prefetch the rows ahead of them (see
+ * prefetch_slice); without that a head's rows, a few KiB per cache block,
+ * come in at well under half the bandwidth of a plain sequential read. */
+#include "attention-avx2.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quantize.h"
+
+#define QB 4
+#define INLINE static inline __attribute__ ((always_inline))
+
+bool
+llm_avx2_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim)
+{
+  return head_dim > 0 && head_dim % 8 == 0 && offset % 8 == 0
+      && k->block_rows % 8 == 0 && v->block_rows % 8 == 0;
+}
+
+/* Values [d, d + 8) of a row as floats, exactly as llm_attn_row_load gives
+ * them (for the block types: (float) q * d with d converted exactly). @d
+ * is a multiple of 8, so the 8 values never straddle a block. */
+INLINE __m256
+load8 (LlmAttnType type, const void *row, size_t d)
+{
+  switch (type) {
+    case LLM_ATTN_F32:
+      return _mm256_loadu_ps ((const float *) row + d);
+    case LLM_ATTN_F16:
+      return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) row + d)));
+    case LLM_ATTN_Q8_0: {
+      const LlmBlockQ8_0 *b = (const LlmBlockQ8_0 *) row + d / LLM_QK8_0;
+      const __m128i q = _mm_loadl_epi64 ((const __m128i *) (b->qs + d % LLM_QK8_0));
+      const __m256 x = _mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (q));
+      return _mm256_mul_ps (x, _mm256_set1_ps (_cvtsh_ss (b->d)));
+    }
+    case LLM_ATTN_Q4_0:
+    default: {
+      /* Elements 0-15 of a block are the low nibbles of qs[0..16), elements
+       * 16-31 the high nibbles. */
+      const LlmBlockQ4_0 *b = (const LlmBlockQ4_0 *) row + d / LLM_QK4_0;
+      const size_t in = d % LLM_QK4_0;
+      __m128i q = _mm_loadl_epi64 ((const __m128i *) (b->qs + in % 16));
+      if (in >= 16)
+        q = _mm_srli_epi16 (q, 4);
+      q = _mm_and_si128 (q, _mm_set1_epi8 (0x0f));
+      const __m256i w = _mm256_sub_epi32 (_mm256_cvtepu8_epi32 (q), _mm256_set1_epi32 (8));
+      return _mm256_mul_ps (_mm256_cvtepi32_ps (w), _mm256_set1_ps (_cvtsh_ss (b->d)));
+    }
+  }
+}
+
+/* r[i] holds 8 values of row i; afterwards r[j] holds value j of rows 0-7. */
+INLINE void
+transpose8 (__m256 r[8])
+{
+  const __m256 t0 = _mm256_unpacklo_ps (r[0], r[1]);
+  const __m256 t1 = _mm256_unpackhi_ps (r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps (r[2], r[3]);
+  const __m256 t3 = _mm256_unpackhi_ps (r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps (r[4], r[5]);
+  const __m256 t5 = _mm256_unpackhi_ps (r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps (r[6], r[7]);
+  const __m256 t7 = _mm256_unpackhi_ps (r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps (t0, t2, _MM_SHUFFLE (1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps (t0, t2, _MM_SHUFFLE (3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps (t1, t3, _MM_SHUFFLE (1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps (t1, t3, _MM_SHUFFLE (3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps (t4, t6, _MM_SHUFFLE (1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps (t4, t6, _MM_SHUFFLE (3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps (t5, t7, _MM_SHUFFLE (1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps (t5, t7, _MM_SHUFFLE (3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps (s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps (s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps (s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps (s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps (s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps (s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps (s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps (s3, s7, 0x31);
+}
+
+/* Byte range [*b0, *b1) of a row that values [offset, offset + n) occupy. */
+static inline void
+slice_bytes (LlmAttnType type, size_t offset, size_t n, size_t *b0, size_t *b1)
+{
+  switch (type) {
+    case LLM_ATTN_F32:
+      *b0 = offset * sizeof (float);
+      *b1 = (offset + n) * sizeof (float);
+      break;
+    case LLM_ATTN_F16:
+      *b0 = offset * sizeof (uint16_t);
+      *b1 = (offset + n) * sizeof (uint16_t);
+      break;
+    case LLM_ATTN_Q8_0:
+      *b0 = offset / LLM_QK8_0 * sizeof (LlmBlockQ8_0);
+      *b1 = (offset + n + LLM_QK8_0 - 1) / LLM_QK8_0 * sizeof (LlmBlockQ8_0);
+      break;
+    case LLM_ATTN_Q4_0:
+    default:
+      *b0 = offset / LLM_QK4_0 * sizeof (LlmBlockQ4_0);
+      *b1 = (offset + n + LLM_QK4_0 - 1) / LLM_QK4_0 * sizeof (LlmBlockQ4_0);
+      break;
+  }
+}
+
+/* Asks for the cache lines of bytes [b0, b1) of @row: where one head's
+ * rows end in a block and the next block's begin, the hardware
+ * prefetchers start over. Always inlined: GCC 12 takes a function that
+ * only prefetches for one without side effects and drops its calls. */
+INLINE void
+prefetch_slice (const uint8_t *row, size_t b0, size_t b1)
+{
+  for (size_t b = b0; b < b1; b += 64)
+    _mm_prefetch ((const char *) row + b, _MM_HINT_T0);
+  _mm_prefetch ((const char *) row + b1 - 1, _MM_HINT_T0);
+}
+
+/* How far ahead the passes prefetch: a cache block of rows (one head's
+ * 64 rows are 8 KiB in F16), far enough to cover DRAM latency. */
+#define PREFETCH_ROWS 64
+
+/* Dimensions of a tile transposed at a time (bounds the stack buffer). */
+#define KT_DIMS 128
+
+/* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
+ * @nq queries at @qp (head_dim floats apart). Tiles of 8 rows are expanded
+ * and transposed into a buffer (KT_DIMS dimensions at a time), then every
+ * query runs down the dimensions of 2 tiles at once (4 when there are
+ * only 1 or 2 queries), so 8 or so independent sums hide the adds'
+ * latency. */
+INLINE void
+scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
+    size_t head_dim, const float *qp, size_t n, float scale, float *scores, size_t stride)
+{
+  enum { TP_MAX = 4 };
+  const int tp = nq <= 2 ? 4 : 2;
+  float kt[TP_MAX][KT_DIMS][8] __attribute__ ((aligned (32)));
+  const __m256 vscale = _mm256_set1_ps (scale);
+  size_t s0, s1;
+  slice_bytes (type, offset, head_dim, &s0, &s1);
+  /* The rows before the first pass's prefetch distance. */
+  for (size_t p = 0; p < n && p < PREFETCH_ROWS; p += 8) {
+    const uint8_t *b = llm_attn_row (k, p);
+    const size_t m = n - p < 8 ? n - p : 8;
+    for (size_t r = 0; r < m; r++)
+      prefetch_slice (b + r * k->row_bytes, s0, s1);
+  }
+
+  for (size_t p0 = 0; p0 < n; p0 += 8 * (size_t) tp) {
+    /* 8 | block_rows, so each tile's rows are consecutive in one block. A
+     * short last tile repeats a row rather than read past n; tiles wholly
+     * past n repeat the first tile. */
+    const uint8_t *rows[TP_MAX][8];
+    size_t cnt[TP_MAX];
+    for (int t = 0; t < tp; t++) {
+      const size_t pt = p0 + 8 * (size_t) t;
+      if (pt >= n) {
+        cnt[t] = 0;
+        memcpy (rows[t], rows[0], sizeof rows[0]);
+        continue;
+      }
+      cnt[t] = n - pt < 8 ? n - pt : 8;
+      const uint8_t *base = llm_attn_row (k, pt);
+      for (size_t r = 0; r < 8; r++)
+        rows[t][r] = base + (r < cnt[t] ? r : 0) * k->row_bytes;
+    }
+
+    for (int t = 0; t < tp; t++) {
+      const size_t pf = p0 + PREFETCH_ROWS + 8 * (size_t) t;
+      if (pf < n) {
+        const uint8_t *b = llm_attn_row (k, pf);
+        const size_t m = n - pf < 8 ? n - pf : 8;
+        for (size_t r = 0; r < m; r++)
+          prefetch_slice (b + r * k->row_bytes, s0, s1);
+      }
+    }
+
+    __m256 acc[QB][TP_MAX];
+    for (int i = 0; i < nq; i++)
+      for (int t = 0; t < tp; t++)
+        acc[i][t] = _mm256_setzero_ps ();
+
+    for (size_t c0 = 0; c0 < head_dim; c0 += KT_DIMS) {
+      const size_t cd = head_dim - c0 < KT_DIMS ? head_dim - c0 : KT_DIMS;
+      for (int t = 0; t < tp; t++) {
+        for (size_t c = 0; c < cd; c += 8) {
+          __m256 x[8];
+          for (int r = 0; r < 8; r++)
+            x[r] = load8 (type, rows[t][r], offset + c0 + c);
+          transpose8 (x);
+          for (int j = 0; j < 8; j++)
+            _mm256_store_ps (kt[t][c + j], x[j]);
+        }
+      }
+      const float *qc = qp + c0;
+      for (size_t j = 0; j < cd; j++) {
+        __m256 x[TP_MAX];
+        for (int t = 0; t < tp; t++)
+          x[t] = _mm256_load_ps (kt[t][j]);
+        for (int i = 0; i < nq; i++) {
+          const __m256 b = _mm256_broadcast_ss (qc + i * head_dim + j);
+          for (int t = 0; t < tp; t++)
+            acc[i][t] = _mm256_add_ps (acc[i][t], _mm256_mul_ps (b, x[t]));
+        }
+      }
+    }
+
+    for (int t = 0; t < tp; t++) {
+      const size_t pt = p0 + 8 * (size_t) t;
+      for (int i = 0; i < nq; i++) {
+        const __m256 sv = _mm256_mul_ps (acc[i][t], vscale);
+        if (cnt[t] == 8) {
+          _mm256_storeu_ps (scores + i * stride + pt, sv);
+        } else if (cnt[t] > 0) {
+          float tmp[8];
+          _mm256_storeu_ps (tmp, sv);
+          memcpy (scores + i * stride + pt, tmp, cnt[t] * sizeof (float));
+        }
+      }
+    }
+  }
+}
+
+/* out_i[j0, j0 + 8 * nw) += probs_i[p] * V_p[d, d + 8 * nw) for the
+ * @cnt rows from @row on (positions p0...), in order; rows at or past
+ * @n_all are skipped by the queries that do not see them. */
+INLINE void
+values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_bytes,
+    size_t p0, size_t cnt, size_t n_all, const size_t *n, size_t d, const float *probs,
+    size_t stride, float *const *out, size_t j0, const uint8_t *pf, size_t pf_cnt,
+    size_t s0, size_t s1)
+{
+  __m256 acc[QB][2];
+  for (int i = 0; i < nq; i++)
+    for (int w = 0; w < nw; w++)
+      acc[i][w] = _mm256_loadu_ps (out[i] + j0 + 8 * w);
+
+  const size_t all = n_all > p0 ? (n_all - p0 < cnt ? n_all - p0 : cnt) : 0;
+  size_t r = 0;
+  for (; r < all; r++, row += row_bytes) {
+    if (r < pf_cnt)
+      prefetch_slice (pf + r * row_bytes, s0, s1);
+    __m256 x[2];
+    for (int w = 0; w < nw; w++)
+      x[w] = load8 (type, row, d + 8 * w);
+    for (int i = 0; i < nq; i++) {
+      const __m256 b = _mm256_broadcast_ss (probs + i * stride + p0 + r);
+      for (int w = 0; w < nw; w++)
+        acc[i][w] = _mm256_add_ps (acc[i][w], _mm256_mul_ps (b, x[w]));
+    }
+  }
+  for (; r < cnt; r++, row += row_bytes) {
+    if (r < pf_cnt)
+      prefetch_slice (pf + r * row_bytes, s0, s1);
+    __m256 x[2];
+    for (int w = 0; w < nw; w++)
+      x[w] = load8 (type, row, d + 8 * w);
+    for (int i = 0; i < nq; i++) {
+      if (p0 + r >= n[i])
+        continue;
+      const __m256 b = _mm256_broadcast_ss (probs + i * stride + p0 + r);
+      for (int w = 0; w < nw; w++)
+        acc[i][w] = _mm256_add_ps (acc[i][w], _mm256_mul_ps (b, x[w]));
+    }
+  }
+
+  for (int i = 0; i < nq; i++)
+    for (int w = 0; w < nw; w++)
+      _mm256_storeu_ps (out[i] + j0 + 8 * w, acc[i][w]);
+}
+
+/* out_i += sum over p < n_i of probs_i[p] * V_p[offset, offset + head_dim),
+ * positions in order for every value. One cache block of rows at a time,
+ * all value chunks of it while its rows are in L1; the first chunk's pass
+ * prefetches the next block's rows. */
+INLINE void
+values_all (LlmAttnType type, int nq, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const float *probs, size_t stride, const size_t *n, size_t n_min,
+    size_t n_max, float *const *out)
+{
+  const size_t br = v->block_rows, rb = v->row_bytes;
+  size_t s0, s1;
+  slice_bytes (type, offset, head_dim, &s0, &s1);
+  const uint8_t *base = llm_attn_row (v, 0);
+  for (size_t p0 = 0; p0 < n_max; p0 += br) {
+    const size_t cnt = n_max - p0 < br ? n_max - p0 : br;
+    const uint8_t *next = NULL;
+    size_t next_cnt = 0;
+    if (p0 + br < n_max) {
+      next = llm_attn_row (v, p0 + br);
+      next_cnt = n_max - p0 - br < br ? n_max - p0 - br : br;
+    }
+    size_t j = 0;
+    for (; j + 16 <= head_dim; j += 16)
+      values_rows (type, nq, 2, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j,
+          next, j == 0 ? next_cnt : 0, s0, s1);
+    if (j < head_dim)
+      values_rows (type, nq, 1, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j,
+          next, j == 0 ? next_cnt : 0, s0, s1);
+    base = next;
+  }
+}
+
+/* One instance per row type and query count, so that inside each the
+ * type switch and the query loops disappear. */
+#define INSTANCES(T, name)                                                            \
+  static void                                                                         \
+  scores_##name (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim,        \
+      const float *qp, size_t n, float scale, float *scores, size_t stride)           \
+  {                                                                                   \
+    switch (nq) {                                                                     \
+      case 1: scores_tiles (T, 1, k, offset, head_dim, qp, n, scale, scores, stride); break; \
+      case 2: scores_tiles (T, 2, k, offset, head_dim, qp, n, scale, scores, stride); break; \
+      case 3: scores_tiles (T, 3, k, offset, head_dim, qp, n, scale, scores, stride); break; \
+      default: scores_tiles (T, 4, k, offset, head_dim, qp, n, scale, scores, stride); break; \
+    }                                                                                 \
+  }                                                                                   \
+  static void                                                                         \
+  values_##name (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim,        \
+      const float *probs, size_t stride, const size_t *n, size_t n_min, size_t n_max, \
+      float *const *out)                                                              \
+  {                                                                                   \
+    switch (nq) {                                                                     \
+      case 1: values_all (T, 1, v, offset, head_dim, probs, stride, n, n_min, n_max, out); break; \
+      case 2: values_all (T, 2, v, offset, head_dim, probs, stride, n, n_min, n_max, out); break; \
+      case 3: values_all (T, 3, v, offset, head_dim, probs, stride, n, n_min, n_max, out); break; \
+      default: values_all (T, 4, v, offset, head_dim, probs, stride, n, n_min, n_max, out); break; \
+    }                                                                                 \
+  }
+
+INSTANCES (LLM_ATTN_F32, f32)
+INSTANCES (LLM_ATTN_F16, f16)
+INSTANCES (LLM_ATTN_Q8_0, q8_0)
+INSTANCES (LLM_ATTN_Q4_0, q4_0)
+
+/* x = half(x) as a float, rounding to nearest even like llm_fp16_from_f32. */
+static void
+round_to_half (float *x, size_t n)
+{
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph (_mm256_loadu_ps (x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps (x + i, _mm256_cvtph_ps (h));
+  }
+  for (; i < n; i++)
+    x[i] = _cvtsh_ss (_cvtss_sh (x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
+static float
+max_of (const float *x, size_t n)
+{
+  __m256 m = _mm256_set1_ps (-INFINITY);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    m = _mm256_max_ps (m, _mm256_loadu_ps (x + i));
+  float tmp[8], max = -INFINITY;
+  _mm256_storeu_ps (tmp, m);
+  for (int j = 0; j < 8; j++)
+    max = tmp[j] > max ? tmp[j] : max;
+  for (; i < n; i++)
+    max = x[i] > max ? x[i] : max;
+  return max;
+}
+
+/* llm_attn_softmax on the rows of @nq queries (row i at x + i * stride,
+ * n[i] long), with the same roundings: expf of x - max in float, the sum
+ * in double in position order, one float reciprocal, a multiply each.
+ * The double sums of the queries are the lanes of one vector, so their
+ * add latencies overlap. */
+static void
+softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
+{
+  double sum[QB];
+  for (int i = 0; i < nq; i++) {
+    float *xi = x + i * stride;
+    const float max = max_of (xi, n[i]);
+    for (size_t p = 0; p < n[i]; p++)
+      xi[p] = expf (xi[p] - max);
+  }
+
+  /* Positions every query has: 4 at a time, transposed so that lane i is
+   * query i; missing queries read query 0 and their lanes are ignored. */
+  const float *r[QB];
+  for (int i = 0; i < QB; i++)
+    r[i] = x + (i < nq ? i : 0) * stride;
+  __m256d acc = _mm256_setzero_pd ();
+  size_t p = 0;
+  for (; p + 4 <= n_min; p += 4) {
+    __m128 a = _mm_loadu_ps (r[0] + p), b = _mm_loadu_ps (r[1] + p);
+    __m128 c = _mm_loadu_ps (r[2] + p), d = _mm_loadu_ps (r[3] + p);
+    _MM_TRANSPOSE4_PS (a, b, c, d);
+    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (a));
+    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (b));
+    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (c));
+    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (d));
+  }
+  double lanes[4];
+  _mm256_storeu_pd (lanes, acc);
+  for (int i = 0; i < nq; i++) {
+    double s = lanes[i];
+    for (size_t q = p; q < n[i]; q++)
+      s += x[i * stride + q];
+    sum[i] = s;
+  }
+
+  for (int i = 0; i < nq; i++) {
+    float *xi = x + i * stride;
+    const __m256 inv = _mm256_set1_ps ((float) (1.0 / sum[i]));
+    size_t q = 0;
+    for (; q + 8 <= n[i]; q += 8)
+      _mm256_storeu_ps (xi + q, _mm256_mul_ps (_mm256_loadu_ps (xi + q), inv));
+    for (; q < n[i]; q++)
+      xi[q] *= _mm256_cvtss_f32 (inv);
+  }
+}
+
+void
+llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
+{
+  /* Queries with nothing to attend to only get zeros. */
+  float *out[QB];
+  size_t n[QB];
+  const float *q[QB];
+  int nq = 0;
+  size_t n_min = SIZE_MAX, n_max = 0;
+  for (size_t i = 0; i < n_q && i < QB; i++) {
+    memset (queries[i].out, 0, head_dim * sizeof (float));
+    if (queries[i].n_kv == 0)
+      continue;
+    out[nq] = queries[i].out;
+    q[nq] = queries[i].q;
+    n[nq] = queries[i].n_kv;
+    n_min = n[nq] < n_min ? n[nq] : n_min;
+    n_max = n[nq] > n_max ? n[nq] : n_max;
+    nq++;
+  }
+  if (nq == 0)
+    return;
+
+  float *scores = scratch;                     /* nq x n_max */
+  float *qp = scratch + (size_t) nq * n_max;   /* nq x head_dim */
+  for (int i = 0; i < nq; i++) {
+    memcpy (qp + i * head_dim, q[i], head_dim * sizeof (float));
+    /* ggml rounds the F32 operand of an F16 product to half. */
+    if (k->type == LLM_ATTN_F16)
+      round_to_half (qp + i * head_dim, head_dim);
+  }
+
+  switch (k->type) {
+    case LLM_ATTN_F32:
+      scores_f32 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      break;
+    case LLM_ATTN_F16:
+      scores_f16 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      break;
+    case LLM_ATTN_Q8_0:
+      scores_q8_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      break;
+    case LLM_ATTN_Q4_0:
+      scores_q4_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      break;
+  }
+
+  /* The first value rows come in while the softmax runs (the value pass
+   * prefetches the rest as it goes). */
+  {
+    size_t s0, s1;
+    slice_bytes (v->type, offset, head_dim, &s0, &s1);
+    const uint8_t *row = llm_attn_row (v, 0);
+    const size_t m = n_max < v->block_rows ? n_max : v->block_rows;
+    for (size_t r = 0; r < m; r++)
+      prefetch_slice (row + r * v->row_bytes, s0, s1);
+  }
+  softmax_rows (scores, n_max, n, nq, n_min);
+  if (v->type == LLM_ATTN_F16)
+    for (int i = 0; i < nq; i++)
+      round_to_half (scores + i * n_max, n[i]);
+
+  switch (v->type) {
+    case LLM_ATTN_F32:
+      values_f32 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      break;
+    case LLM_ATTN_F16:
+      values_f16 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      break;
+    case LLM_ATTN_Q8_0:
+      values_q8_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      break;
+    case LLM_ATTN_Q4_0:
+      values_q4_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      break;
+  }
+}
+
+/* roundf (half away from zero) of each lane, exactly: the integer part,
+ * plus one step away from zero where the dropped fraction is at least a
+ * half (x - trunc(x) is exact). */
+static inline __m256
+round_half_away (__m256 x)
+{
+  const __m256 t = _mm256_round_ps (x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 sign = _mm256_set1_ps (-0.0f);
+  const __m256 frac = _mm256_andnot_ps (sign, _mm256_sub_ps (x, t));
+  const __m256 step = _mm256_or_ps (_mm256_and_ps (x, sign), _mm256_set1_ps (1.0f));
+  const __m256 big = _mm256_cmp_ps (frac, _mm256_set1_ps (0.5f), _CMP_GE_OQ);
+  return _mm256_add_ps (t, _mm256_and_ps (big, step));
+}
+
+bool
+llm_avx2_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n)
+{
+  if (type == LLM_ATTN_F16) {
+    uint16_t *h = dst;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm_storeu_si128 ((__m128i *) (h + i),
+          _mm256_cvtps_ph (_mm256_loadu_ps (src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+      h[i] = _cvtss_sh (src[i], _MM_FROUND_TO_NEAREST_INT);
+    return true;
+  }
+  if (type != LLM_ATTN_Q8_0)
+    return false;
+
+  /* llm_quantize_row_q8_0: d = amax / 127, id = 1 / d, roundf (x * id). */
+  LlmBlockQ8_0 *out = dst;
+  const __m256 abs_mask = _mm256_castsi256_ps (_mm256_set1_epi32 (0x7fffffff));
+  for (size_t b = 0; b < n / LLM_QK8_0; b++) {
+    const float *x = src + b * LLM_QK8_0;
+    __m256 v[4], m = _mm256_setzero_ps ();
+    for (int j = 0; j < 4; j++) {
+      v[j] = _mm256_loadu_ps (x + 8 * j);
+      m = _mm256_max_ps (m, _mm256_and_ps (v[j], abs_mask));
+    }
+    __m128 m4 = _mm_max_ps (_mm256_castps256_ps128 (m), _mm256_extractf128_ps (m, 1));
+    m4 = _mm_max_ps (m4, _mm_movehl_ps (m4, m4));
+    m4 = _mm_max_ss (m4, _mm_movehdup_ps (m4));
+    const float amax = _mm_cvtss_f32 (m4);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].d = _cvtss_sh (d, _MM_FROUND_TO_NEAREST_INT);
+    const __m256 vid = _mm256_set1_ps (id);
+    __m256i q[4];
+    for (int j = 0; j < 4; j++)
+      q[j] = _mm256_cvttps_epi32 (round_half_away (_mm256_mul_ps (v[j], vid)));
+    /* int32 -> int8 in element order: packs work per 128-bit lane, so put
+     * the lanes back in order afterwards. */
+    const __m256i w01 = _mm256_packs_epi32 (q[0], q[1]);
+    const __m256i w23 = _mm256_packs_epi32 (q[2], q[3]);
+    const __m256i bytes = _mm256_packs_epi16 (w01, w23);
+    const __m256i order = _mm256_setr_epi32 (0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_storeu_si256 ((__m256i *) out[b].qs, _mm256_permutevar8x32_epi32 (bytes, order));
+  }
+  return true;
+}
