@@ -971,6 +971,9 @@ START_TEST (test_matmul_equals_matvec_per_token)
      * tokens not a multiple of 3, 4 or 6. */
     check_matmul_against_matvec (types[t], 512, 11, 3, 5, 500 + t);
     check_matmul_against_matvec (types[t], 768, 29, 0, 13, 520 + t);
+    /* A width with a scalar tail, where the type allows one. */
+    if (types[t] == LLM_TYPE_F32 || types[t] == LLM_TYPE_F16 || types[t] == LLM_TYPE_BF16)
+      check_matmul_against_matvec (types[t], 531, 9, 1, 4, 540 + t);
   }
 }
 END_TEST

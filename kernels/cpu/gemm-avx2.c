@@ -330,8 +330,11 @@ hsum_ps_hadd (__m256 v)
         const __m256 s = _mm256_add_ps (_mm256_add_ps (chain[0][r][t], chain[2][r][t]), \
             _mm256_add_ps (chain[1][r][t], chain[3][r][t])); \
         TAIL_T sum = HSUM (s); \
-        for (size_t k = np; k < n; k++) \
-          sum += (TAIL_T) (WSCALAR (w + r * rb, k) * x[k]); \
+        for (size_t k = np; k < n; k++) { \
+          /* A statement of its own, so no compiler fuses it into an FMA. */ \
+          const float prod = WSCALAR (w + r * rb, k) * x[k]; \
+          sum += (TAIL_T) prod; \
+        } \
         y[t * ldy + r] = (float) sum; \
       } \
   }
@@ -883,6 +886,39 @@ tile_tokens (size_t left, int RN)
   return left == (size_t) RN + 1 && RN > 2 ? (size_t) RN - 1 : (size_t) RN;
 }
 
+/* The next row tile's weights (one contiguous span) are fetched into L2 a
+ * slice per token tile while this tile computes, so its first token tile
+ * does not wait on memory: the hardware prefetchers lose track of the
+ * several interleaved row streams a tile reads. */
+typedef struct {
+  const char *p, *end;
+  size_t slice;
+} Prefetch;
+
+INLINE Prefetch
+prefetch_span (const void *start, size_t bytes, size_t steps)
+{
+  Prefetch pf = { start, (const char *) start + bytes, 0 };
+  pf.slice = (bytes / (steps > 0 ? steps : 1) + 63) / 64 * 64;
+  return pf;
+}
+
+INLINE void
+prefetch_step (Prefetch *pf)
+{
+  for (const char *e = pf->p + pf->slice; pf->p < pf->end && pf->p < e; pf->p += 64)
+    _mm_prefetch (pf->p, _MM_HINT_T1);
+}
+
+/* Rows in the tile after [r, r + TR) within [r, r1). */
+INLINE size_t
+next_tile_rows (size_t r, size_t r1, size_t TR)
+{
+  if (r1 - r <= TR)
+    return 0;
+  return r1 - r - TR < TR ? r1 - r - TR : TR;
+}
+
 /* Activations per pass over the weight rows: they stay in L2 while a row
  * tile, read once per pass, stays in L1. */
 #define ACT_BUDGET (384 * 1024)
@@ -899,8 +935,11 @@ run_tiles (const TileFn *tiles, int RM, int RN, size_t n, const uint8_t *w, size
     const size_t t1 = t0 + tb < n_tok ? t0 + tb : n_tok;
     for (size_t r = r0; r < r1; r += RM) {
       const size_t rm = r1 - r < (size_t) RM ? r1 - r : (size_t) RM;
+      Prefetch pf = prefetch_span (w + (r + RM) * rb, next_tile_rows (r, r1, RM) * rb,
+          (t1 - t0 + RN - 1) / RN);
       for (size_t t = t0, rn; t < t1; t += rn) {
         rn = tile_tokens (t1 - t, RN);
+        prefetch_step (&pf);
         tiles[(rm - 1) * RN + rn - 1] (n, w + r * rb, rb, x + t * xs, xs, y + t * ldy + r, ldy);
       }
     }
@@ -974,18 +1013,11 @@ gemm_rl (const RlTileFn *tiles, int RN, int TR, PackFn pack, size_t block_elems,
     for (size_t r = ra; r < rb_; r += TR) {
       const int rm = rb_ - r < (size_t) TR ? (int) (rb_ - r) : TR;
       pack ((const uint8_t *) w + r * rb, rb, rm, nb, packed);
-      /* The next tile's rows (one contiguous span) are fetched into L2
-       * a slice per token tile, so packing them does not wait on memory. */
-      const size_t next_rows = rb_ - r > (size_t) TR ? (rb_ - r - TR < (size_t) TR ? rb_ - r - TR
-          : (size_t) TR) : 0;
-      const char *pf = (const char *) w + (r + TR) * rb;
-      const char *pf_end = pf + next_rows * rb;
-      const size_t n_tiles = (n_tok + RN - 1) / RN;
-      const size_t slice = ((size_t) (pf_end - pf) / n_tiles + 63) / 64 * 64;
+      Prefetch pf = prefetch_span ((const uint8_t *) w + (r + TR) * rb,
+          next_tile_rows (r, rb_, TR) * rb, (n_tok + RN - 1) / RN);
       for (size_t t = 0, rn; t < n_tok; t += rn) {
         rn = tile_tokens (n_tok - t, RN);
-        for (const char *e = pf + slice; pf < pf_end && pf < e; pf += 64)
-          _mm_prefetch (pf, _MM_HINT_T1);
+        prefetch_step (&pf);
         tiles[rn - 1] (nb, packed, (const uint8_t *) xq + t * xs, xs, dx + t * nb,
             corr + t * nb, y + t * ldy + r, ldy, rm);
       }
@@ -1048,8 +1080,11 @@ gemm_q8_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void 
       const size_t t1 = t0 + tb < n_tok ? t0 + tb : n_tok;
       for (size_t r = ra; r < rb_; r += RM) {
         const size_t rm = rb_ - r < RM ? rb_ - r : RM;
+        Prefetch pf = prefetch_span ((const uint8_t *) w + (r + RM) * rb,
+            next_tile_rows (r, rb_, RM) * rb, (t1 - t0 + RN - 1) / RN);
         for (size_t t = t0, rn; t < t1; t += rn) {
           rn = tile_tokens (t1 - t, RN);
+          prefetch_step (&pf);
           tiles_q8_0[(rm - 1) * RN + rn - 1] (nb, (const uint8_t *) w + r * rb, rb,
               (const uint8_t *) xq + t * xs, xs, dx + t * nb, y + t * ldy + r, ldy);
         }
