@@ -911,7 +911,8 @@ report_load_error (GstLlmPrefill *self, const char *path, const GError *error)
   if (error->domain == LLM_MODEL_ERROR) {
     GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
         ("Model file \"%s\" cannot be run: %s. gst-llm runs llama, qwen2 and qwen3 models "
-            "with F32, F16, BF16, Q8_0 and Q4_0 weights.", path, error->message),
+            "with F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights.",
+            path, error->message),
         ("%s error %d", g_quark_to_string (error->domain), error->code));
   } else {
     GST_LLM_ELEMENT_ERROR_LOAD (self, path, error);

@@ -18,7 +18,7 @@
 G_DEFINE_QUARK (llm-forward-error-quark, llm_forward_error)
 
 /* Tokens per chunk: bounds scratch memory while keeping weight reuse high. */
-#define CHUNK 64
+#define CHUNK 128
 
 struct _LlmContext {
   LlmModel *model;
@@ -149,7 +149,7 @@ matmul_same_input (LlmContext *ctx, const LlmGgufTensor *w, guint n_tok, float *
  * counter, so a thread that finishes early, or was descheduled, evens the
  * load out: one KV head after another (the threads then share its rows in
  * cache), and within a head the longest causal rows first. */
-#define ATT_QUERIES 4
+#define ATT_QUERIES 8
 
 typedef struct {
   LlmContext *ctx;

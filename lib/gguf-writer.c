@@ -625,6 +625,15 @@ llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w, const char *name,
     case LLM_TYPE_Q4_0:
       llm_quantize_row_q4_0 (src, dst, n);
       break;
+    case LLM_TYPE_Q4_1:
+      llm_quantize_row_q4_1 (src, dst, n);
+      break;
+    case LLM_TYPE_Q5_0:
+      llm_quantize_row_q5_0 (src, dst, n);
+      break;
+    case LLM_TYPE_Q5_1:
+      llm_quantize_row_q5_1 (src, dst, n);
+      break;
     case LLM_TYPE_Q4_K:
       llm_quantize_row_q4_K (src, dst, n);
       break;
@@ -651,12 +660,16 @@ llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w, const char *name,
         p[i + word - 1 - j] = tmp;
       }
   } else {
-    /* The half-precision scales of each block: d first, then Q4_K/Q5_K's
-     * dmin; Q6_K keeps d at its end. */
+    /* The half-precision scales of each block: d first, then Q4_1/Q5_1's
+     * m or Q4_K/Q5_K's dmin; Q6_K keeps d at its end. (Q5_0/Q5_1's qh is
+     * written as little-endian bytes already.) */
     gsize block, halves[2] = { 0, 0 }, n_halves = 1;
     switch (type) {
       case LLM_TYPE_Q8_0: block = sizeof (LlmBlockQ8_0); break;
       case LLM_TYPE_Q4_0: block = sizeof (LlmBlockQ4_0); break;
+      case LLM_TYPE_Q5_0: block = sizeof (LlmBlockQ5_0); break;
+      case LLM_TYPE_Q4_1: block = sizeof (LlmBlockQ4_1); halves[1] = 2; n_halves = 2; break;
+      case LLM_TYPE_Q5_1: block = sizeof (LlmBlockQ5_1); halves[1] = 2; n_halves = 2; break;
       case LLM_TYPE_Q4_K: block = sizeof (LlmBlockQ4_K); halves[1] = 2; n_halves = 2; break;
       case LLM_TYPE_Q5_K: block = sizeof (LlmBlockQ5_K); halves[1] = 2; n_halves = 2; break;
       default: block = sizeof (LlmBlockQ6_K); halves[0] = block - 2; break;

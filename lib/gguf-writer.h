@@ -92,10 +92,10 @@ gboolean llm_gguf_writer_add_tensor (LlmGgufWriter *w, const char *name,
  * cache rather than on the heap. */
 gboolean llm_gguf_writer_add_tensor_bytes (LlmGgufWriter *w, const char *name,
     guint32 type, guint n_dims, const guint64 *ne, GBytes *data, GError **error);
-/* Adds a tensor of @type F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K or Q6_K,
- * converting the ne[0]*ne[1]*... floats at @src with the reference kernels
- * (so quantized bytes equal ggml's reference quantizers', as llama-quantize
- * writes them without an importance matrix). */
+/* Adds a tensor of @type F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+ * Q5_K or Q6_K, converting the ne[0]*ne[1]*... floats at @src with the
+ * reference kernels (so quantized bytes equal ggml's reference quantizers',
+ * as llama-quantize writes them without an importance matrix). */
 gboolean llm_gguf_writer_add_tensor_from_f32 (LlmGgufWriter *w,
     const char *name, guint32 type, guint n_dims, const guint64 *ne,
     const float *src, GError **error);

@@ -117,7 +117,7 @@ tensor (Loader *l, const char *name, gboolean optional, const LlmGgufTensor **ou
   if (!llm_matmul_supports (t->type)) {
     g_set_error (l->error, LLM_MODEL_ERROR, LLM_MODEL_ERROR_TYPE,
         "%s: tensor '%s' has type %s, which this build cannot compute "
-        "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)",
+        "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
         l->m->path, name, llm_type_name (t->type));
     return FALSE;
   }

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The qwen2, qwen3 and BF16 paths against llama.cpp (goldens made by
- * tools/make-arch-golden.sh on the random models of
+/* The qwen2, qwen3, BF16 and Q4_1/Q5_0/Q5_1 paths against llama.cpp
+ * (goldens made by tools/make-arch-golden.sh on the random models of
  * tools/make-arch-models.c; see tests/data/golden/README.md).
  *
  * Teacher-forced along llama.cpp's greedy ids, our argmax must be its token
  * at every step and our log-probabilities must agree with the ones it
  * returned within a stated tolerance. Then each model's distinctive feature
  * is taken away in a copy (biases zeroed, head norms dropped, NeoX RoPE
- * swapped for llama's, BF16 activations kept in f32) and the same
- * comparison must fail by far more than its tolerance: a loader or forward
- * pass that ignored the feature could not pass this suite. */
+ * swapped for llama's, BF16 or Q8_0/Q8_1 activations kept in f32) and the
+ * same comparison must fail by far more than its tolerance: a loader or
+ * forward pass that ignored the feature could not pass this suite. */
 #include "llm-check.h"
 
 #include <math.h>
@@ -29,7 +29,8 @@
 typedef struct {
   const char *name;       /* model stem; golden is golden/<name>__once.* */
   LlmArch arch;
-  guint32 wtype;          /* type of the attention and FFN matrices */
+  guint32 wtype;          /* type of the attention Q matrix */
+  guint32 down_type;      /* type of the FFN down matrix */
   double tol;             /* max |log p - llama.cpp|, optimised kernels */
   double ref_tol;         /* the same with the scalar reference kernels */
 } ArchCase;
@@ -37,23 +38,30 @@ typedef struct {
 /* Tolerances, in log-probability (natural log), with the worst differences
  * measured over the 32 steps (optimised / scalar reference kernels):
  *   qwen2  5.5e-5 / 7.2e-5     qwen3  1.9e-4 / 1.3e-4     bf16  1.5e-5 / 1.3e-5
+ *   q5mix (Q4_1, Q5_0, Q5_1)  4.1e-6 / 2.3e-5
  * Both sides compute in f32 (F32 KV cache), so the differences are rounding
  * and summation order, and they grow with the size of the logits: these
  * spread over about +-60, where one f32 ulp is 4e-6, and the largest
  * differences sit in the far tail (p ~ 1e-30; for p > 1e-2 they are 3-4x
  * smaller). qwen3 is the loosest: its per-head norms rescale Q and K after
  * the projections, which sharpens attention and the rounding with it.
- * BF16 is the tightest because both sides round the activations to BF16
- * before every product, which absorbs most of the f32 noise. The golden
- * side is fixed data and our kernels are deterministic per variant, so the
- * only room needed is for changes to our own summation order: about 5x the
- * measured worst. Every tolerance is far below what a missing feature
- * costs (0.67 at least, measured by the tests at the end) and below the
- * smallest greedy margin (0.57). */
+ * BF16 is tight because both sides round the activations to BF16 before
+ * every product, which absorbs most of the f32 noise; q5mix is tighter
+ * still: both sides quantize the activations to the same Q8_0/Q8_1
+ * integers, and the optimised kernels then give llama.cpp's x86 dot
+ * products bit for bit (test-kernels checks that on ggml's own blocks), so
+ * what remains is the rest of the forward pass; the scalar kernels add
+ * ggml's generic C summation order. The golden side is fixed data and our
+ * kernels are deterministic per variant, so the only room needed is for
+ * changes to our own summation order: about 5x the measured worst. Every
+ * tolerance is far below what a missing feature costs (0.67 at least,
+ * measured by the tests at the end) and below the smallest greedy margin
+ * (0.57). */
 static const ArchCase cases[] = {
-  { "random-qwen2-f32", LLM_ARCH_QWEN2, LLM_TYPE_F32, 3e-4, 3e-4 },
-  { "random-qwen3-f32", LLM_ARCH_QWEN3, LLM_TYPE_F32, 1e-3, 1e-3 },
-  { "random-llama-bf16", LLM_ARCH_LLAMA, LLM_TYPE_BF16, 1e-4, 1e-4 },
+  { "random-qwen2-f32", LLM_ARCH_QWEN2, LLM_TYPE_F32, LLM_TYPE_F32, 3e-4, 3e-4 },
+  { "random-qwen3-f32", LLM_ARCH_QWEN3, LLM_TYPE_F32, LLM_TYPE_F32, 1e-3, 1e-3 },
+  { "random-llama-bf16", LLM_ARCH_LLAMA, LLM_TYPE_BF16, LLM_TYPE_BF16, 1e-4, 1e-4 },
+  { "random-llama-q5mix", LLM_ARCH_LLAMA, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, 2e-5, 1.2e-4 },
 };
 
 typedef struct {
@@ -347,7 +355,7 @@ run_case (guint i, gboolean reference)
   /* The file is what the case claims, so the path under test is taken. */
   ck_assert_int_eq (m->hp.arch, c->arch);
   ck_assert_uint_eq (m->layers[0].wq->type, c->wtype);
-  ck_assert_uint_eq (m->layers[m->hp.n_layer - 1].w_down->type, c->wtype);
+  ck_assert_uint_eq (m->layers[m->hp.n_layer - 1].w_down->type, c->down_type);
 
   double tol = reference ? c->ref_tol : c->tol;
   llm_kernels_force_reference (reference);
@@ -449,6 +457,17 @@ START_TEST (test_bf16_rounds_activations_like_llama_cpp)
 }
 END_TEST
 
+START_TEST (test_q4_1_q5_0_q5_1_quantize_activations_like_llama_cpp)
+{
+  /* The same weights widened to F32 (Q4_1/Q5_1 dequantized as ggml does,
+   * each value rounded once) skip the Q8_0/Q8_1 activation blocks
+   * llama.cpp multiplies these types with; that misses by far more than
+   * the tolerance. */
+  Rewrite r = { .widen = TRUE };
+  feature_matters (3, &r, "widened to F32", 10 * cases[3].ref_tol);
+}
+END_TEST
+
 static Suite *
 arch_suite (void)
 {
@@ -463,6 +482,7 @@ arch_suite (void)
   tcase_add_test (tc, test_qwen2_neox_rope_changes_the_logits);
   tcase_add_test (tc, test_qwen3_head_norms_change_the_logits);
   tcase_add_test (tc, test_bf16_rounds_activations_like_llama_cpp);
+  tcase_add_test (tc, test_q4_1_q5_0_q5_1_quantize_activations_like_llama_cpp);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The GGUF reader, the GGUF writer and the F16/BF16/Q8_0/Q4_0 conversion
- * kernels the writer uses. Corrupt files are built byte by byte here (not
+/* The GGUF reader, the GGUF writer and the F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/
+ * Q5_1 conversion kernels the writer uses. Corrupt files are built byte by byte here (not
  * with the writer), so the reader is checked against the format itself. */
 #include <math.h>
 #include <string.h>
@@ -691,6 +691,9 @@ static const ShapeCase shape_cases[] = {
   { "q4_0.32x5x2x1", LLM_TYPE_Q4_0, 4, { 32, 5, 2, 1 } },
   { "f32.1", LLM_TYPE_F32, 1, { 1 } },
   { "q8_0.96", LLM_TYPE_Q8_0, 1, { 96 } },
+  { "q4_1.64x3", LLM_TYPE_Q4_1, 2, { 64, 3 } },
+  { "q5_0.32x2x3", LLM_TYPE_Q5_0, 3, { 32, 2, 3 } },
+  { "q5_1.96x1x1x2", LLM_TYPE_Q5_1, 4, { 96, 1, 1, 2 } },
 };
 
 /* What the kernels make of @x for @type: the bytes the file must hold. */
@@ -706,6 +709,9 @@ convert (guint32 type, const float *x, gsize n, gsize *size)
     case LLM_TYPE_BF16: llm_bf16_from_f32_row (x, (uint16_t *) out, n); break;
     case LLM_TYPE_Q8_0: llm_quantize_row_q8_0 (x, (LlmBlockQ8_0 *) out, n); break;
     case LLM_TYPE_Q4_0: llm_quantize_row_q4_0 (x, (LlmBlockQ4_0 *) out, n); break;
+    case LLM_TYPE_Q4_1: llm_quantize_row_q4_1 (x, (LlmBlockQ4_1 *) out, n); break;
+    case LLM_TYPE_Q5_0: llm_quantize_row_q5_0 (x, (LlmBlockQ5_0 *) out, n); break;
+    case LLM_TYPE_Q5_1: llm_quantize_row_q5_1 (x, (LlmBlockQ5_1 *) out, n); break;
     default: ck_abort ();
   }
   *size = bytes;
@@ -721,13 +727,18 @@ dequantize (guint32 type, const guint8 *data, float *y, gsize n)
     case LLM_TYPE_BF16: llm_dequantize_row_bf16 ((const uint16_t *) data, y, n); break;
     case LLM_TYPE_Q8_0: llm_dequantize_row_q8_0 ((const LlmBlockQ8_0 *) data, y, n); break;
     case LLM_TYPE_Q4_0: llm_dequantize_row_q4_0 ((const LlmBlockQ4_0 *) data, y, n); break;
+    case LLM_TYPE_Q4_1: llm_dequantize_row_q4_1 ((const LlmBlockQ4_1 *) data, y, n); break;
+    case LLM_TYPE_Q5_0: llm_dequantize_row_q5_0 ((const LlmBlockQ5_0 *) data, y, n); break;
+    case LLM_TYPE_Q5_1: llm_dequantize_row_q5_1 ((const LlmBlockQ5_1 *) data, y, n); break;
     default: ck_abort ();
   }
 }
 
 /* Largest error the type allows for a value in a block whose largest
  * magnitude is @amax: half a step, plus the rounding of the scale to
- * fp16; Q4_0 may be a whole step off at the clamped +8 end. */
+ * fp16; Q4_0 and Q5_0 may be a whole step off at the clamped positive
+ * end. Q4_1/Q5_1 steps are (max - min) / 15 or 31 <= 2 amax / 15 or 31,
+ * and their offset m (|m| <= amax) is rounded to fp16 too. */
 static float
 error_bound (guint32 type, float x, float amax)
 {
@@ -737,6 +748,9 @@ error_bound (guint32 type, float x, float amax)
     case LLM_TYPE_BF16: return fabsf (x) * 0x1p-8f;
     case LLM_TYPE_Q8_0: return amax * (0.5f / 127.0f + 0x1p-10f);
     case LLM_TYPE_Q4_0: return amax * (1.0f / 8.0f + 0x1p-9f);
+    case LLM_TYPE_Q5_0: return amax * (1.0f / 16.0f + 0x1p-9f);
+    case LLM_TYPE_Q4_1: return amax * (1.0f / 15.0f + 0x1p-8f);
+    case LLM_TYPE_Q5_1: return amax * (1.0f / 31.0f + 0x1p-8f);
     default: ck_abort ();
   }
   return 0.0f;
@@ -797,7 +811,8 @@ check_shape_cases (LlmGguf *g, guint32 alignment)
     g_autofree float *y = g_new (float, n);
     dequantize (c->type, t->data, y, n);
     for (gsize j = 0; j < n; j++) {
-      gboolean blocked = c->type == LLM_TYPE_Q8_0 || c->type == LLM_TYPE_Q4_0;
+      gboolean blocked = c->type == LLM_TYPE_Q8_0 || c->type == LLM_TYPE_Q4_0 ||
+          c->type == LLM_TYPE_Q4_1 || c->type == LLM_TYPE_Q5_0 || c->type == LLM_TYPE_Q5_1;
       gsize b0 = blocked ? j / 32 * 32 : j;
       gsize b1 = blocked ? b0 + 32 : j + 1;
       float amax = 0.0f;

@@ -70,7 +70,8 @@ static bool
 have_avx2 (void)
 {
   llm_kernels_force_reference (false);
-  return strcmp (llm_kernels_active (), "avx2") == 0;
+  /* "avx2" or "avx512" (which has AVX2 too). */
+  return strcmp (llm_kernels_active (), "scalar") != 0;
 }
 
 #define assert_close(got, want, tol) \
@@ -152,6 +153,15 @@ random_weights (uint32_t type, size_t rows, size_t n, size_t *row_bytes)
       case LLM_TYPE_Q4_0:
         llm_quantize_row_q4_0 (f, (LlmBlockQ4_0 *) row, n);
         break;
+      case LLM_TYPE_Q4_1:
+        llm_quantize_row_q4_1 (f, (LlmBlockQ4_1 *) row, n);
+        break;
+      case LLM_TYPE_Q5_0:
+        llm_quantize_row_q5_0 (f, (LlmBlockQ5_0 *) row, n);
+        break;
+      case LLM_TYPE_Q5_1:
+        llm_quantize_row_q5_1 (f, (LlmBlockQ5_1 *) row, n);
+        break;
       default: {
         uint32_t block_bytes = 0;
         ck_assert (llm_type_info (type, NULL, &block_bytes));
@@ -182,12 +192,40 @@ expand_activations (uint32_t wtype, const void *xq, size_t n, float *out)
     case LLM_TYPE_Q8_0:
       llm_dequantize_row_q8_0 (xq, out, n);
       break;
+    case LLM_TYPE_Q8_1:
+      llm_dequantize_row_q8_1 (xq, out, n);
+      break;
     case LLM_TYPE_Q8_K:
       llm_dequantize_row_q8_K (xq, out, n);
       break;
     default:
       ck_abort_msg ("unexpected dot type");
   }
+}
+
+/* What the offset types' kernels add beyond the dequantized dot: they
+ * take each block's sum of x as s = d_x * sum(qs) rounded to a half, where
+ * a dot of the expanded operands has the unrounded d_half * sum(qs). So
+ * sum over blocks of m_w * (s - d_x * sum(qs)); 0 for other types. */
+static double
+offset_rounding (uint32_t wtype, const uint8_t *row, const void *xq, size_t n)
+{
+  if (llm_matmul_dot_type (wtype) != LLM_TYPE_Q8_1)
+    return 0.0;
+  const size_t block = wtype == LLM_TYPE_Q4_1 ? sizeof (LlmBlockQ4_1) : sizeof (LlmBlockQ5_1);
+  const LlmBlockQ8_1 *x = xq;
+  double extra = 0.0;
+  for (size_t b = 0; b < n / 32; b++) {
+    /* Both offset blocks start with the halves d and m. */
+    uint16_t m;
+    memcpy (&m, row + b * block + 2, sizeof m);
+    int sum = 0;
+    for (int j = 0; j < 32; j++)
+      sum += x[b].qs[j];
+    extra += (double) llm_fp16_to_f32 (m) *
+        ((double) llm_fp16_to_f32 (x[b].s) - (double) llm_fp16_to_f32 (x[b].d) * sum);
+  }
+  return extra;
 }
 
 /* --- element-wise ops --- */
@@ -364,6 +402,91 @@ START_TEST (test_q4_0_roundtrip_error_is_within_one_step)
     for (int j = 0; j < 32; j++)
       assert_close (y[32 * b + j], x[32 * b + j], d * (1.0 + 8.0 / 2048.0) + 1e-7);
   }
+}
+END_TEST
+
+/* Q4_1, Q5_1: an offset grid from the block's minimum, step (max - min) /
+ * 15 or 31; half a step off at most, plus the rounding of d (times up to
+ * 31 steps) and of m to halves. Blocks get offsets so m is far from 0. */
+static void
+check_offset_roundtrip (uint32_t type, int levels)
+{
+  float x[288], y[288];
+  fill_random (x, 288, 3.0f);
+  for (int i = 0; i < 288; i++)
+    x[i] += (float) (i / 32 % 3) * 4.0f - 4.0f;
+  uint8_t q[288 / 32 * sizeof (LlmBlockQ5_1)];
+  if (type == LLM_TYPE_Q4_1) {
+    llm_quantize_row_q4_1 (x, (LlmBlockQ4_1 *) q, 288);
+    llm_dequantize_row_q4_1 ((const LlmBlockQ4_1 *) q, y, 288);
+  } else {
+    llm_quantize_row_q5_1 (x, (LlmBlockQ5_1 *) q, 288);
+    llm_dequantize_row_q5_1 ((const LlmBlockQ5_1 *) q, y, 288);
+  }
+  for (int b = 0; b < 288 / 32; b++) {
+    float min = x[32 * b], max = x[32 * b];
+    for (int j = 0; j < 32; j++) {
+      min = fminf (min, x[32 * b + j]);
+      max = fmaxf (max, x[32 * b + j]);
+    }
+    const double d = (max - min) / levels;
+    for (int j = 0; j < 32; j++)
+      assert_close (y[32 * b + j], x[32 * b + j],
+          0.5 * d + levels * d / 2048.0 + fabs (min) / 2048.0 + 1e-6);
+  }
+}
+
+START_TEST (test_q4_1_and_q5_1_roundtrip_error_is_within_half_a_step)
+{
+  rng_seed (4);
+  check_offset_roundtrip (LLM_TYPE_Q4_1, 15);
+  check_offset_roundtrip (LLM_TYPE_Q5_1, 31);
+}
+END_TEST
+
+START_TEST (test_q5_0_roundtrip_error_is_within_one_step)
+{
+  rng_seed (5);
+  float x[288], y[288];
+  LlmBlockQ5_0 q[288 / 32];
+  fill_random (x, 288, 3.0f);
+  llm_quantize_row_q5_0 (x, q, 288);
+  llm_dequantize_row_q5_0 (q, y, 288);
+  for (int b = 0; b < 288 / 32; b++) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+      amax = fmaxf (amax, fabsf (x[32 * b + j]));
+    /* As Q4_0 with 32 levels: the step is amax / 16, and only the clamped
+     * +16 end is a whole step off. */
+    const double d = amax / 16.0;
+    for (int j = 0; j < 32; j++)
+      assert_close (y[32 * b + j], x[32 * b + j], d * (1.0 + 16.0 / 2048.0) + 1e-7);
+  }
+}
+END_TEST
+
+START_TEST (test_q8_1_sum_is_taken_from_the_rounded_codes_and_unrounded_scale)
+{
+  /* amax 127 gives d = 1 (exact), so the codes are the values, ties going
+   * to even: 2.5 -> 2, -3.5 -> -4, 0.5 -> 0. */
+  float x[32] = { 127.0f, 2.5f, -3.5f, 0.5f, 1.0f };
+  LlmBlockQ8_1 q;
+  llm_quantize_row_q8_1_act (x, &q, 32);
+  ck_assert_int_eq (q.qs[1], 2);
+  ck_assert_int_eq (q.qs[2], -4);
+  ck_assert_int_eq (q.qs[3], 0);
+  ck_assert (llm_fp16_to_f32 (q.d) == 1.0f);
+  ck_assert (llm_fp16_to_f32 (q.s) == 127.0f + 2.0f - 4.0f + 0.0f + 1.0f);
+  /* d = 2.9 / 127 is not a half; s is d * sum, rounded once, not
+   * half(d) * sum (the two differ here: 67.25 and 67.1875). */
+  for (int j = 0; j < 32; j++)
+    x[j] = j % 2 ? 2.9f : 1.3f;
+  llm_quantize_row_q8_1_act (x, &q, 32);
+  int sum = 0;
+  for (int j = 0; j < 32; j++)
+    sum += q.qs[j];
+  ck_assert_uint_eq (q.s, llm_fp16_from_f32 ((float) sum * (2.9f / 127.0f)));
+  ck_assert_uint_ne (q.s, llm_fp16_from_f32 ((float) sum * llm_fp16_to_f32 (q.d)));
 }
 END_TEST
 
@@ -629,6 +752,9 @@ START_TEST (test_dot_types_and_activation_sizes_follow_ggml)
     { LLM_TYPE_BF16, LLM_TYPE_BF16, 7, 14 },
     { LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 64, 68 },
     { LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 96, 102 },
+    { LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, 64, 68 },
+    { LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 64, 72 },
+    { LLM_TYPE_Q5_1, LLM_TYPE_Q8_1, 96, 108 },
     { LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 512, 584 },
     { LLM_TYPE_Q5_K, LLM_TYPE_Q8_K, 256, 292 },
     { LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 768, 876 },
@@ -638,7 +764,9 @@ START_TEST (test_dot_types_and_activation_sizes_follow_ggml)
     ck_assert_uint_eq (llm_matmul_dot_type (cases[i].wtype), cases[i].dot_type);
     ck_assert_uint_eq (llm_matmul_act_bytes (cases[i].wtype, cases[i].n), cases[i].bytes);
   }
-  ck_assert (!llm_matmul_supports (LLM_TYPE_Q4_1));
+  /* Activation-only types are not weight types. */
+  ck_assert (!llm_matmul_supports (LLM_TYPE_Q8_1));
+  ck_assert (!llm_matmul_supports (LLM_TYPE_IQ4_NL));
   ck_assert (!llm_matmul_supports (LLM_TYPE_Q2_K));
   ck_assert (!llm_matmul_supports (LLM_TYPE_I32));
 }
@@ -714,6 +842,62 @@ START_TEST (test_q8_0_and_q4_0_integer_parts_are_exact)
     g_free (xi);
     g_free (w8);
     g_free (w4);
+  }
+}
+END_TEST
+
+/* Q5_0, Q4_1, Q5_1 with d = 1, and m = 1 for the offset types: the m * s
+ * term is then the exact integer sum of x (|sum| <= 32 * 63 = 2016 is a
+ * half; the all-127 block's 4064 too), so the whole dot is an integer. */
+START_TEST (test_q5_0_q4_1_q5_1_integer_parts_are_exact)
+{
+  rng_seed (12);
+  const uint16_t one = llm_fp16_from_f32 (1.0f);
+  const size_t sizes[] = { 32, 64, 96, 288 };
+  for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++) {
+    const size_t n = sizes[s], nb = n / 32, rows = 5;
+    LlmBlockQ8_0 *x0 = g_new (LlmBlockQ8_0, nb);
+    LlmBlockQ8_1 *x1 = g_new (LlmBlockQ8_1, nb);
+    int8_t *xi = g_new (int8_t, n);
+    for (size_t b = 0; b < nb; b++) {
+      int sum = 0;
+      for (int j = 0; j < 32; j++) {
+        /* The first block at the extreme, where vpmaddubsw could saturate
+         * if the ranges were wrong. */
+        xi[32 * b + j] = b == 0 ? 127 : (int8_t) rng_int (-63, 63);
+        x0[b].qs[j] = x1[b].qs[j] = xi[32 * b + j];
+        sum += xi[32 * b + j];
+      }
+      x0[b].d = x1[b].d = one;
+      x1[b].s = llm_fp16_from_f32 ((float) sum);
+      ck_assert (llm_fp16_to_f32 (x1[b].s) == (float) sum);
+    }
+
+    LlmBlockQ5_0 *w50 = g_new (LlmBlockQ5_0, nb * rows);
+    LlmBlockQ4_1 *w41 = g_new (LlmBlockQ4_1, nb * rows);
+    LlmBlockQ5_1 *w51 = g_new (LlmBlockQ5_1, nb * rows);
+    for (size_t b = 0; b < nb * rows; b++) {
+      w50[b].d = w41[b].d = w51[b].d = w41[b].m = w51[b].m = one;
+      for (int j = 0; j < 16; j++)
+        w50[b].qs[j] = w41[b].qs[j] = w51[b].qs[j] = (uint8_t) rng_next ();
+      for (int j = 0; j < 4; j++)
+        w50[b].qh[j] = w51[b].qh[j] = (uint8_t) rng_next ();
+    }
+    /* Largest codes (31) against the all-127 block. */
+    memset (w50[0].qs, 0xff, 16);
+    memset (w50[0].qh, 0xff, 4);
+    memset (w51[0].qs, 0xff, 16);
+    memset (w51[0].qh, 0xff, 4);
+
+    check_integer_dot (LLM_TYPE_Q5_0, n, w50, nb * sizeof *w50, rows, x0, xi);
+    check_integer_dot (LLM_TYPE_Q4_1, n, w41, nb * sizeof *w41, rows, x1, xi);
+    check_integer_dot (LLM_TYPE_Q5_1, n, w51, nb * sizeof *w51, rows, x1, xi);
+    g_free (x0);
+    g_free (x1);
+    g_free (xi);
+    g_free (w50);
+    g_free (w41);
+    g_free (w51);
   }
 }
 END_TEST
@@ -811,7 +995,7 @@ compare_with_reference (uint32_t wtype, size_t n, size_t rows, guint64 seed)
 
   for (size_t r = 0; r < rows; r++) {
     llm_dequantize_row (wtype, w, row_bytes, n, r, wf);
-    double dot = 0.0, abs_sum = 0.0;
+    double dot = offset_rounding (wtype, w + r * row_bytes, xq, n), abs_sum = 0.0;
     for (size_t i = 0; i < n; i++) {
       dot += (double) wf[i] * xf[i];
       abs_sum += fabs ((double) wf[i] * xf[i]);
@@ -859,6 +1043,18 @@ START_TEST (test_avx2_block_kernels_match_reference)
 }
 END_TEST
 
+START_TEST (test_avx2_legacy_block_kernels_match_reference)
+{
+  if (!have_avx2 ())
+    LLM_TEST_SKIP ("this CPU or build has no AVX2/FMA/F16C kernels");
+  const uint32_t types[] = { LLM_TYPE_Q5_0, LLM_TYPE_Q4_1, LLM_TYPE_Q5_1 };
+  const size_t sizes[] = { 32, 64, 96, 288 };
+  for (size_t t = 0; t < G_N_ELEMENTS (types); t++)
+    for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++)
+      compare_with_reference (types[t], sizes[s], 13, 250 + 10 * t + s);
+}
+END_TEST
+
 START_TEST (test_avx2_k_quant_kernels_match_reference)
 {
   if (!have_avx2 ())
@@ -877,7 +1073,8 @@ START_TEST (test_scalar_reference_matches_dequantized_dot_without_avx2)
    * passes are then the reference): the reference kernels still face the
    * plain dot of their dequantized operands. */
   const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
-    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_Q5_0, LLM_TYPE_Q4_1,
+    LLM_TYPE_Q5_1 };
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++)
     compare_with_reference (types[t], 768, 3, 400 + t);
 }
@@ -894,7 +1091,9 @@ END_TEST
  *   reference's order, not in matvec's 8 partial lanes);
  * - Q4_K, Q5_K, Q6_K: the same exact integer super-block sums as matvec,
  *   added in another float order, so within AVX2_REL_TOL (1e-5) of the sum
- *   of |w x|, the bound the AVX2 kernels have against the reference.
+ *   of |w x|, the bound the AVX2 kernels have against the reference;
+ * - Q5_0, Q4_1, Q5_1: no batched kernel, so matmul runs matvec's dot
+ *   kernels and gives its results bit for bit.
  * With the reference kernels, both are the same scalar dot products. */
 static void
 check_matmul_against_matvec (uint32_t wtype, size_t n, size_t rows, size_t r0, size_t n_tok,
@@ -933,7 +1132,8 @@ check_matmul_against_matvec (uint32_t wtype, size_t n, size_t rows, size_t r0, s
           continue;
         }
         if (reference || wtype == LLM_TYPE_F32 || wtype == LLM_TYPE_F16 ||
-            wtype == LLM_TYPE_BF16 || wtype == LLM_TYPE_Q8_0) {
+            wtype == LLM_TYPE_BF16 || wtype == LLM_TYPE_Q8_0 || wtype == LLM_TYPE_Q5_0 ||
+            wtype == LLM_TYPE_Q4_1 || wtype == LLM_TYPE_Q5_1) {
           ck_assert_msg (got == yv[r - r0], "%s n=%zu token %zu row %zu: %.9g, matvec %.9g",
               llm_type_name (wtype), n, k, r, got, yv[r - r0]);
         } else if (wtype == LLM_TYPE_Q4_0) {
@@ -965,7 +1165,8 @@ check_matmul_against_matvec (uint32_t wtype, size_t n, size_t rows, size_t r0, s
 START_TEST (test_matmul_equals_matvec_per_token)
 {
   const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
-    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_Q5_0, LLM_TYPE_Q4_1,
+    LLM_TYPE_Q5_1 };
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
     /* Every edge of the kernels' tiles: rows not a multiple of 4 or 8,
      * tokens not a multiple of 3, 4 or 6. */
@@ -974,6 +1175,12 @@ START_TEST (test_matmul_equals_matvec_per_token)
     /* A width with a scalar tail, where the type allows one. */
     if (types[t] == LLM_TYPE_F32 || types[t] == LLM_TYPE_F16 || types[t] == LLM_TYPE_BF16)
       check_matmul_against_matvec (types[t], 531, 9, 1, 4, 540 + t);
+    /* An odd number of 32-value blocks (the AVX-512 Q8_0 tile takes two
+     * at a time), and token counts past the 8-token Q4_0 tile. */
+    if (types[t] == LLM_TYPE_Q8_0 || types[t] == LLM_TYPE_Q4_0) {
+      check_matmul_against_matvec (types[t], 544, 7, 0, 9, 560 + t);
+      check_matmul_against_matvec (types[t], 96, 37, 5, 23, 580 + t);
+    }
   }
 }
 END_TEST
@@ -987,7 +1194,8 @@ START_TEST (test_avx2_conversions_match_scalar_bytes)
 {
   if (!have_avx2 ())
     LLM_TEST_SKIP ("no AVX2 on this CPU");
-  const uint32_t types[] = { LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_K };
+  const uint32_t types[] = { LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0, LLM_TYPE_Q4_K,
+    LLM_TYPE_Q5_0, LLM_TYPE_Q4_1 };
   const size_t n = 1024 + 256;
   float *x = g_new (float, n);
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
@@ -1026,6 +1234,144 @@ START_TEST (test_avx2_conversions_match_scalar_bytes)
 }
 END_TEST
 
+/* --- against llama.cpp's own ggml ---
+ * tests/data/golden/ggml-legacy-quants.*: what node-llama-cpp 3.21.1's
+ * prebuilt ggml computes (tools/make-quant-golden.py; see the golden
+ * README): its reference quantizers' bytes for 16 rows of 128 weights, its
+ * x86 activation blocks for 4 tokens, and its x86 dot products of each row
+ * with each token. */
+
+#define GG_N 128
+#define GG_ROWS 16
+#define GG_TOKENS 4
+
+static const uint32_t gg_types[] = { LLM_TYPE_Q4_1, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1 };
+
+static GBytes *
+ggml_golden (const char *ext, size_t want_size)
+{
+  g_autofree char *rel = g_strdup_printf ("golden/ggml-legacy-quants.%s", ext);
+  g_autofree char *path = llm_test_data_path (rel);
+  GBytes *b = llm_test_read_file (path);
+  ck_assert_uint_eq (g_bytes_get_size (b), want_size);
+  return b;
+}
+
+static GBytes *
+ggml_golden_weights (uint32_t type)
+{
+  return ggml_golden (type == LLM_TYPE_Q4_1 ? "q4_1" : type == LLM_TYPE_Q5_0 ? "q5_0" : "q5_1",
+      row_bytes_of (type, GG_N) * GG_ROWS);
+}
+
+static GBytes *
+ggml_golden_activations (uint32_t wtype)
+{
+  const gboolean q8_1 = llm_matmul_dot_type (wtype) == LLM_TYPE_Q8_1;
+  return ggml_golden (q8_1 ? "q8_1" : "q8_0", llm_matmul_act_bytes (wtype, GG_N) * GG_TOKENS);
+}
+
+static void
+assert_same_bytes (const void *got, GBytes *want, const char *what)
+{
+  gsize n;
+  const uint8_t *w = g_bytes_get_data (want, &n), *g = got;
+  for (gsize i = 0; i < n; i++)
+    ck_assert_msg (g[i] == w[i], "%s: byte %zu is 0x%02x, ggml's 0x%02x", what, i, g[i], w[i]);
+}
+
+START_TEST (test_q4_1_q5_0_q5_1_quantizers_give_ggml_reference_bytes)
+{
+  g_autoptr (GBytes) wf = ggml_golden ("weights.f32", GG_ROWS * GG_N * sizeof (float));
+  const float *x = g_bytes_get_data (wf, NULL);
+  for (size_t t = 0; t < G_N_ELEMENTS (gg_types); t++) {
+    g_autoptr (GBytes) want = ggml_golden_weights (gg_types[t]);
+    g_autofree uint8_t *got = g_malloc (g_bytes_get_size (want));
+    switch (gg_types[t]) {
+      case LLM_TYPE_Q4_1: llm_quantize_row_q4_1 (x, (LlmBlockQ4_1 *) got, GG_ROWS * GG_N); break;
+      case LLM_TYPE_Q5_0: llm_quantize_row_q5_0 (x, (LlmBlockQ5_0 *) got, GG_ROWS * GG_N); break;
+      default: llm_quantize_row_q5_1 (x, (LlmBlockQ5_1 *) got, GG_ROWS * GG_N); break;
+    }
+    assert_same_bytes (got, want, llm_type_name (gg_types[t]));
+  }
+}
+END_TEST
+
+/* Q8_0 for Q5_0, Q8_1 for Q4_1 and Q5_1, as ggml's x86 quantize_row_q8_0
+ * / _q8_1 make them (ties to even, s from the codes), in either kernel
+ * set. */
+START_TEST (test_activation_blocks_give_ggml_x86_bytes)
+{
+  g_autoptr (GBytes) xf = ggml_golden ("acts.f32", GG_TOKENS * GG_N * sizeof (float));
+  const float *x = g_bytes_get_data (xf, NULL);
+  for (size_t t = 0; t < G_N_ELEMENTS (gg_types); t++) {
+    g_autoptr (GBytes) want = ggml_golden_activations (gg_types[t]);
+    const size_t stride = llm_matmul_act_bytes (gg_types[t], GG_N);
+    g_autofree uint8_t *got = g_malloc (stride * GG_TOKENS);
+    for (int pass = 0; pass < 2; pass++) {
+      llm_kernels_force_reference (pass == 0);
+      for (size_t k = 0; k < GG_TOKENS; k++)
+        llm_matmul_convert (gg_types[t], x + k * GG_N, GG_N, got + k * stride);
+      g_autofree char *what = g_strdup_printf ("%s activations (%s)",
+          llm_type_name (gg_types[t]), llm_kernels_active ());
+      assert_same_bytes (got, want, what);
+    }
+  }
+  llm_kernels_force_reference (false);
+}
+END_TEST
+
+/* From ggml's own blocks: our optimised kernels (decode's matvec and
+ * prefill's matmul) give llama.cpp's x86 dot products bit for bit; the
+ * scalar reference, ggml's generic C order, is within AVX2_REL_TOL. */
+START_TEST (test_q4_1_q5_0_q5_1_dots_equal_llama_cpp)
+{
+  g_autoptr (GBytes) dots = ggml_golden ("dots.f32",
+      G_N_ELEMENTS (gg_types) * GG_ROWS * GG_TOKENS * sizeof (float));
+  const float *want_all = g_bytes_get_data (dots, NULL);
+  for (size_t t = 0; t < G_N_ELEMENTS (gg_types); t++) {
+    const uint32_t type = gg_types[t];
+    g_autoptr (GBytes) wb = ggml_golden_weights (type);
+    g_autoptr (GBytes) xb = ggml_golden_activations (type);
+    const uint8_t *w = g_bytes_get_data (wb, NULL), *xq = g_bytes_get_data (xb, NULL);
+    const size_t row_bytes = row_bytes_of (type, GG_N);
+    const size_t stride = llm_matmul_act_bytes (type, GG_N);
+    const float *want = want_all + t * GG_ROWS * GG_TOKENS;   /* [row][token] */
+    float y[GG_TOKENS * GG_ROWS], yv[GG_ROWS], wf[GG_N], xf[GG_N];
+
+    for (int pass = 0; pass < 2; pass++) {
+      const gboolean reference = pass == 0;
+      if (!reference && !have_avx2 ())
+        break;
+      llm_kernels_force_reference (reference);
+      llm_matmul (type, w, row_bytes, GG_N, 0, GG_ROWS, xq, stride, GG_TOKENS, y, GG_ROWS);
+      for (size_t k = 0; k < GG_TOKENS; k++) {
+        llm_matvec (type, w, row_bytes, GG_N, 0, GG_ROWS, xq + k * stride, yv);
+        expand_activations (type, xq + k * stride, GG_N, xf);
+        for (size_t r = 0; r < GG_ROWS; r++) {
+          const float ref = want[r * GG_TOKENS + k];
+          if (!reference) {
+            ck_assert_msg (yv[r] == ref && y[k * GG_ROWS + r] == ref,
+                "%s row %zu token %zu [%s]: matvec %.9g, matmul %.9g, llama.cpp %.9g",
+                llm_type_name (type), r, k, llm_kernels_active (), yv[r], y[k * GG_ROWS + r],
+                ref);
+            continue;
+          }
+          llm_dequantize_row (type, w, row_bytes, GG_N, r, wf);
+          double abs_sum = 0.0;
+          for (size_t i = 0; i < GG_N; i++)
+            abs_sum += fabs ((double) wf[i] * xf[i]);
+          ck_assert_msg (fabs ((double) yv[r] - ref) <= AVX2_REL_TOL * abs_sum + 1e-30,
+              "%s row %zu token %zu [scalar]: %.9g, llama.cpp %.9g", llm_type_name (type), r, k,
+              yv[r], ref);
+        }
+      }
+    }
+  }
+  llm_kernels_force_reference (false);
+}
+END_TEST
+
 typedef struct {
   uint32_t wtype;
   const uint8_t *w;
@@ -1051,7 +1397,8 @@ shared_matmul_task (void *data, int ith, int nth)
 START_TEST (test_matmul_shared_by_threads_equals_one_thread)
 {
   const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
-    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_Q5_0, LLM_TYPE_Q4_1,
+    LLM_TYPE_Q5_1 };
   const size_t n = 512, rows = 61, n_tok = 7;
   LlmThreadPool *pool = llm_threadpool_new (3);
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
@@ -1221,7 +1568,8 @@ START_TEST (test_matvec_throughput_report)
   if (g_getenv ("LLM_BENCH") == NULL)
     LLM_TEST_SKIP ("set LLM_BENCH=1 to measure matvec throughput");
   const uint32_t types[] = { LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q8_0,
-    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+    LLM_TYPE_Q4_0, LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K, LLM_TYPE_Q5_0, LLM_TYPE_Q4_1,
+    LLM_TYPE_Q5_1 };
   const size_t rows = 1024, n = 2816;
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
     rng_seed (700 + t);
@@ -1295,6 +1643,9 @@ kernels_suite (void)
   TCase *quant = tcase_create ("quantization");
   tcase_add_test (quant, test_q8_0_roundtrip_error_is_within_half_a_step);
   tcase_add_test (quant, test_q4_0_roundtrip_error_is_within_one_step);
+  tcase_add_test (quant, test_q4_1_and_q5_1_roundtrip_error_is_within_half_a_step);
+  tcase_add_test (quant, test_q5_0_roundtrip_error_is_within_one_step);
+  tcase_add_test (quant, test_q8_1_sum_is_taken_from_the_rounded_codes_and_unrounded_scale);
   tcase_add_test (quant, test_q8_K_roundtrip_error_is_within_half_a_step_and_bsums_add_up);
   tcase_add_test (quant, test_q8_K_of_zeros_is_all_zero);
   tcase_add_test (quant, test_q8_K_rounds_ties_to_even);
@@ -1310,13 +1661,18 @@ kernels_suite (void)
   tcase_add_test (dot, test_f16_activations_are_rounded_to_half_first);
   tcase_add_test (dot, test_dot_types_and_activation_sizes_follow_ggml);
   tcase_add_test (dot, test_q8_0_and_q4_0_integer_parts_are_exact);
+  tcase_add_test (dot, test_q5_0_q4_1_q5_1_integer_parts_are_exact);
   tcase_add_test (dot, test_k_quant_integer_parts_are_exact);
   tcase_add_test (dot, test_avx2_float_kernels_match_reference);
   tcase_add_test (dot, test_avx2_block_kernels_match_reference);
+  tcase_add_test (dot, test_avx2_legacy_block_kernels_match_reference);
   tcase_add_test (dot, test_avx2_k_quant_kernels_match_reference);
   tcase_add_test (dot, test_scalar_reference_matches_dequantized_dot_without_avx2);
   tcase_add_test (dot, test_matmul_equals_matvec_per_token);
   tcase_add_test (dot, test_avx2_conversions_match_scalar_bytes);
+  tcase_add_test (dot, test_q4_1_q5_0_q5_1_quantizers_give_ggml_reference_bytes);
+  tcase_add_test (dot, test_activation_blocks_give_ggml_x86_bytes);
+  tcase_add_test (dot, test_q4_1_q5_0_q5_1_dots_equal_llama_cpp);
   tcase_add_test (dot, test_matmul_shared_by_threads_equals_one_thread);
   tcase_add_test (dot, test_dequantize_row_picks_the_row);
   tcase_add_test (dot, test_matvec_throughput_report);

@@ -758,14 +758,16 @@ START_TEST (test_allocation_failure_is_a_no_memory_error)
 }
 END_TEST
 
-/* The AVX2 kernels keep every sum of the scalar reference in its order, so
- * for every cache type, a head size that splits Q8_0 blocks (80) and one
- * that does not (64), and a batch of queries with different causal lengths
+/* The AVX2 and AVX-512 kernels keep every sum of the scalar reference in
+ * its order, so for every cache type, a head size that splits Q8_0 blocks
+ * (80) and one that does not (64), and a batch of 8 queries (the AVX-512
+ * kernel's batch; AVX2 takes 4 at a time) with different causal lengths
  * across block boundaries (capacity 150: the last block is cut short), each
  * output equals the reference's bit for bit. On a CPU without AVX2 both
  * sides run the reference and the test holds trivially. */
 START_TEST (test_fast_attention_equals_the_scalar_reference_bit_for_bit)
 {
+  enum { NQ = 8 };
   static const LlmKvType types[] = { LLM_KV_F32, LLM_KV_F16, LLM_KV_Q8_0, LLM_KV_Q4_0 };
   static const guint dims[] = { 64, 80 };
   const guint n_head = 8, n_head_kv = 2;
@@ -782,18 +784,18 @@ START_TEST (test_fast_attention_equals_the_scalar_reference_bit_for_bit)
         fill_random (rand, v, row_n, -1, 1);
         append (kv, 1, row_n, k, v);
       }
-      float *q = g_new (float, 4 * d), *fast = g_new (float, 4 * d), *ref = g_new (float, d);
-      float *scratch = g_new (float, llm_kv_cache_batch_scratch_floats (kv, n, 4));
-      static const guint32 n_kvs[] = { 1, 9, 64, 65, 128, 150 };
+      float *q = g_new (float, NQ * d), *fast = g_new (float, NQ * d), *ref = g_new (float, d);
+      float *scratch = g_new (float, llm_kv_cache_batch_scratch_floats (kv, n, NQ));
+      static const guint32 n_kvs[] = { 1, 9, 17, 64, 65, 128, 150 };
       for (guint i = 0; i < G_N_ELEMENTS (n_kvs); i++) {
-        fill_random (rand, q, 4 * d, -3, 3);
-        LlmAttnQuery queries[4];
-        for (guint j = 0; j < 4; j++)
+        fill_random (rand, q, NQ * d, -3, 3);
+        LlmAttnQuery queries[NQ];
+        for (guint j = 0; j < NQ; j++)
           queries[j] = (LlmAttnQuery) { q + j * d, fast + j * d, n_kvs[i] > 3 * j ? n_kvs[i] - 3 * j : 1 };
         for (guint kvh = 0; kvh < n_head_kv; kvh++) {
-          llm_kv_cache_attend_batch (kv, 0, kvh, queries, 4, 0.125f, scratch);
+          llm_kv_cache_attend_batch (kv, 0, kvh, queries, NQ, 0.125f, scratch);
           llm_kernels_force_reference (TRUE);
-          for (guint j = 0; j < 4; j++) {
+          for (guint j = 0; j < NQ; j++) {
             llm_kv_cache_attend (kv, 0, kvh * (n_head / n_head_kv), n_head, q + j * d,
                 queries[j].n_kv, 0.125f, ref, scratch);
             ck_assert_msg (memcmp (ref, fast + j * d, d * sizeof (float)) == 0,

@@ -29,7 +29,10 @@ enum {
   FTYPE_ALL_F32 = 0,
   FTYPE_MOSTLY_F16 = 1,
   FTYPE_MOSTLY_Q4_0 = 2,
+  FTYPE_MOSTLY_Q4_1 = 3,
   FTYPE_MOSTLY_Q8_0 = 7,
+  FTYPE_MOSTLY_Q5_0 = 8,
+  FTYPE_MOSTLY_Q5_1 = 9,
   FTYPE_MOSTLY_Q4_K_M = 15,
   FTYPE_MOSTLY_Q5_K_M = 17,
   FTYPE_MOSTLY_Q6_K = 18,
@@ -69,6 +72,9 @@ static const ModelType model_types[] = {
   { "bf16", FTYPE_MOSTLY_BF16, LLM_TYPE_BF16 },
   { "q8_0", FTYPE_MOSTLY_Q8_0, LLM_TYPE_Q8_0 },
   { "q4_0", FTYPE_MOSTLY_Q4_0, LLM_TYPE_Q4_0 },
+  { "q4_1", FTYPE_MOSTLY_Q4_1, LLM_TYPE_Q4_1 },
+  { "q5_0", FTYPE_MOSTLY_Q5_0, LLM_TYPE_Q5_0 },
+  { "q5_1", FTYPE_MOSTLY_Q5_1, LLM_TYPE_Q5_1 },
   { "q4_k_m", FTYPE_MOSTLY_Q4_K_M, LLM_TYPE_Q4_K },
   { "q5_k_m", FTYPE_MOSTLY_Q5_K_M, LLM_TYPE_Q5_K },
   { "q6_k", FTYPE_MOSTLY_Q6_K, LLM_TYPE_Q6_K },
@@ -98,17 +104,17 @@ bench_model_mix_help (void)
   return
     "Weight types (as llama-quantize chooses them without an importance matrix):\n"
     "  f32, f16, bf16      every matrix in that type; norms and biases F32\n"
-    "  q8_0, q4_0, q6_k    every matrix in that type, except: the output matrix\n"
-    "                      (token_embd when tied) is Q6_K for q4_0\n"
+    "  q8_0, q6_k, q4_0,   every matrix in that type, except: the output matrix\n"
+    "  q4_1, q5_0, q5_1    (token_embd when tied) is Q6_K for q4_0, q4_1, q5_0\n"
+    "                      and q5_1\n"
     "  q4_k_m, q5_k_m      Q4_K (Q5_K) for attn_q/k/output, ffn_gate/up, token_embd;\n"
     "                      Q6_K for output (token_embd when tied), and for attn_v\n"
     "                      and ffn_down of layers i < n/8, i >= 7n/8 and\n"
     "                      (i - n/8) % 3 == 2 (llama-quantize's use_more_bits:\n"
     "                      8 of 16 layers, 12 of 24)\n"
     "  Rows not a multiple of 256 (qwen2-0.5b: every matrix reading n_embd = 896)\n"
-    "  cannot hold K-quants. llama-quantize then writes Q5_0 / Q5_1 / Q8_0 for\n"
-    "  Q4_K / Q5_K / Q6_K; this engine runs no Q5_0/Q5_1, so these files use the\n"
-    "  nearest type it runs with at least as many bits: Q4_0 / Q8_0 / Q8_0.\n";
+    "  cannot hold K-quants; as llama-quantize does, they get Q5_0 for Q4_K,\n"
+    "  Q5_1 for Q5_K and Q8_0 for Q6_K (so the output matrix, Q6_K, is Q8_0).\n";
 }
 
 /* --- tensor types: llama-quantize's mix --- */
@@ -151,7 +157,8 @@ tensor_type (const Shape *s, const ModelType *mt, Category cat, guint layer, gui
   guint32 t = mt->base;
   gboolean k_mix = mt->ftype == FTYPE_MOSTLY_Q4_K_M || mt->ftype == FTYPE_MOSTLY_Q5_K_M;
   if (cat == CAT_OUTPUT || (s->qwen2 && cat == CAT_TOKEN_EMBD)) {
-    if (ncols % block_elems (mt->base) != 0)
+    /* llama-quantize tests rows against 256 here, whatever the base. */
+    if (ncols % 256 != 0)
       t = LLM_TYPE_Q8_0;
     else if (mt->base != LLM_TYPE_Q8_0)
       t = LLM_TYPE_Q6_K;
@@ -160,12 +167,15 @@ tensor_type (const Shape *s, const ModelType *mt, Category cat, guint layer, gui
     t = LLM_TYPE_Q6_K;
   }
 
-  /* K-quant rows are whole 256-blocks; fall back to a 32-block type with
-   * at least as many bits (see bench_model_mix_help). */
+  /* K-quant rows are whole 256-blocks; otherwise llama-quantize falls back
+   * to a 32-block type, and to F16 where even that does not fit. (It
+   * refuses other types' misfits; those become F16 here too.) */
   if (ncols % block_elems (t) != 0) {
     switch (t) {
-      case LLM_TYPE_Q4_K: t = LLM_TYPE_Q4_0; break;
-      default: t = LLM_TYPE_Q8_0; break;
+      case LLM_TYPE_Q4_K: t = LLM_TYPE_Q5_0; break;
+      case LLM_TYPE_Q5_K: t = LLM_TYPE_Q5_1; break;
+      case LLM_TYPE_Q6_K: t = LLM_TYPE_Q8_0; break;
+      default: t = LLM_TYPE_F16; break;
     }
     if (ncols % block_elems (t) != 0)
       t = LLM_TYPE_F16;
@@ -443,6 +453,9 @@ convert_row (guint32 type, const float *x, void *dst, gsize n)
     case LLM_TYPE_BF16: llm_bf16_from_f32_row (x, dst, n); break;
     case LLM_TYPE_Q8_0: llm_quantize_row_q8_0 (x, dst, n); break;
     case LLM_TYPE_Q4_0: llm_quantize_row_q4_0 (x, dst, n); break;
+    case LLM_TYPE_Q4_1: llm_quantize_row_q4_1 (x, dst, n); break;
+    case LLM_TYPE_Q5_0: llm_quantize_row_q5_0 (x, dst, n); break;
+    case LLM_TYPE_Q5_1: llm_quantize_row_q5_1 (x, dst, n); break;
     case LLM_TYPE_Q4_K: llm_quantize_row_q4_K (x, dst, n); break;
     case LLM_TYPE_Q5_K: llm_quantize_row_q5_K (x, dst, n); break;
     case LLM_TYPE_Q6_K: llm_quantize_row_q6_K (x, dst, n); break;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-llm-make-test-models: the small random-weight models that check the
- * engine's qwen2, qwen3 and BF16 paths against llama.cpp
+ * engine's qwen2, qwen3, BF16 and Q4_1/Q5_0/Q5_1 paths against llama.cpp
  * (tests/data/models/random-*.gguf; goldens by tools/make-arch-golden.sh).
  *
  *   gst-llm-make-test-models [--margins] [--seed NAME=N] TOKENIZER.gguf OUTDIR
@@ -26,10 +26,15 @@
 #include "gguf-writer.h"
 #include "model.h"
 
+/* The kinds of matrices a model may store in different types. */
+typedef enum {
+  ROLE_EMBD, ROLE_OUTPUT, ROLE_ATTN_QKO, ROLE_ATTN_V, ROLE_FFN_GATE_UP, ROLE_FFN_DOWN, N_ROLES
+} Role;
+
 typedef struct {
   const char *name;           /* file stem */
   const char *arch;
-  guint32 wtype;              /* matrices (and token_embd); vectors are F32 */
+  guint32 wtype;              /* matrices (and token_embd) unless mix; vectors F32 */
   guint32 file_type;          /* llama.cpp's llama_ftype */
   guint32 n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
   float rope_base, rms_eps;
@@ -42,7 +47,18 @@ typedef struct {
   float out_gain;             /* output_norm weights (mean) */
   float out_std;              /* output.weight entries when not tied */
   guint64 seed;
+  const guint32 *mix;         /* type per Role, or NULL: wtype for all */
 } ArchModel;
+
+/* The legacy 32-block types, as llama-quantize's Q4_K/Q5_K fallbacks leave
+ * them in real files (Qwen2.5-0.5B's 896-wide rows), each in more than one
+ * place: embedding lookups (Q4_1), Q8_0 activations (Q5_0), Q8_1
+ * activations (Q4_1, Q5_1). */
+static const guint32 legacy_mix[N_ROLES] = {
+  [ROLE_EMBD] = LLM_TYPE_Q4_1, [ROLE_OUTPUT] = LLM_TYPE_Q5_0,
+  [ROLE_ATTN_QKO] = LLM_TYPE_Q5_0, [ROLE_ATTN_V] = LLM_TYPE_Q5_1,
+  [ROLE_FFN_GATE_UP] = LLM_TYPE_Q4_1, [ROLE_FFN_DOWN] = LLM_TYPE_Q5_1,
+};
 
 /* Why these shapes and scales:
  * - qwen2: tied output, as Qwen2-0.5B. With a tied matrix a token's own
@@ -54,6 +70,8 @@ typedef struct {
  *   load it; rope.dimension_count is absent, so n_rot defaults to the key
  *   length on both sides.
  * - llama BF16: untied output matrix scaled up (std 3: logits of std ~24).
+ * - llama Q4_1/Q5_0/Q5_1: the BF16 model's shape and scales with the
+ *   legacy_mix types (general.file_type 8, "mostly Q5_0").
  * Q/K weights and the qwen3 norm gains are large enough that attention is
  * far from uniform, so RoPE and the cache contents change the logits. */
 static ArchModel models[] = {
@@ -63,7 +81,15 @@ static ArchModel models[] = {
     FALSE, TRUE, TRUE, TRUE, FALSE, 0.05f, 60.0f, 0.0f, 3 },
   { "random-llama-bf16", "llama", LLM_TYPE_BF16, 32, 64, 2, 4, 2, 16, 128, 10000.0f, 1e-5f,
     FALSE, FALSE, FALSE, FALSE, TRUE, 1.0f, 1.0f, 3.0f, 1 },
+  { "random-llama-q5mix", "llama", LLM_TYPE_Q5_0, 8, 64, 2, 4, 2, 16, 128, 10000.0f, 1e-5f,
+    FALSE, FALSE, FALSE, FALSE, TRUE, 1.0f, 1.0f, 3.0f, 9, legacy_mix },
 };
+
+static guint32
+matrix_type (const ArchModel *am, Role role)
+{
+  return am->mix != NULL ? am->mix[role] : am->wtype;
+}
 
 /* The golden prompt: BOS + "Once upon a time" in the stories260K vocabulary. */
 static const gint32 prompt[] = { 1, 403, 407, 261, 378 };
@@ -167,21 +193,25 @@ write_model (const ArchModel *am, const LlmGguf *tok, guint32 n_vocab, const cha
    * get 1.5x so attention scores spread over a few units. */
   float s_embd = 1.0f / sqrtf ((float) am->n_embd);
   float s_q = 1.0f / sqrtf ((float) q_dim), s_ff = 1.0f / sqrtf ((float) am->n_ff);
-  if (!add (w, am, "token_embd.weight", am->wtype, am->n_embd, n_vocab, 0, am->emb_std, error) ||
+  if (!add (w, am, "token_embd.weight", matrix_type (am, ROLE_EMBD), am->n_embd, n_vocab, 0,
+          am->emb_std, error) ||
       !add (w, am, "output_norm.weight", LLM_TYPE_F32, am->n_embd, 1, am->out_gain,
           am->out_gain * 0.1f, error))
     return FALSE;
-  if (!am->tied && !add (w, am, "output.weight", am->wtype, am->n_embd, n_vocab, 0,
-      am->out_std, error))
+  if (!am->tied && !add (w, am, "output.weight", matrix_type (am, ROLE_OUTPUT), am->n_embd,
+      n_vocab, 0, am->out_std, error))
     return FALSE;
   for (guint l = 0; l < am->n_layer; l++) {
     char n[64];
 #define NAME(suffix) (g_snprintf (n, sizeof n, "blk.%u." suffix, l), n)
+    const guint32 t_qko = matrix_type (am, ROLE_ATTN_QKO), t_v = matrix_type (am, ROLE_ATTN_V);
+    const guint32 t_gate_up = matrix_type (am, ROLE_FFN_GATE_UP);
+    const guint32 t_down = matrix_type (am, ROLE_FFN_DOWN);
     if (!add (w, am, NAME ("attn_norm.weight"), LLM_TYPE_F32, am->n_embd, 1, 1, 0.2f, error) ||
-        !add (w, am, NAME ("attn_q.weight"), am->wtype, am->n_embd, q_dim, 0, 1.5f * s_embd, error) ||
-        !add (w, am, NAME ("attn_k.weight"), am->wtype, am->n_embd, kv_dim, 0, 1.5f * s_embd, error) ||
-        !add (w, am, NAME ("attn_v.weight"), am->wtype, am->n_embd, kv_dim, 0, s_embd, error) ||
-        !add (w, am, NAME ("attn_output.weight"), am->wtype, q_dim, am->n_embd, 0, s_q, error))
+        !add (w, am, NAME ("attn_q.weight"), t_qko, am->n_embd, q_dim, 0, 1.5f * s_embd, error) ||
+        !add (w, am, NAME ("attn_k.weight"), t_qko, am->n_embd, kv_dim, 0, 1.5f * s_embd, error) ||
+        !add (w, am, NAME ("attn_v.weight"), t_v, am->n_embd, kv_dim, 0, s_embd, error) ||
+        !add (w, am, NAME ("attn_output.weight"), t_qko, q_dim, am->n_embd, 0, s_q, error))
       return FALSE;
     /* Biases as large as the products they are added to: a loader that
      * drops them moves every logit. */
@@ -197,9 +227,10 @@ write_model (const ArchModel *am, const LlmGguf *tok, guint32 n_vocab, const cha
          !add (w, am, NAME ("attn_k_norm.weight"), LLM_TYPE_F32, am->head_dim, 1, 1.5f, 0.5f, error)))
       return FALSE;
     if (!add (w, am, NAME ("ffn_norm.weight"), LLM_TYPE_F32, am->n_embd, 1, 1, 0.2f, error) ||
-        !add (w, am, NAME ("ffn_gate.weight"), am->wtype, am->n_embd, am->n_ff, 0, 2 * s_embd, error) ||
-        !add (w, am, NAME ("ffn_up.weight"), am->wtype, am->n_embd, am->n_ff, 0, s_embd, error) ||
-        !add (w, am, NAME ("ffn_down.weight"), am->wtype, am->n_ff, am->n_embd, 0, s_ff, error))
+        !add (w, am, NAME ("ffn_gate.weight"), t_gate_up, am->n_embd, am->n_ff, 0, 2 * s_embd,
+            error) ||
+        !add (w, am, NAME ("ffn_up.weight"), t_gate_up, am->n_embd, am->n_ff, 0, s_embd, error) ||
+        !add (w, am, NAME ("ffn_down.weight"), t_down, am->n_ff, am->n_embd, 0, s_ff, error))
       return FALSE;
 #undef NAME
   }

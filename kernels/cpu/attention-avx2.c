@@ -3,8 +3,8 @@
  * through llm_attention_batch() after a CPU check in attention.c.
  *
  * Every result is bit-identical to the scalar reference in attention.c,
- * because every float sum keeps the reference's order and no multiply is
- * fused with an add:
+ * because every float sum keeps the reference's order and a multiply is
+ * fused with an add only where the product is exact (see madd_exact):
  * - Scores: the reference sums q[j] * k[j] over j in order, one position
  *   at a time. Here 8 positions are the 8 lanes: a tile of 8 key rows is
  *   expanded to float and transposed in registers, so lane p of the j-th
@@ -22,6 +22,7 @@
  * prefetch_slice); without that a head's rows, a few KiB per cache block,
  * come in at well under half the bandwidth of a plain sequential read. */
 #include "attention-avx2.h"
+#include "attention-simd.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -74,34 +75,16 @@ load8 (LlmAttnType type, const void *row, size_t d)
   }
 }
 
-/* r[i] holds 8 values of row i; afterwards r[j] holds value j of rows 0-7. */
-INLINE void
-transpose8 (__m256 r[8])
+/* acc + b * x with the reference's roundings: the product rounded, then
+ * the sum. For F16 rows both factors are halves (the query and the
+ * probabilities are rounded to half first), whose product is exact in a
+ * float, so one fused multiply-add gives those same bits. */
+INLINE __m256
+madd_exact (LlmAttnType type, __m256 b, __m256 x, __m256 acc)
 {
-  const __m256 t0 = _mm256_unpacklo_ps (r[0], r[1]);
-  const __m256 t1 = _mm256_unpackhi_ps (r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps (r[2], r[3]);
-  const __m256 t3 = _mm256_unpackhi_ps (r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps (r[4], r[5]);
-  const __m256 t5 = _mm256_unpackhi_ps (r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps (r[6], r[7]);
-  const __m256 t7 = _mm256_unpackhi_ps (r[6], r[7]);
-  const __m256 s0 = _mm256_shuffle_ps (t0, t2, _MM_SHUFFLE (1, 0, 1, 0));
-  const __m256 s1 = _mm256_shuffle_ps (t0, t2, _MM_SHUFFLE (3, 2, 3, 2));
-  const __m256 s2 = _mm256_shuffle_ps (t1, t3, _MM_SHUFFLE (1, 0, 1, 0));
-  const __m256 s3 = _mm256_shuffle_ps (t1, t3, _MM_SHUFFLE (3, 2, 3, 2));
-  const __m256 s4 = _mm256_shuffle_ps (t4, t6, _MM_SHUFFLE (1, 0, 1, 0));
-  const __m256 s5 = _mm256_shuffle_ps (t4, t6, _MM_SHUFFLE (3, 2, 3, 2));
-  const __m256 s6 = _mm256_shuffle_ps (t5, t7, _MM_SHUFFLE (1, 0, 1, 0));
-  const __m256 s7 = _mm256_shuffle_ps (t5, t7, _MM_SHUFFLE (3, 2, 3, 2));
-  r[0] = _mm256_permute2f128_ps (s0, s4, 0x20);
-  r[1] = _mm256_permute2f128_ps (s1, s5, 0x20);
-  r[2] = _mm256_permute2f128_ps (s2, s6, 0x20);
-  r[3] = _mm256_permute2f128_ps (s3, s7, 0x20);
-  r[4] = _mm256_permute2f128_ps (s0, s4, 0x31);
-  r[5] = _mm256_permute2f128_ps (s1, s5, 0x31);
-  r[6] = _mm256_permute2f128_ps (s2, s6, 0x31);
-  r[7] = _mm256_permute2f128_ps (s3, s7, 0x31);
+  if (type == LLM_ATTN_F16)
+    return _mm256_fmadd_ps (b, x, acc);
+  return _mm256_add_ps (acc, _mm256_mul_ps (b, x));
 }
 
 /* Byte range [*b0, *b1) of a row that values [offset, offset + n) occupy. */
@@ -127,18 +110,6 @@ slice_bytes (LlmAttnType type, size_t offset, size_t n, size_t *b0, size_t *b1)
       *b1 = (offset + n + LLM_QK4_0 - 1) / LLM_QK4_0 * sizeof (LlmBlockQ4_0);
       break;
   }
-}
-
-/* Asks for the cache lines of bytes [b0, b1) of @row: where one head's
- * rows end in a block and the next block's begin, the hardware
- * prefetchers start over. Always inlined: GCC 12 takes a function that
- * only prefetches for one without side effects and drops its calls. */
-INLINE void
-prefetch_slice (const uint8_t *row, size_t b0, size_t b1)
-{
-  for (size_t b = b0; b < b1; b += 64)
-    _mm_prefetch ((const char *) row + b, _MM_HINT_T0);
-  _mm_prefetch ((const char *) row + b1 - 1, _MM_HINT_T0);
 }
 
 /* How far ahead the passes prefetch: a cache block of rows (one head's
@@ -226,7 +197,7 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
         for (int i = 0; i < nq; i++) {
           const __m256 b = _mm256_broadcast_ss (qc + i * head_dim + j);
           for (int t = 0; t < tp; t++)
-            acc[i][t] = _mm256_add_ps (acc[i][t], _mm256_mul_ps (b, x[t]));
+            acc[i][t] = madd_exact (type, b, x[t], acc[i][t]);
         }
       }
     }
@@ -272,7 +243,7 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
     for (int i = 0; i < nq; i++) {
       const __m256 b = _mm256_broadcast_ss (probs + i * stride + p0 + r);
       for (int w = 0; w < nw; w++)
-        acc[i][w] = _mm256_add_ps (acc[i][w], _mm256_mul_ps (b, x[w]));
+        acc[i][w] = madd_exact (type, b, x[w], acc[i][w]);
     }
   }
   for (; r < cnt; r++, row += row_bytes) {
@@ -286,7 +257,7 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
         continue;
       const __m256 b = _mm256_broadcast_ss (probs + i * stride + p0 + r);
       for (int w = 0; w < nw; w++)
-        acc[i][w] = _mm256_add_ps (acc[i][w], _mm256_mul_ps (b, x[w]));
+        acc[i][w] = madd_exact (type, b, x[w], acc[i][w]);
     }
   }
 
@@ -359,9 +330,8 @@ INSTANCES (LLM_ATTN_F16, f16)
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
-/* x = half(x) as a float, rounding to nearest even like llm_fp16_from_f32. */
-static void
-round_to_half (float *x, size_t n)
+void
+llm_avx2_round_to_half (float *x, size_t n)
 {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -388,13 +358,8 @@ max_of (const float *x, size_t n)
   return max;
 }
 
-/* llm_attn_softmax on the rows of @nq queries (row i at x + i * stride,
- * n[i] long), with the same roundings: expf of x - max in float, the sum
- * in double in position order, one float reciprocal, a multiply each.
- * The double sums of the queries are the lanes of one vector, so their
- * add latencies overlap. */
-static void
-softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
+void
+llm_avx2_softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
 {
   double sum[QB];
   for (int i = 0; i < nq; i++) {
@@ -470,7 +435,7 @@ llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     memcpy (qp + i * head_dim, q[i], head_dim * sizeof (float));
     /* ggml rounds the F32 operand of an F16 product to half. */
     if (k->type == LLM_ATTN_F16)
-      round_to_half (qp + i * head_dim, head_dim);
+      llm_avx2_round_to_half (qp + i * head_dim, head_dim);
   }
 
   switch (k->type) {
@@ -498,10 +463,10 @@ llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     for (size_t r = 0; r < m; r++)
       prefetch_slice (row + r * v->row_bytes, s0, s1);
   }
-  softmax_rows (scores, n_max, n, nq, n_min);
+  llm_avx2_softmax_rows (scores, n_max, n, nq, n_min);
   if (v->type == LLM_ATTN_F16)
     for (int i = 0; i < nq; i++)
-      round_to_half (scores + i * n_max, n[i]);
+      llm_avx2_round_to_half (scores + i * n_max, n[i]);
 
   switch (v->type) {
     case LLM_ATTN_F32:

@@ -23,3 +23,10 @@ void llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offs
 /* llm_attn_row_store for F16 and Q8_0 rows, byte for byte what the scalar
  * converters write; false for the other types (nothing written). */
 bool llm_avx2_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n);
+
+/* Shared with attention-avx512.c, same results as the reference's steps:
+ * x = half(x) as a float (round to nearest even), for @n floats; and
+ * llm_attn_softmax on the rows of @nq <= 4 queries (row i at x + i *
+ * stride, n[i] long; n_min the least n[i]). */
+void llm_avx2_round_to_half (float *x, size_t n);
+void llm_avx2_softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min);

@@ -16,6 +16,7 @@
 #include "quantize.h"
 #ifdef LLM_HAVE_AVX2
 #include "attention-avx2.h"
+#include "attention-avx512.h"
 
 /* The AVX2 kernels (attention-avx2.c) when the CPU has them and matmul's
  * kernels are not forced to the reference; they give the reference's
@@ -23,7 +24,7 @@
 static bool
 use_avx2_cpu (void)
 {
-  return strcmp (llm_kernels_active (), "avx2") == 0;
+  return llm_kernels_use_avx2 ();
 }
 #endif
 
@@ -221,8 +222,10 @@ llm_attention_head_ref (const LlmAttnRows *k, const LlmAttnRows *v, size_t offse
   llm_attn_accumulate (v, 0, n_kv, offset, scores, head_dim, out, tmp);
 }
 
-/* Queries the AVX2 kernel takes at once. */
-#define BATCH 4
+/* Queries per call of the fast kernels: the AVX-512 one takes up to 8,
+ * the AVX2 one 4. */
+#define BATCH 8
+#define AVX2_BATCH 4
 
 size_t
 llm_attention_batch_scratch_floats (size_t n_kv, size_t head_dim, size_t n_q)
@@ -238,11 +241,19 @@ llm_attention_batch (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale,
     float *scratch)
 {
+#ifdef LLM_HAVE_AVX512
+  if (llm_kernels_use_avx512 () && llm_avx512_attention_fits (k, v, offset, head_dim)) {
+    for (size_t i = 0; i < n_q; i += BATCH)
+      llm_avx512_attention (k, v, offset, head_dim, queries + i,
+          n_q - i < BATCH ? n_q - i : BATCH, scale, scratch);
+    return;
+  }
+#endif
 #ifdef LLM_HAVE_AVX2
   if (use_avx2_cpu () && llm_avx2_attention_fits (k, v, offset, head_dim)) {
-    for (size_t i = 0; i < n_q; i += BATCH)
+    for (size_t i = 0; i < n_q; i += AVX2_BATCH)
       llm_avx2_attention (k, v, offset, head_dim, queries + i,
-          n_q - i < BATCH ? n_q - i : BATCH, scale, scratch);
+          n_q - i < AVX2_BATCH ? n_q - i : AVX2_BATCH, scale, scratch);
     return;
   }
 #endif

@@ -24,6 +24,7 @@
  *
  * Threads share a product by claiming blocks of rows from a counter. */
 #include "gemm-avx2.h"
+#include "gemm-common.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -222,6 +223,7 @@ llm_avx2_convert_fn (uint32_t wtype)
       return convert_bf16;
     case LLM_TYPE_Q8_0:
     case LLM_TYPE_Q4_0:
+    case LLM_TYPE_Q5_0:
       return convert_q8_0;
     case LLM_TYPE_Q4_K:
     case LLM_TYPE_Q5_K:
@@ -462,9 +464,8 @@ bcast4 (const int8_t *p)
   return _mm256_set1_epi32 (v);
 }
 
-/* Per token and block: d_x, and 8 * sum of x (the nibbles' offset). */
-static void
-q4_0_act_side (const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, float *dx, int32_t *corr)
+void
+llm_avx2_q4_0_act_side (const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, float *dx, int32_t *corr)
 {
   const __m256i eight = _mm256_set1_epi8 (8);
   for (size_t t = 0; t < n_tok; t++) {
@@ -494,17 +495,9 @@ store_rows (__m256 v, int rm, float *y)
   }
 }
 
-typedef void (*RlTileFn) (size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs,
-    const float *dx, const int32_t *corr, float *y, size_t ldy, int rm);
 
-/* Q4_0 tiles are 16 rows, so that every activation broadcast serves 16
- * rows: per block, 8 groups of two vectors of 8 rows x 4 nibble values
- * (0..15), then the 16 rows' d as floats. */
-#define Q4_0_PB (8 * 64 + 64)
-#define Q4_0_ROWS 16
-
-static void
-pack_q4_0 (const uint8_t *w, size_t rb, int rm, size_t nb, uint8_t *out)
+void
+llm_avx2_pack_q4_0 (const uint8_t *w, size_t rb, int rm, size_t nb, uint8_t *out)
 {
   const __m256i low4 = _mm256_set1_epi8 (0x0f);
   for (size_t b = 0; b < nb; b++) {
@@ -579,11 +572,6 @@ pack_q4_0 (const uint8_t *w, size_t rb, int rm, size_t nb, uint8_t *out)
  * pairs, then 8 vectors pairing the rows' factors for Q8_K's 16 bsums
  * (Q4_K/Q5_K: the run's min for both; Q6_K: the two scales), then d and
  * dmin as floats. */
-#define K_W 0
-#define K_SV 2048
-#define K_CV(S) (K_SV + 32 * (S))
-#define K_D(S) (K_CV (S) + 256)
-#define K_PB(S) (K_D (S) + 64)
 
 /* Values 32 c .. 32 c + 31 of one row, unsigned, in order. */
 INLINE __m256i
@@ -746,6 +734,21 @@ K_PACK (pack_q4_K, kvals_q4_K, kscales_q4_K, 8, LlmBlockQ4_K)
 K_PACK (pack_q5_K, kvals_q5_K, kscales_q5_K, 8, LlmBlockQ5_K)
 K_PACK (pack_q6_K, kvals_q6_K, kscales_q6_K, 16, LlmBlockQ6_K)
 
+LlmPackFn
+llm_avx2_k_pack_fn (uint32_t wtype)
+{
+  switch (wtype) {
+    case LLM_TYPE_Q4_K:
+      return pack_q4_K;
+    case LLM_TYPE_Q5_K:
+      return pack_q5_K;
+    case LLM_TYPE_Q6_K:
+      return pack_q6_K;
+    default:
+      return NULL;
+  }
+}
+
 /* S runs of one scale per super-block, C groups added in int16 before
  * widening (the largest count that cannot overflow: 4-value pair sums are
  * at most 2 * vmax * 128). */
@@ -813,7 +816,7 @@ K_PACK (pack_q6_K, kvals_q6_K, kscales_q6_K, 16, LlmBlockQ6_K)
 #define RL_TILES_4(M, pre, ...) \
   M (pre##_1, 1, __VA_ARGS__) M (pre##_2, 2, __VA_ARGS__) M (pre##_3, 3, __VA_ARGS__) \
   M (pre##_4, 4, __VA_ARGS__) \
-  static const RlTileFn pre[] = { pre##_1, pre##_2, pre##_3, pre##_4 };
+  static const LlmRlTileFn pre[] = { pre##_1, pre##_2, pre##_3, pre##_4 };
 
 #define Q4_0_RL_M(name, RN, unused) Q4_0_RL_TILE (name, RN)
 #define K_RL_M(name, RN, S, C, HAS_MIN) K_RL_TILE (name, RN, S, C, HAS_MIN)
@@ -835,9 +838,8 @@ scratch_key_init (void)
   pthread_key_create (&scratch_key, free);
 }
 
-/* At least @bytes, 64-byte aligned, or NULL. */
-static void *
-scratch (size_t bytes)
+void *
+llm_gemm_scratch (size_t bytes)
 {
   pthread_once (&scratch_once, scratch_key_init);
   size_t *blk = pthread_getspecific (scratch_key);
@@ -853,75 +855,6 @@ scratch (size_t bytes)
   }
   return (uint8_t *) blk + 64;
 }
-
-/* --- drivers ------------------------------------------------------------
- * Rows are claimed @step at a time from *@next (which starts at r0) when
- * it is not NULL, so several threads can share one product; with NULL the
- * caller takes all of [r0, r1). */
-
-INLINE bool
-claim (atomic_size_t *next, size_t step, size_t r1, size_t *ra, size_t *rb, bool *first)
-{
-  if (next == NULL) {
-    if (!*first)
-      return false;
-    *first = false;
-    return *ra < r1;
-  }
-  *ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
-  if (*ra >= r1)
-    return false;
-  *rb = *ra + step < r1 ? *ra + step : r1;
-  return true;
-}
-
-/* Tokens in the next tile with @left to go: RN, but never a lone token at
- * the end (3 + 1 becomes 2 + 2), which would run at a fraction of the
- * speed. */
-INLINE size_t
-tile_tokens (size_t left, int RN)
-{
-  if (left <= (size_t) RN)
-    return left;
-  return left == (size_t) RN + 1 && RN > 2 ? (size_t) RN - 1 : (size_t) RN;
-}
-
-/* The next row tile's weights (one contiguous span) are fetched into L2 a
- * slice per token tile while this tile computes, so its first token tile
- * does not wait on memory: the hardware prefetchers lose track of the
- * several interleaved row streams a tile reads. */
-typedef struct {
-  const char *p, *end;
-  size_t slice;
-} Prefetch;
-
-INLINE Prefetch
-prefetch_span (const void *start, size_t bytes, size_t steps)
-{
-  Prefetch pf = { start, (const char *) start + bytes, 0 };
-  pf.slice = (bytes / (steps > 0 ? steps : 1) + 63) / 64 * 64;
-  return pf;
-}
-
-INLINE void
-prefetch_step (Prefetch *pf)
-{
-  for (const char *e = pf->p + pf->slice; pf->p < pf->end && pf->p < e; pf->p += 64)
-    _mm_prefetch (pf->p, _MM_HINT_T1);
-}
-
-/* Rows in the tile after [r, r + TR) within [r, r1). */
-INLINE size_t
-next_tile_rows (size_t r, size_t r1, size_t TR)
-{
-  if (r1 - r <= TR)
-    return 0;
-  return r1 - r - TR < TR ? r1 - r - TR : TR;
-}
-
-/* Activations per pass over the weight rows: they stay in L2 while a row
- * tile, read once per pass, stays in L1. */
-#define ACT_BUDGET (384 * 1024)
 
 static void
 run_tiles (const TileFn *tiles, int RM, int RN, size_t n, const uint8_t *w, size_t rb,
@@ -966,7 +899,7 @@ gemm_wide (const TileFn *tiles, bool bf16, size_t n, const void *w, size_t rb, s
 {
   /* Rows of the widened copy, padded to a whole cache line. */
   const size_t wxs = (n * sizeof (float) + 63) / 64 * 64;
-  float *wide = scratch (n_tok * wxs);
+  float *wide = llm_gemm_scratch (n_tok * wxs);
   if (wide == NULL)
     return false;
   for (size_t t = 0; t < n_tok; t++) {
@@ -988,24 +921,22 @@ gemm_wide (const TileFn *tiles, bool bf16, size_t n, const void *w, size_t rb, s
   return gemm_tiles (tiles, 4, 3, n, w, rb, r0, r1, wide, wxs, n_tok, y, ldy, next, step);
 }
 
-typedef void (*PackFn) (const uint8_t *w, size_t rb, int rm, size_t nb, uint8_t *out);
-
-static bool
-gemm_rl (const RlTileFn *tiles, int RN, int TR, PackFn pack, size_t block_elems, size_t pb, bool q4_0,
+bool
+llm_gemm_rl (const LlmRlTileFn *tiles, int RN, int TR, LlmPackFn pack, size_t block_elems, size_t pb, bool q4_0,
     size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, size_t xs,
     size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
   const size_t nb = n / block_elems;
   const size_t packed_bytes = (nb * pb + 63) / 64 * 64;
   const size_t side = q4_0 ? n_tok * nb : 0;
-  uint8_t *buf = scratch (packed_bytes + side * (sizeof (float) + sizeof (int32_t)));
+  uint8_t *buf = llm_gemm_scratch (packed_bytes + side * (sizeof (float) + sizeof (int32_t)));
   if (buf == NULL)
     return false;
   uint8_t *packed = buf;
   float *dx = (float *) (buf + packed_bytes);
   int32_t *corr = (int32_t *) (dx + side);
   if (q4_0)
-    q4_0_act_side (xq, xs, n_tok, nb, dx, corr);
+    llm_avx2_q4_0_act_side (xq, xs, n_tok, nb, dx, corr);
 
   size_t ra = r0, rb_ = r1;
   bool first = true;
@@ -1064,7 +995,7 @@ gemm_q8_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void 
 {
   enum { RM = 4, RN = 3 };
   const size_t nb = n / LLM_QK8_0;
-  float *dx = scratch (n_tok * nb * sizeof (float));
+  float *dx = llm_gemm_scratch (n_tok * nb * sizeof (float));
   if (dx == NULL)
     return false;
   q8_0_act_side (xq, xs, n_tok, nb, dx);
@@ -1098,7 +1029,7 @@ static bool
 gemm_q4_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, size_t xs,
     size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
-  return gemm_rl (rl_q4_0, 4, Q4_0_ROWS, pack_q4_0, LLM_QK4_0, Q4_0_PB, true, n, w, rb, r0, r1,
+  return llm_gemm_rl (rl_q4_0, 4, Q4_0_ROWS, llm_avx2_pack_q4_0, LLM_QK4_0, Q4_0_PB, true, n, w, rb, r0, r1,
       xq, xs, n_tok, y, ldy, next, step);
 }
 
@@ -1108,7 +1039,7 @@ gemm_q4_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void 
   gemm_##type (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, \
       size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step) \
   { \
-    return gemm_rl (rl_##type, K_RN, RL, pack_##type, LLM_QK_K, K_PB (S), false, n, w, rb, r0, r1, \
+    return llm_gemm_rl (rl_##type, K_RN, RL, pack_##type, LLM_QK_K, K_PB (S), false, n, w, rb, r0, r1, \
         xq, xs, n_tok, y, ldy, next, step); \
   }
 

@@ -260,7 +260,7 @@ FLOAT_KERNEL (kern_f32, float, load_f32, f32_to_f32, float, hsum_ps_hadd)
 FLOAT_KERNEL (kern_f16, uint16_t, load_f16, half_to_f32, double, hsum_ps_hadd)
 FLOAT_KERNEL (kern_bf16, uint16_t, load_bf16, llm_bf16_to_f32, double, hsum_ps)
 
-/* --- Q8_0, Q4_0 --- */
+/* --- Q8_0, Q4_0, Q5_0 --- */
 
 /* ggml: acc += (d_w * d_x) * float(lanes) per block, then hsum_ps. The
  * lanes hold sums of 4 products w[i] * x[i]. */
@@ -279,7 +279,7 @@ half_lane0 (const void *p)
   return r;
 }
 
-/* Q8_0 and Q4_0 weights against Q8_0 activations: per block, lanes of
+/* Q8_0, Q4_0 and Q5_0 weights against Q8_0 activations: per block, lanes of
  * exact int sums, acc += (d_w * d_x) * float(lanes) with the scale product
  * formed in float as ggml does, then hsum_ps. Work on the activations is
  * shared by the rows. */
@@ -352,8 +352,120 @@ lanes_q4_0 (int vnni, const LlmBlockQ4_0 *b, __m256i x, __m256i corr)
   return dot4_acc (vnni, corr, nibbles_lo_hi (vnni, raw), x);
 }
 
+/* The 32 fifth bits of a Q5_0/Q5_1 block as 0x10 in byte j (element j,
+ * the order nibbles_lo_hi gives); byte j's bit comes from byte j / 8 of
+ * qh, at bit j % 8, i.e. 64-bit word q of the result needs qh's byte q.
+ * AVX2: that byte copied to all 8 bytes of word q, bit j % 8 tested.
+ * GFNI, in two instructions: byte q put in row 4 (byte 3) of word q of a
+ * bit matrix, which vgf2p8affineqb applies to bytes 1 << (j % 8): output
+ * bit 4 of byte j is then bit j % 8 of byte q, every other bit 0. */
+static inline __m256i
+fifth_bits (int vnni, const uint8_t qh[4])
+{
+  uint32_t bits;
+  memcpy (&bits, qh, sizeof bits);
+  const __m256i all = _mm256_set1_epi32 ((int) bits);
+  const __m256i bit = _mm256_set1_epi64x ((long long) 0x8040201008040201ull);
+  if (vnni) {
+    const char z = (char) 0x80; /* vpshufb: a zero byte */
+    __m256i m = _mm256_shuffle_epi8 (all, _mm256_setr_epi8 (z, z, z, 0, z, z, z, z,
+        z, z, z, 1, z, z, z, z, z, z, z, 2, z, z, z, z, z, z, z, 3, z, z, z, z));
+    __asm__ ("vgf2p8affineqb $0, %1, %2, %0" : "=x" (m) : "x" (m), "x" (bit));
+    return m;
+  }
+  const __m256i spread = _mm256_shuffle_epi8 (all,
+      _mm256_setr_epi8 (0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i set = _mm256_cmpeq_epi8 (_mm256_and_si256 (spread, bit), bit);
+  return _mm256_and_si256 (set, _mm256_set1_epi8 (0x10));
+}
+
+/* The 5-bit codes u (0..31) of a Q5_0/Q5_1 block, element j in byte j. */
+static inline __m256i
+q5_codes (int vnni, const uint8_t *qs, const uint8_t *qh)
+{
+  const __m256i raw = _mm256_broadcastsi128_si256 (_mm_loadu_si128 ((const __m128i *) qs));
+  return _mm256_or_si256 (nibbles_lo_hi (vnni, raw), fifth_bits (vnni, qh));
+}
+
+/* Q5_0: u stands for u - 16 (ggml ORs 0xF0 into the nibble where the fifth
+ * bit is clear and multiplies signed values; the lane sums are the same
+ * integers). Sum u * x, less 16 * sum x; pair sums stay under 31 * 254. */
+static inline __m256i
+prep_q5_0 (int vnni, __m256i x)
+{
+  return neg_sum4 (x, 16);
+}
+
+static inline __m256i
+lanes_q5_0 (int vnni, const LlmBlockQ5_0 *b, __m256i x, __m256i corr)
+{
+  return dot4_acc (vnni, corr, q5_codes (vnni, b->qs, b->qh), x);
+}
+
 Q8_0_ACT_KERNEL (kern_q8_0, LlmBlockQ8_0, prep_q8_0, lanes_q8_0)
 Q8_0_ACT_KERNEL (kern_q4_0, LlmBlockQ4_0, prep_q4_0, lanes_q4_0)
+Q8_0_ACT_KERNEL (kern_q5_0, LlmBlockQ5_0, prep_q5_0, lanes_q5_0)
+
+/* --- Q4_1, Q5_1 against Q8_1 --- */
+
+/* ggml: per block, acc += (d_w * d_x) * float(lanes of sum u * x) and,
+ * apart, summs += m_w * s_x; the result is hsum_ps(acc) + summs. (ggml's
+ * builds compile the summs update to one FMA, as here; m_w * s_x, a
+ * product of two halves, is exact in float, so fused or not it rounds
+ * once.) The weight blocks start with the halves d and m, the activation
+ * blocks with d and s: one conversion gives both. */
+#define Q8_1_ACT_KERNEL(name, BLOCK, LANES) \
+  KERNEL \
+  name (KERNEL_ARGS) \
+  { \
+    __m256 acc[NR_MAX][NT_MAX]; \
+    __m128 summs[NR_MAX][NT_MAX]; \
+    EACH_ROW EACH_TOKEN { \
+      acc[r][t] = _mm256_setzero_ps (); \
+      summs[r][t] = _mm_setzero_ps (); \
+    } \
+    PREFETCH_SETUP; \
+    for (size_t b = 0; b < n / LLM_QK8_1; b++) { \
+      PREFETCH_STEP (b, sizeof (BLOCK)); \
+      __m256i xq[NT_MAX]; \
+      __m128 dx[NT_MAX], sx[NT_MAX]; \
+      EACH_TOKEN { \
+        const LlmBlockQ8_1 *xb = (const LlmBlockQ8_1 *) (x + t * xs) + b; \
+        xq[t] = _mm256_loadu_si256 ((const __m256i *) xb->qs); \
+        dx[t] = half_lane0 (&xb->d); \
+        sx[t] = _mm_movehdup_ps (dx[t]); \
+      } \
+      EACH_ROW { \
+        const BLOCK *wb = (const BLOCK *) (w + r * ws) + b; \
+        const __m128 dw = half_lane0 (&wb->d); \
+        const __m128 mw = _mm_movehdup_ps (dw); \
+        EACH_TOKEN { \
+          summs[r][t] = _mm_fmadd_ss (mw, sx[t], summs[r][t]); \
+          acc[r][t] = _mm256_fmadd_ps (_mm256_broadcastss_ps (_mm_mul_ss (dw, dx[t])), \
+              _mm256_cvtepi32_ps (LANES (vnni, wb, xq[t])), acc[r][t]); \
+        } \
+      } \
+    } \
+    EACH_ROW EACH_TOKEN out[r * nt + t] = hsum_ps (acc[r][t]) + _mm_cvtss_f32 (summs[r][t]); \
+  }
+
+/* Unsigned codes times x, as ggml's mul_sum_us8_pairs_float. */
+static inline __m256i
+lanes_q4_1 (int vnni, const LlmBlockQ4_1 *b, __m256i x)
+{
+  const __m256i raw = _mm256_broadcastsi128_si256 (_mm_loadu_si128 ((const __m128i *) b->qs));
+  return dot4_acc (vnni, _mm256_setzero_si256 (), nibbles_lo_hi (vnni, raw), x);
+}
+
+static inline __m256i
+lanes_q5_1 (int vnni, const LlmBlockQ5_1 *b, __m256i x)
+{
+  return dot4_acc (vnni, _mm256_setzero_si256 (), q5_codes (vnni, b->qs, b->qh), x);
+}
+
+Q8_1_ACT_KERNEL (kern_q4_1, LlmBlockQ4_1, lanes_q4_1)
+Q8_1_ACT_KERNEL (kern_q5_1, LlmBlockQ5_1, lanes_q5_1)
 
 /* --- K-quants --- */
 
@@ -635,6 +747,9 @@ ENTRY_POINTS (f16, 2, , 0)
 ENTRY_POINTS (bf16, 2, , 0)
 ENTRY_POINTS (q8_0, 4, , 0)
 ENTRY_POINTS (q4_0, 4, , 0)
+ENTRY_POINTS (q5_0, 4, , 0)
+ENTRY_POINTS (q4_1, 4, , 0)
+ENTRY_POINTS (q5_1, 4, , 0)
 ENTRY_POINTS (q4_K, 4, , 0)
 ENTRY_POINTS (q5_K, 4, , 0)
 ENTRY_POINTS (q6_K, 4, , 0)
@@ -643,6 +758,9 @@ ENTRY_POINTS (q6_K, 4, , 0)
 #ifndef LLM_AVX2_NO_VNNI
 ENTRY_POINTS (q8_0, 4, _vnni, 1)
 ENTRY_POINTS (q4_0, 4, _vnni, 1)
+ENTRY_POINTS (q5_0, 4, _vnni, 1)
+ENTRY_POINTS (q4_1, 4, _vnni, 1)
+ENTRY_POINTS (q5_1, 4, _vnni, 1)
 ENTRY_POINTS (q4_K, 4, _vnni, 1)
 ENTRY_POINTS (q5_K, 4, _vnni, 1)
 ENTRY_POINTS (q6_K, 4, _vnni, 1)
@@ -690,6 +808,12 @@ have_avx_vnni (void)
       return VNNI_OR (prefix##_q8_0_vnni, prefix##_q8_0); \
     case LLM_TYPE_Q4_0: \
       return VNNI_OR (prefix##_q4_0_vnni, prefix##_q4_0); \
+    case LLM_TYPE_Q5_0: \
+      return VNNI_OR (prefix##_q5_0_vnni, prefix##_q5_0); \
+    case LLM_TYPE_Q4_1: \
+      return VNNI_OR (prefix##_q4_1_vnni, prefix##_q4_1); \
+    case LLM_TYPE_Q5_1: \
+      return VNNI_OR (prefix##_q5_1_vnni, prefix##_q5_1); \
     case LLM_TYPE_Q4_K: \
       return VNNI_OR (prefix##_q4_K_vnni, prefix##_q4_K); \
     case LLM_TYPE_Q5_K: \

@@ -12,12 +12,14 @@
 
 #include <assert.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ggml-type.h"
 #include "fp16.h"
 #include "kquants.h"
 #include "gemm-avx2.h"
+#include "gemm-avx512.h"
 #include "matmul-avx2.h"
 #include "quantize.h"
 
@@ -89,6 +91,69 @@ dot_q4_0 (size_t n, const void *vw, const void *vx)
   return sum;
 }
 
+/* Q5_0, Q4_1 and Q5_1 as ggml's generic kernels: an exact integer sum per
+ * block, then Q5_0 adds (d_w * d_x) * sumi, the offset types
+ * (d_w * d_x) * sumi + m_w * s_x (s_x = d_x * sum of the block's x codes,
+ * from the Q8_1 activations). */
+static float
+dot_q5_0 (size_t n, const void *vw, const void *vx)
+{
+  const LlmBlockQ5_0 *w = vw;
+  const LlmBlockQ8_0 *x = vx;
+  float sum = 0.0f;
+  for (size_t b = 0; b < n / LLM_QK5_0; b++) {
+    const uint32_t high = llm_q5_high_bits (w[b].qh);
+    int sumi = 0;
+    for (int j = 0; j < LLM_QK5_0; j++)
+      sumi += (llm_q5_code (w[b].qs, high, j) - 16) * x[b].qs[j];
+    sum += (llm_fp16_to_f32 (w[b].d) * llm_fp16_to_f32 (x[b].d)) * (float) sumi;
+  }
+  return sum;
+}
+
+/* One offset block's term, as ggml's generic C: (d_w * d_x) * sumi +
+ * m_w * s_x, each product rounded before the sum. */
+static float
+offset_block_term (int sumi, uint16_t d_w, uint16_t m_w, const LlmBlockQ8_1 *x)
+{
+  const float scaled = (llm_fp16_to_f32 (d_w) * llm_fp16_to_f32 (x->d)) * (float) sumi;
+  const float offset = llm_fp16_to_f32 (m_w) * llm_fp16_to_f32 (x->s);
+  return scaled + offset;
+}
+
+static float
+dot_q4_1 (size_t n, const void *vw, const void *vx)
+{
+  const LlmBlockQ4_1 *w = vw;
+  const LlmBlockQ8_1 *x = vx;
+  float sum = 0.0f;
+  for (size_t b = 0; b < n / LLM_QK4_1; b++) {
+    int sumi = 0;
+    for (int j = 0; j < LLM_QK4_1 / 2; j++) {
+      sumi += (w[b].qs[j] & 0x0f) * x[b].qs[j];
+      sumi += (w[b].qs[j] >> 4) * x[b].qs[j + LLM_QK4_1 / 2];
+    }
+    sum += offset_block_term (sumi, w[b].d, w[b].m, &x[b]);
+  }
+  return sum;
+}
+
+static float
+dot_q5_1 (size_t n, const void *vw, const void *vx)
+{
+  const LlmBlockQ5_1 *w = vw;
+  const LlmBlockQ8_1 *x = vx;
+  float sum = 0.0f;
+  for (size_t b = 0; b < n / LLM_QK5_1; b++) {
+    const uint32_t high = llm_q5_high_bits (w[b].qh);
+    int sumi = 0;
+    for (int j = 0; j < LLM_QK5_1; j++)
+      sumi += llm_q5_code (w[b].qs, high, j) * x[b].qs[j];
+    sum += offset_block_term (sumi, w[b].d, w[b].m, &x[b]);
+  }
+  return sum;
+}
+
 static float
 dot_q4_K (size_t n, const void *w, const void *x)
 {
@@ -134,6 +199,12 @@ convert_q8_0 (const float *x, size_t n, void *out)
 }
 
 static void
+convert_q8_1 (const float *x, size_t n, void *out)
+{
+  llm_quantize_row_q8_1_act (x, out, n);
+}
+
+static void
 convert_q8_K (const float *x, size_t n, void *out)
 {
   llm_quantize_row_q8_K (x, out, n);
@@ -167,6 +238,24 @@ static void
 expand_q4_0 (const void *row, float *out, size_t n)
 {
   llm_dequantize_row_q4_0 (row, out, n);
+}
+
+static void
+expand_q4_1 (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q4_1 (row, out, n);
+}
+
+static void
+expand_q5_0 (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q5_0 (row, out, n);
+}
+
+static void
+expand_q5_1 (const void *row, float *out, size_t n)
+{
+  llm_dequantize_row_q5_1 (row, out, n);
 }
 
 static void
@@ -208,6 +297,13 @@ static const WeightKind kinds[] = {
     expand_q8_0 },
   { LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, LLM_QK8_0, sizeof (LlmBlockQ8_0), convert_q8_0, dot_q4_0,
     expand_q4_0 },
+  /* As in ggml: Q5_0 is symmetric like Q4_0; the offset types take Q8_1. */
+  { LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, LLM_QK8_0, sizeof (LlmBlockQ8_0), convert_q8_0, dot_q5_0,
+    expand_q5_0 },
+  { LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, LLM_QK8_1, sizeof (LlmBlockQ8_1), convert_q8_1, dot_q4_1,
+    expand_q4_1 },
+  { LLM_TYPE_Q5_1, LLM_TYPE_Q8_1, LLM_QK8_1, sizeof (LlmBlockQ8_1), convert_q8_1, dot_q5_1,
+    expand_q5_1 },
   { LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, LLM_QK_K, sizeof (LlmBlockQ8_K), convert_q8_K, dot_q4_K,
     expand_q4_K },
   { LLM_TYPE_Q5_K, LLM_TYPE_Q8_K, LLM_QK_K, sizeof (LlmBlockQ8_K), convert_q8_K, dot_q5_K,
@@ -275,6 +371,62 @@ use_avx2 (void)
   return !atomic_load_explicit (&force_reference, memory_order_relaxed) && cpu_has_avx2 ();
 }
 
+#ifdef LLM_HAVE_AVX512
+/* AVX-512 F, BW, VL, DQ and VNNI, with the OS saving the opmask and ZMM
+ * state (XCR0 bits 5-7 besides SSE/AVX's 1-2). */
+static bool
+detect_avx512_vnni (void)
+{
+  unsigned a, b, c, d;
+  if (!detect_avx2_fma_f16c ())
+    return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ ("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
+  if ((xcr0_lo & 0xe6) != 0xe6)
+    return false;
+  __cpuid_count (7, 0, a, b, c, d);
+  const unsigned need_b = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
+  return (b & need_b) == need_b && (c & bit_AVX512VNNI) != 0;
+}
+#endif
+
+/* LLM_NO_AVX512 in the environment keeps the AVX2 kernels (to test and
+ * compare them on a CPU that has both). */
+static bool
+use_avx512 (void)
+{
+#ifdef LLM_HAVE_AVX512
+  static atomic_int cached = -1;
+  int have = atomic_load_explicit (&cached, memory_order_relaxed);
+  if (have < 0) {
+    have = detect_avx512_vnni () && getenv ("LLM_NO_AVX512") == NULL ? 1 : 0;
+    atomic_store_explicit (&cached, have, memory_order_relaxed);
+  }
+  return have == 1 && use_avx2 ();
+#else
+  return false;
+#endif
+}
+
+/* The batched (prefill) kernel for @wtype on this CPU, or NULL. */
+static LlmGemmFn
+gemm_fn (uint32_t wtype)
+{
+#ifdef LLM_HAVE_AVX512
+  if (use_avx512 ()) {
+    const LlmGemmFn fast = llm_avx512_gemm_fn (wtype);
+    if (fast != NULL)
+      return fast;
+  }
+#endif
+#ifdef LLM_HAVE_AVX2
+  if (use_avx2 ())
+    return llm_avx2_gemm_fn (wtype);
+#endif
+  (void) wtype;
+  return NULL;
+}
+
 static LlmDotFn
 dot_fn (const WeightKind *k)
 {
@@ -306,10 +458,22 @@ llm_kernels_force_reference (bool on)
   atomic_store (&force_reference, on);
 }
 
+bool
+llm_kernels_use_avx2 (void)
+{
+  return use_avx2 ();
+}
+
+bool
+llm_kernels_use_avx512 (void)
+{
+  return use_avx512 ();
+}
+
 const char *
 llm_kernels_active (void)
 {
-  return use_avx2 () ? "avx2" : "scalar";
+  return use_avx512 () ? "avx512" : use_avx2 () ? "avx2" : "scalar";
 }
 
 /* --- public entry points --- */
@@ -392,14 +556,10 @@ llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
   assert (k != NULL);
   if (k == NULL)
     return;
-#ifdef LLM_HAVE_AVX2
-  /* Register-tiled batched kernels (gemm-avx2.c). */
-  if (use_avx2 ()) {
-    const LlmGemmFn gemm = llm_avx2_gemm_fn (wtype);
-    if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, NULL, 0))
-      return;
-  }
-#endif
+  /* Register-tiled batched kernels (gemm-avx2.c, gemm-avx512.c). */
+  const LlmGemmFn gemm = gemm_fn (wtype);
+  if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, NULL, 0))
+    return;
   const LlmDotFn dot = dot_fn (k);
   const LlmDot4Fn dot4 = dot4_fn (k);
   const uint8_t *rows = w;
@@ -438,13 +598,9 @@ llm_matmul_shared (uint32_t wtype, const void *w, size_t row_bytes, size_t n, si
     atomic_size_t *next, size_t step)
 {
   assert (step > 0);
-#ifdef LLM_HAVE_AVX2
-  if (use_avx2 ()) {
-    const LlmGemmFn gemm = llm_avx2_gemm_fn (wtype);
-    if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, next, step))
-      return;
-  }
-#endif
+  const LlmGemmFn gemm = gemm_fn (wtype);
+  if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, next, step))
+    return;
   for (;;) {
     const size_t ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
     if (ra >= r1)

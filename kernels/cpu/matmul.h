@@ -63,8 +63,13 @@ void llm_dequantize_row (uint32_t wtype, const void *w, size_t row_bytes, size_t
 
 /* Use the scalar reference kernels from now on (tests compare both). */
 void llm_kernels_force_reference (bool on);
-/* "avx2", "scalar": what llm_matvec/llm_matmul use now. */
+/* "avx512" (AVX-512 prefill products, AVX2 elsewhere), "avx2", "scalar":
+ * what llm_matvec/llm_matmul use now. */
 const char *llm_kernels_active (void);
+/* Whether the AVX2 kernels are in use now (also under "avx512"), and
+ * whether the AVX-512 ones are (AVX-512 F/BW/VL/DQ and VNNI). */
+bool llm_kernels_use_avx2 (void);
+bool llm_kernels_use_avx512 (void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* AVX-512 attention over F16 keys and values (the default cache type).
+ * Built with AVX-512F and reached only through llm_attention_batch()
+ * after attention.c's CPU check.
+ *
+ * The same computation as attention-avx2.c, bit for bit (and so the scalar
+ * reference's): every score sums q[j] * k_p[j] over j in order, every
+ * output value adds prob_p * v_p[j] over p in order. Both factors of every
+ * product are halves (the query and the probabilities are rounded to half
+ * first, as ggml does), and the product of two 11-bit significands fits
+ * in a float's 24 exactly, so a fused multiply-add rounds once where the
+ * reference rounds the product (exactly) and then the sum: the same bits
+ * for one instruction instead of two. What else changes is the width: 16
+ * key rows (scores) or 16 value dimensions per vector, and up to 8 queries
+ * share each tile's conversion and transpose, which cost as much as the
+ * products at 4 queries. The softmax is attention-avx2.c's. */
+#include "attention-avx512.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attention-avx2.h"
+#include "attention-simd.h"
+
+#define ZQ 8          /* queries per call */
+#define KT_DIMS 128   /* dimensions of a tile transposed at a time */
+#define PREFETCH_ROWS 64
+
+bool
+llm_avx512_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim)
+{
+  return k->type == LLM_ATTN_F16 && v->type == LLM_ATTN_F16 && head_dim > 0
+      && head_dim % 16 == 0 && offset % 16 == 0 && k->block_rows % 16 == 0
+      && v->block_rows % 16 == 0;
+}
+
+INLINE __m256
+load8_f16 (const uint8_t *row, size_t d)
+{
+  return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) row + d)));
+}
+
+/* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
+ * nq queries at @qp (head_dim floats apart). Tiles of 16 rows are expanded
+ * and transposed (8 rows x 8 dimensions at a time) so that lane p of
+ * kt[t][j] is k_p[j]; each query then runs down the dimensions of two
+ * tiles at once. */
+INLINE void
+scores_tiles (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, const float *qp,
+    size_t n, float scale, float *scores, size_t stride)
+{
+  enum { TP = 2, TR = 16 };
+  float kt[TP][KT_DIMS][TR] __attribute__ ((aligned (64)));
+  const __m512 vscale = _mm512_set1_ps (scale);
+  const size_t s0 = offset * 2, s1 = (offset + head_dim) * 2;
+  for (size_t p = 0; p < n && p < PREFETCH_ROWS; p++)
+    prefetch_slice (llm_attn_row (k, p), s0, s1);
+
+  for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
+    /* 16 | block_rows, so each tile's rows are consecutive in one block. A
+     * short last tile repeats a row rather than read past n; tiles wholly
+     * past n repeat the first tile. */
+    const uint8_t *rows[TP][TR];
+    size_t cnt[TP];
+    for (int t = 0; t < TP; t++) {
+      const size_t pt = p0 + TR * (size_t) t;
+      if (pt >= n) {
+        cnt[t] = 0;
+        memcpy (rows[t], rows[0], sizeof rows[0]);
+        continue;
+      }
+      cnt[t] = n - pt < TR ? n - pt : TR;
+      const uint8_t *base = llm_attn_row (k, pt);
+      for (size_t r = 0; r < TR; r++)
+        rows[t][r] = base + (r < cnt[t] ? r : 0) * k->row_bytes;
+    }
+    for (size_t pf = p0 + PREFETCH_ROWS; pf < n && pf < p0 + PREFETCH_ROWS + TR * TP; pf++)
+      prefetch_slice (llm_attn_row (k, pf), s0, s1);
+
+    __m512 acc[ZQ][TP];
+    for (int i = 0; i < nq; i++)
+      for (int t = 0; t < TP; t++)
+        acc[i][t] = _mm512_setzero_ps ();
+
+    for (size_t c0 = 0; c0 < head_dim; c0 += KT_DIMS) {
+      const size_t cd = head_dim - c0 < KT_DIMS ? head_dim - c0 : KT_DIMS;
+      for (int t = 0; t < TP; t++) {
+        for (int h = 0; h < 2; h++) {
+          for (size_t c = 0; c < cd; c += 8) {
+            __m256 x[8];
+            for (int r = 0; r < 8; r++)
+              x[r] = load8_f16 (rows[t][8 * h + r], offset + c0 + c);
+            transpose8 (x);
+            for (int j = 0; j < 8; j++)
+              _mm256_store_ps (&kt[t][c + j][8 * h], x[j]);
+          }
+        }
+      }
+      const float *qc = qp + c0;
+      for (size_t j = 0; j < cd; j++) {
+        __m512 x[TP];
+        for (int t = 0; t < TP; t++)
+          x[t] = _mm512_load_ps (kt[t][j]);
+        for (int i = 0; i < nq; i++) {
+          const __m512 b = _mm512_set1_ps (qc[i * head_dim + j]);
+          for (int t = 0; t < TP; t++)
+            acc[i][t] = _mm512_fmadd_ps (b, x[t], acc[i][t]);
+        }
+      }
+    }
+
+    for (int t = 0; t < TP; t++) {
+      const size_t pt = p0 + TR * (size_t) t;
+      if (cnt[t] == 0)
+        continue;
+      const __mmask16 m = (__mmask16) ((1u << cnt[t]) - 1);
+      for (int i = 0; i < nq; i++)
+        _mm512_mask_storeu_ps (scores + i * stride + pt, m, _mm512_mul_ps (acc[i][t], vscale));
+    }
+  }
+}
+
+/* out_i[j0, j0 + 16 * nw) += probs_i[p] * V_p[d, d + 16 * nw) for the @cnt
+ * rows from @row on (positions p0...), in order; rows at or past @n_all
+ * are skipped by the queries that do not see them. */
+INLINE void
+values_rows (int nq, int nw, const uint8_t *row, size_t row_bytes, size_t p0, size_t cnt,
+    size_t n_all, const size_t *n, size_t d, const float *probs, size_t stride,
+    float *const *out, size_t j0, const uint8_t *pf, size_t pf_cnt, size_t s0, size_t s1)
+{
+  __m512 acc[ZQ][2];
+  for (int i = 0; i < nq; i++)
+    for (int w = 0; w < nw; w++)
+      acc[i][w] = _mm512_loadu_ps (out[i] + j0 + 16 * w);
+
+  const size_t all = n_all > p0 ? (n_all - p0 < cnt ? n_all - p0 : cnt) : 0;
+  for (size_t r = 0; r < cnt; r++, row += row_bytes) {
+    if (r < pf_cnt)
+      prefetch_slice (pf + r * row_bytes, s0, s1);
+    __m512 x[2];
+    for (int w = 0; w < nw; w++)
+      x[w] = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) ((const uint16_t *) row + d
+                  + 16 * w)));
+    for (int i = 0; i < nq; i++) {
+      if (r >= all && p0 + r >= n[i])
+        continue;
+      const __m512 b = _mm512_set1_ps (probs[i * stride + p0 + r]);
+      for (int w = 0; w < nw; w++)
+        acc[i][w] = _mm512_fmadd_ps (b, x[w], acc[i][w]);
+    }
+  }
+
+  for (int i = 0; i < nq; i++)
+    for (int w = 0; w < nw; w++)
+      _mm512_storeu_ps (out[i] + j0 + 16 * w, acc[i][w]);
+}
+
+/* out_i += sum over p < n_i of probs_i[p] * V_p[offset, offset + head_dim),
+ * positions in order for every value; one cache block of rows at a time,
+ * the first pass over it prefetching the next block's rows. */
+INLINE void
+values_all (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, const float *probs,
+    size_t stride, const size_t *n, size_t n_min, size_t n_max, float *const *out)
+{
+  const size_t br = v->block_rows, rb = v->row_bytes;
+  const size_t s0 = offset * 2, s1 = (offset + head_dim) * 2;
+  const uint8_t *base = llm_attn_row (v, 0);
+  for (size_t p0 = 0; p0 < n_max; p0 += br) {
+    const size_t cnt = n_max - p0 < br ? n_max - p0 : br;
+    const uint8_t *next = NULL;
+    size_t next_cnt = 0;
+    if (p0 + br < n_max) {
+      next = llm_attn_row (v, p0 + br);
+      next_cnt = n_max - p0 - br < br ? n_max - p0 - br : br;
+    }
+    size_t j = 0;
+    for (; j + 32 <= head_dim; j += 32)
+      values_rows (nq, 2, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j, next,
+          j == 0 ? next_cnt : 0, s0, s1);
+    if (j < head_dim)
+      values_rows (nq, 1, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j, next,
+          j == 0 ? next_cnt : 0, s0, s1);
+    base = next;
+  }
+}
+
+/* One instance per query count, so the query loops unroll. */
+#define BY_NQ(fn, nq, ...) \
+  switch (nq) { \
+    case 1: fn (1, __VA_ARGS__); break; \
+    case 2: fn (2, __VA_ARGS__); break; \
+    case 3: fn (3, __VA_ARGS__); break; \
+    case 4: fn (4, __VA_ARGS__); break; \
+    case 5: fn (5, __VA_ARGS__); break; \
+    case 6: fn (6, __VA_ARGS__); break; \
+    case 7: fn (7, __VA_ARGS__); break; \
+    default: fn (8, __VA_ARGS__); break; \
+  }
+
+static void
+scores_any (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, const float *qp,
+    size_t n, float scale, float *scores, size_t stride)
+{
+  BY_NQ (scores_tiles, nq, k, offset, head_dim, qp, n, scale, scores, stride)
+}
+
+static void
+values_any (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, const float *probs,
+    size_t stride, const size_t *n, size_t n_min, size_t n_max, float *const *out)
+{
+  BY_NQ (values_all, nq, v, offset, head_dim, probs, stride, n, n_min, n_max, out)
+}
+
+void
+llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
+{
+  /* Queries with nothing to attend to only get zeros. */
+  float *out[ZQ];
+  size_t n[ZQ];
+  const float *q[ZQ];
+  int nq = 0;
+  size_t n_min = SIZE_MAX, n_max = 0;
+  for (size_t i = 0; i < n_q && i < ZQ; i++) {
+    memset (queries[i].out, 0, head_dim * sizeof (float));
+    if (queries[i].n_kv == 0)
+      continue;
+    out[nq] = queries[i].out;
+    q[nq] = queries[i].q;
+    n[nq] = queries[i].n_kv;
+    n_min = n[nq] < n_min ? n[nq] : n_min;
+    n_max = n[nq] > n_max ? n[nq] : n_max;
+    nq++;
+  }
+  if (nq == 0)
+    return;
+
+  float *scores = scratch;                     /* nq x n_max */
+  float *qp = scratch + (size_t) nq * n_max;   /* nq x head_dim */
+  for (int i = 0; i < nq; i++) {
+    memcpy (qp + i * head_dim, q[i], head_dim * sizeof (float));
+    /* ggml rounds the F32 operand of an F16 product to half. */
+    llm_avx2_round_to_half (qp + i * head_dim, head_dim);
+  }
+  scores_any (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+
+  const size_t s0 = offset * 2, s1 = (offset + head_dim) * 2;
+  const uint8_t *row = llm_attn_row (v, 0);
+  for (size_t r = 0; r < n_max && r < v->block_rows; r++)
+    prefetch_slice (row + r * v->row_bytes, s0, s1);
+  /* The softmax takes 4 rows at a time; each row's result is its own. */
+  for (int i = 0; i < nq; i += 4) {
+    const int m = nq - i < 4 ? nq - i : 4;
+    size_t lo = SIZE_MAX;
+    for (int j = i; j < i + m; j++)
+      lo = n[j] < lo ? n[j] : lo;
+    llm_avx2_softmax_rows (scores + i * n_max, n_max, n + i, m, lo);
+  }
+  for (int i = 0; i < nq; i++)
+    llm_avx2_round_to_half (scores + i * n_max, n[i]);
+  values_any (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to the CPU kernels: the AVX-512 attention in attention-avx512.c,
+ * for F16 keys and values. That file is compiled with AVX-512F, so nothing
+ * in it may run before attention.c has checked the CPU has it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "attention.h"
+
+/* Whether llm_avx512_attention handles these rows: F16 keys and values,
+ * head slices whose start and length are multiples of 16 values, cache
+ * blocks of a multiple of 16 rows. */
+bool llm_avx512_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim);
+
+/* llm_attention_batch for at most 8 queries, bit for bit; @scratch holds
+ * n_q * (max n_kv + head_dim) floats. */
+void llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch);

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to the CPU kernels: what the batched (prefill) kernels of every
+ * instruction set share: per-thread scratch memory, claiming rows, choosing
+ * token tiles and prefetching the next row tile. Only SSE is used here, so
+ * any of the kernel files may include it. */
+#pragma once
+
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifndef INLINE
+#define INLINE static inline __attribute__ ((always_inline))
+#endif
+
+/* At least @bytes, 64-byte aligned, or NULL; per thread, grown as needed
+ * and kept for the next product (gemm-avx2.c). */
+void *llm_gemm_scratch (size_t bytes);
+
+/* --- drivers ------------------------------------------------------------
+ * Rows are claimed @step at a time from *@next (which starts at r0) when
+ * it is not NULL, so several threads can share one product; with NULL the
+ * caller takes all of [r0, r1). */
+
+INLINE bool
+claim (atomic_size_t *next, size_t step, size_t r1, size_t *ra, size_t *rb, bool *first)
+{
+  if (next == NULL) {
+    if (!*first)
+      return false;
+    *first = false;
+    return *ra < r1;
+  }
+  *ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
+  if (*ra >= r1)
+    return false;
+  *rb = *ra + step < r1 ? *ra + step : r1;
+  return true;
+}
+
+/* Tokens in the next tile with @left to go: RN, but never a lone token at
+ * the end (3 + 1 becomes 2 + 2), which would run at a fraction of the
+ * speed. */
+INLINE size_t
+tile_tokens (size_t left, int RN)
+{
+  if (left <= (size_t) RN)
+    return left;
+  return left == (size_t) RN + 1 && RN > 2 ? (size_t) RN - 1 : (size_t) RN;
+}
+
+/* The next row tile's weights (one contiguous span) are fetched into L2 a
+ * slice per token tile while this tile computes, so its first token tile
+ * does not wait on memory: the hardware prefetchers lose track of the
+ * several interleaved row streams a tile reads. */
+typedef struct {
+  const char *p, *end;
+  size_t slice;
+} Prefetch;
+
+INLINE Prefetch
+prefetch_span (const void *start, size_t bytes, size_t steps)
+{
+  Prefetch pf = { start, (const char *) start + bytes, 0 };
+  pf.slice = (bytes / (steps > 0 ? steps : 1) + 63) / 64 * 64;
+  return pf;
+}
+
+INLINE void
+prefetch_step (Prefetch *pf)
+{
+  for (const char *e = pf->p + pf->slice; pf->p < pf->end && pf->p < e; pf->p += 64)
+    _mm_prefetch (pf->p, _MM_HINT_T1);
+}
+
+/* Rows in the tile after [r, r + TR) within [r, r1). */
+INLINE size_t
+next_tile_rows (size_t r, size_t r1, size_t TR)
+{
+  if (r1 - r <= TR)
+    return 0;
+  return r1 - r - TR < TR ? r1 - r - TR : TR;
+}
+
+/* Activations per pass over the weight rows: they stay in L2 while a row
+ * tile, read once per pass, stays in L1. */
+#define ACT_BUDGET (384 * 1024)
