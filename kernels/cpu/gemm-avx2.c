@@ -496,32 +496,34 @@ store_rows (__m256 v, int rm, float *y)
 }
 
 
-void
-llm_avx2_pack_q4_0 (const uint8_t *w, size_t rb, int rm, size_t nb, uint8_t *out)
-{
-  const __m256i low4 = _mm256_set1_epi8 (0x0f);
-  for (size_t b = 0; b < nb; b++) {
-    uint8_t *o = out + b * Q4_0_PB;
-    for (int h = 0; h < 2; h++) {
-      __m256i u[8];
-      __m128i dh = _mm_setzero_si128 ();
-      for (int r = 0; r < 8; r++) {
-        if (8 * h + r < rm) {
-          const LlmBlockQ4_0 *blk = (const LlmBlockQ4_0 *) (w + (8 * h + r) * rb) + b;
-          const __m128i raw = _mm_loadu_si128 ((const __m128i *) blk->qs);
-          u[r] = _mm256_and_si256 (_mm256_set_m128i (_mm_srli_epi16 (raw, 4), raw), low4);
-          dh = insert_u16 (dh, blk->d, r);
-        } else {
-          u[r] = _mm256_setzero_si256 ();
-        }
-      }
-      transpose8_epi32 (u);
-      for (int i = 0; i < 8; i++)
-        _mm256_storeu_si256 ((__m256i *) (o + 64 * i + 32 * h), u[i]);
-      _mm256_storeu_ps ((float *) (o + 512 + 32 * h), _mm256_cvtph_ps (dh));
-    }
+/* The Q4_0_PB layout (gemm-avx2.h). */
+#define PACK16(name, BLOCK, VALS) \
+  void \
+  name (const uint8_t *w, size_t rb, int rm, size_t nb, uint8_t *out) \
+  { \
+    for (size_t b = 0; b < nb; b++) { \
+      uint8_t *o = out + b * Q4_0_PB; \
+      for (int h = 0; h < 2; h++) { \
+        __m256i u[8]; \
+        __m128i dh = _mm_setzero_si128 (); \
+        for (int r = 0; r < 8; r++) { \
+          if (8 * h + r < rm) { \
+            const BLOCK *blk = (const BLOCK *) (w + (8 * h + r) * rb) + b; \
+            u[r] = VALS ((const uint8_t *) blk); \
+            dh = insert_u16 (dh, blk->d, r); \
+          } else { \
+            u[r] = _mm256_setzero_si256 (); \
+          } \
+        } \
+        transpose8_epi32 (u); \
+        for (int i = 0; i < 8; i++) \
+          _mm256_storeu_si256 ((__m256i *) (o + 64 * i + 32 * h), u[i]); \
+        _mm256_storeu_ps ((float *) (o + 512 + 32 * h), _mm256_cvtph_ps (dh)); \
+      } \
+    } \
   }
-}
+
+PACK16 (llm_avx2_pack_q4_0, LlmBlockQ4_0, vals_q4_0)
 
 #define Q4_0_RL_TILE(name, RN) \
   static void \

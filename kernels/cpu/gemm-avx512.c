@@ -12,7 +12,10 @@
  * - Q8_0 keeps matvec's 8 partial lanes per output (lane j of a block sums
  *   values 4j..4j+3), two rows' lanes per vector. Signed weights are made
  *   unsigned by adding 128 (w ^ 0x80) and the accumulator starts at
- *   -128 * (that lane's sum of x), computed once per token.
+ *   -128 * (that lane's sum of x), computed once per token. Q5_0, whose
+ *   matvec (like llama.cpp's) has the same lanes and float steps, runs the
+ *   same tiles on its rows unpacked to Q8_0 (q - 16) a tile at a time.
+ *   AVX2 has no batched Q5_0 kernel (its four-token one is used).
  * - K-quants: see below.
  * - Q4_0 keeps the rows-in-lanes layout of gemm-avx2.c (16 rows a vector),
  *   each row's whole-block sum formed in its lane, starting from -8 * (sum
@@ -50,7 +53,16 @@ bcast4 (const int8_t *p)
 
 /* --- Q4_0 -------------------------------------------------------------- */
 
-#define Q4_0_Z_TILE(name, RN) \
+/* Q4_0's term per block is ((float) sumi * d_w) * d_x, as its scalar
+ * reference's. */
+INLINE __m512
+term_q4_0 (__m512i sumi, __m512 dw, float dx)
+{
+  return _mm512_mul_ps (_mm512_mul_ps (_mm512_cvtepi32_ps (sumi), dw), _mm512_set1_ps (dx));
+}
+
+/* OFF: the values' offset in units of 8 (@corr holds 8 * sum of x). */
+#define RL16_Z_TILE(name, RN, OFF, TERM) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs, const float *dx, \
       const int32_t *corr, float *y, size_t ldy, int rm) \
@@ -62,7 +74,7 @@ bcast4 (const int8_t *p)
       const uint8_t *pb = P + b * Q4_0_PB; \
       __m512i s[RN]; \
       UNROLL for (int t = 0; t < RN; t++) \
-        s[t] = _mm512_set1_epi32 (-corr[t * nb + b]); \
+        s[t] = _mm512_set1_epi32 (-(OFF) * corr[t * nb + b]); \
       UNROLL for (int i = 0; i < 8; i++) { \
         const __m512i wv = _mm512_loadu_si512 (pb + 64 * i); \
         UNROLL for (int t = 0; t < RN; t++) { \
@@ -71,35 +83,30 @@ bcast4 (const int8_t *p)
         } \
       } \
       const __m512 dw = _mm512_loadu_ps (pb + 512); \
-      UNROLL for (int t = 0; t < RN; t++) { \
-        const __m512 f = _mm512_mul_ps (_mm512_mul_ps (_mm512_cvtepi32_ps (s[t]), dw), \
-            _mm512_set1_ps (dx[t * nb + b])); \
-        acc[t] = _mm512_add_ps (acc[t], f); \
-      } \
+      UNROLL for (int t = 0; t < RN; t++) \
+        acc[t] = _mm512_add_ps (acc[t], TERM (s[t], dw, dx[t * nb + b])); \
     } \
     const __mmask16 m = (__mmask16) ((1u << rm) - 1); \
     UNROLL for (int t = 0; t < RN; t++) \
       _mm512_mask_storeu_ps (y + t * ldy, m, acc[t]); \
   }
 
-#define Q4_0_Z_RN 8
-Q4_0_Z_TILE (zq4_0_1, 1)
-Q4_0_Z_TILE (zq4_0_2, 2)
-Q4_0_Z_TILE (zq4_0_3, 3)
-Q4_0_Z_TILE (zq4_0_4, 4)
-Q4_0_Z_TILE (zq4_0_5, 5)
-Q4_0_Z_TILE (zq4_0_6, 6)
-Q4_0_Z_TILE (zq4_0_7, 7)
-Q4_0_Z_TILE (zq4_0_8, 8)
-static const LlmRlTileFn tiles_q4_0[Q4_0_Z_RN] = {
-  zq4_0_1, zq4_0_2, zq4_0_3, zq4_0_4, zq4_0_5, zq4_0_6, zq4_0_7, zq4_0_8,
-};
+#define RL16_RN 8
+#define RL16_TILES(pre, OFF, TERM) \
+  RL16_Z_TILE (pre##_1, 1, OFF, TERM) RL16_Z_TILE (pre##_2, 2, OFF, TERM) \
+  RL16_Z_TILE (pre##_3, 3, OFF, TERM) RL16_Z_TILE (pre##_4, 4, OFF, TERM) \
+  RL16_Z_TILE (pre##_5, 5, OFF, TERM) RL16_Z_TILE (pre##_6, 6, OFF, TERM) \
+  RL16_Z_TILE (pre##_7, 7, OFF, TERM) RL16_Z_TILE (pre##_8, 8, OFF, TERM) \
+  static const LlmRlTileFn pre[RL16_RN] = { pre##_1, pre##_2, pre##_3, pre##_4, pre##_5, \
+    pre##_6, pre##_7, pre##_8 };
+
+RL16_TILES (tiles_q4_0, 1, term_q4_0)
 
 static bool
 gemm_q4_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, size_t xs,
     size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
-  return llm_gemm_rl (tiles_q4_0, Q4_0_Z_RN, Q4_0_ROWS, llm_avx2_pack_q4_0, LLM_QK4_0, Q4_0_PB,
+  return llm_gemm_rl (tiles_q4_0, RL16_RN, Q4_0_ROWS, llm_avx2_pack_q4_0, LLM_QK4_0, Q4_0_PB,
       true, n, w, rb, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 
@@ -272,12 +279,22 @@ typedef void (*Q8ZTileFn) (size_t nb, const uint8_t *w, size_t rb, int rm, const
  * through exactly matvec's operations (d_w d_x rounded, then one FMA per
  * block). @rm (<= 2 NP) rows are valid; a missing last row repeats the
  * one before it and is not stored. */
-#define Q8_0_Z_TILE(name, NP, RN) \
+/* Block @b of a row as 32 unsigned bytes (the signed values + 128), and
+ * its d. */
+INLINE __m256i
+wbytes_q8_0 (const uint8_t *row, size_t b, uint16_t *d)
+{
+  const LlmBlockQ8_0 *blk = (const LlmBlockQ8_0 *) row + b;
+  *d = blk->d;
+  return _mm256_xor_si256 (_mm256_loadu_si256 ((const __m256i *) blk->qs),
+      _mm256_set1_epi8 ((char) 0x80));
+}
+
+#define Q8_0_Z_TILE(name, NP, RN, WBYTES) \
   static void \
   name (size_t nb, const uint8_t *w, size_t rb, int rm, const int8_t *qs, const int32_t *corr, \
       const float *dx, float *y, size_t ldy) \
   { \
-    const __m512i flip = _mm512_set1_epi8 ((char) 0x80); \
     const uint8_t *row[2 * (NP)]; \
     UNROLL for (int r = 0; r < 2 * (NP); r++) \
       row[r] = w + (r < rm ? r : rm - 1) * rb; \
@@ -289,13 +306,12 @@ typedef void (*Q8ZTileFn) (size_t nb, const uint8_t *w, size_t rb, int rm, const
       __m512i wv[NP]; \
       __m512 dw[NP]; \
       UNROLL for (int k = 0; k < (NP); k++) { \
-        const LlmBlockQ8_0 *lo = (const LlmBlockQ8_0 *) row[2 * k] + b; \
-        const LlmBlockQ8_0 *hi = (const LlmBlockQ8_0 *) row[2 * k + 1] + b; \
-        wv[k] = _mm512_xor_si512 (_mm512_inserti64x4 (_mm512_castsi256_si512 ( \
-                    _mm256_loadu_si256 ((const __m256i *) lo->qs)), \
-                _mm256_loadu_si256 ((const __m256i *) hi->qs), 1), flip); \
-        dw[k] = _mm512_insertf32x8 (_mm512_set1_ps (_cvtsh_ss (lo->d)), \
-            _mm256_set1_ps (_cvtsh_ss (hi->d)), 1); \
+        uint16_t dlo, dhi; \
+        const __m256i lo = WBYTES (row[2 * k], b, &dlo); \
+        const __m256i hi = WBYTES (row[2 * k + 1], b, &dhi); \
+        wv[k] = _mm512_inserti64x4 (_mm512_castsi256_si512 (lo), hi, 1); \
+        dw[k] = _mm512_insertf32x8 (_mm512_set1_ps (_cvtsh_ss (dlo)), \
+            _mm256_set1_ps (_cvtsh_ss (dhi)), 1); \
       } \
       UNROLL for (int t = 0; t < RN; t++) { \
         const size_t at = t * nb + b; \
@@ -320,31 +336,58 @@ typedef void (*Q8ZTileFn) (size_t nb, const uint8_t *w, size_t rb, int rm, const
 #define Q8_NP 4
 #define Q8_RM (2 * Q8_NP)
 #define Q8_RN 4
-#define Q8_PAIR_TILES(M, np) \
-  M (zq8_##np##x1, np, 1) M (zq8_##np##x2, np, 2) M (zq8_##np##x3, np, 3) M (zq8_##np##x4, np, 4)
-Q8_PAIR_TILES (Q8_0_Z_TILE, 1)
-Q8_PAIR_TILES (Q8_0_Z_TILE, 2)
-Q8_PAIR_TILES (Q8_0_Z_TILE, 3)
-Q8_PAIR_TILES (Q8_0_Z_TILE, 4)
+#define Q8_PAIR_TILES(p, np, W) \
+  Q8_0_Z_TILE (p##_##np##x1, np, 1, W) Q8_0_Z_TILE (p##_##np##x2, np, 2, W) \
+  Q8_0_Z_TILE (p##_##np##x3, np, 3, W) Q8_0_Z_TILE (p##_##np##x4, np, 4, W)
 /* [(pairs - 1) * Q8_RN + rn - 1] */
-static const Q8ZTileFn tiles_q8_0[Q8_NP * Q8_RN] = {
-  zq8_1x1, zq8_1x2, zq8_1x3, zq8_1x4, zq8_2x1, zq8_2x2, zq8_2x3, zq8_2x4,
-  zq8_3x1, zq8_3x2, zq8_3x3, zq8_3x4, zq8_4x1, zq8_4x2, zq8_4x3, zq8_4x4,
-};
+#define Q8_TILES(p, W) \
+  Q8_PAIR_TILES (p, 1, W) Q8_PAIR_TILES (p, 2, W) Q8_PAIR_TILES (p, 3, W) \
+  Q8_PAIR_TILES (p, 4, W) \
+  static const Q8ZTileFn p[Q8_NP * Q8_RN] = { \
+    p##_1x1, p##_1x2, p##_1x3, p##_1x4, p##_2x1, p##_2x2, p##_2x3, p##_2x4, \
+    p##_3x1, p##_3x2, p##_3x3, p##_3x4, p##_4x1, p##_4x2, p##_4x3, p##_4x4, \
+  };
+Q8_TILES (tiles_q8_0, wbytes_q8_0)
 
+/* @rm rows of Q5_0 blocks at @w (@rb bytes apart) as Q8_0 rows (values
+ * q - 16, the same d) at @out, @nb blocks each: the Q8_0 tile then gives
+ * Q5_0's matvec results, and unpacks each block once, not per token tile. */
+static void
+q5_0_to_q8_0 (const uint8_t *w, size_t rb, size_t rm, size_t nb, uint8_t *out)
+{
+  const __m256i off = _mm256_set1_epi8 (16);
+  LlmBlockQ8_0 *o = (LlmBlockQ8_0 *) out;
+  for (size_t r = 0; r < rm; r++) {
+    const LlmBlockQ5_0 *blk = (const LlmBlockQ5_0 *) (w + r * rb);
+    for (size_t b = 0; b < nb; b++, o++) {
+      o->d = blk[b].d;
+      _mm256_storeu_si256 ((__m256i *) o->qs,
+          _mm256_sub_epi8 (vals_q5_0 ((const uint8_t *) &blk[b]), off));
+    }
+  }
+}
+
+typedef void (*ToQ8Fn) (const uint8_t *w, size_t rb, size_t rm, size_t nb, uint8_t *out);
+
+/* Q8_0 tiles over the rows; with @to_q8, each tile's rows are unpacked to
+ * Q8_0 first. */
 static bool
-gemm_q8_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, size_t xs,
-    size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
+gemm_lanes (ToQ8Fn to_q8, size_t n, const void *w, size_t rb, size_t r0, size_t r1,
+    const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next,
+    size_t step)
 {
   const size_t nb = n / LLM_QK8_0;
   /* Per token: n value bytes, n correction bytes, 4 nb scale bytes. */
   const size_t per_tok = 2 * n + nb * sizeof (float);
-  uint8_t *buf = llm_gemm_scratch (n_tok * per_tok);
+  const size_t q8_rb = nb * sizeof (LlmBlockQ8_0);
+  const size_t act_bytes = (n_tok * per_tok + 63) / 64 * 64;
+  uint8_t *buf = llm_gemm_scratch (act_bytes + (to_q8 != NULL ? Q8_RM * q8_rb : 0));
   if (buf == NULL)
     return false;
   int8_t *qs = (int8_t *) buf;
   int32_t *corr = (int32_t *) (buf + n_tok * n);
   float *dx = (float *) (buf + 2 * n_tok * n);
+  uint8_t *unpacked = buf + act_bytes;
   q8_0_act_side (xq, xs, n_tok, nb, qs, corr, dx);
 
   /* Tokens per pass over a row tile: their activations stay in L2. */
@@ -360,16 +403,37 @@ gemm_q8_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void 
         const size_t rm = rb_ - r < Q8_RM ? rb_ - r : Q8_RM;
         Prefetch pf = prefetch_span ((const uint8_t *) w + (r + Q8_RM) * rb,
             next_tile_rows (r, rb_, Q8_RM) * rb, (t1 - t0 + Q8_RN - 1) / Q8_RN);
+        const uint8_t *rows = (const uint8_t *) w + r * rb;
+        size_t row_bytes = rb;
+        if (to_q8 != NULL) {
+          to_q8 (rows, rb, rm, nb, unpacked);
+          rows = unpacked;
+          row_bytes = q8_rb;
+        }
         for (size_t t = t0, rn; t < t1; t += rn) {
           rn = tile_tokens (t1 - t, Q8_RN);
           prefetch_step (&pf);
-          tiles_q8_0[(rm + 1) / 2 * Q8_RN - Q8_RN + rn - 1] (nb, (const uint8_t *) w + r * rb,
-              rb, (int) rm, qs + t * n, corr + t * (n / 4), dx + t * nb, y + t * ldy + r, ldy);
+          tiles_q8_0[(rm + 1) / 2 * Q8_RN - Q8_RN + rn - 1] (nb, rows, row_bytes, (int) rm,
+              qs + t * n, corr + t * (n / 4), dx + t * nb, y + t * ldy + r, ldy);
         }
       }
     }
   }
   return true;
+}
+
+static bool
+gemm_q8_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, size_t xs,
+    size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
+{
+  return gemm_lanes (NULL, n, w, rb, r0, r1, xq, xs, n_tok, y, ldy, next, step);
+}
+
+static bool
+gemm_q5_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, size_t xs,
+    size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
+{
+  return gemm_lanes (q5_0_to_q8_0, n, w, rb, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 
 LlmGemmFn
@@ -380,6 +444,8 @@ llm_avx512_gemm_fn (uint32_t wtype)
       return gemm_q8_0;
     case LLM_TYPE_Q4_0:
       return gemm_q4_0;
+    case LLM_TYPE_Q5_0:
+      return gemm_q5_0;
     case LLM_TYPE_Q4_K:
       return gemm_q4_K;
     case LLM_TYPE_Q5_K:

@@ -9,6 +9,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quantize.h"
 
 #ifndef INLINE
 #define INLINE static inline __attribute__ ((always_inline))
@@ -86,3 +90,35 @@ next_tile_rows (size_t r, size_t r1, size_t TR)
 /* Activations per pass over the weight rows: they stay in L2 while a row
  * tile, read once per pass, stays in L1. */
 #define ACT_BUDGET (384 * 1024)
+
+/* 16 bytes of nibbles as 32 values: the low nibbles, then the high. */
+INLINE __m256i
+nibbles_lo_then_hi (const uint8_t *qs)
+{
+  const __m128i raw = _mm_loadu_si128 ((const __m128i *) qs);
+  return _mm256_and_si256 (_mm256_set_m128i (_mm_srli_epi16 (raw, 4), raw),
+      _mm256_set1_epi8 (0x0f));
+}
+
+/* The 32 values of a Q4_0 / Q5_0 block as unsigned bytes in order
+ * (Q4_0 0..15, Q5_0 0..31: value j's fifth bit is bit j of qh). */
+INLINE __m256i
+vals_q4_0 (const uint8_t *blkp)
+{
+  return nibbles_lo_then_hi (((const LlmBlockQ4_0 *) blkp)->qs);
+}
+
+INLINE __m256i
+vals_q5_0 (const uint8_t *blkp)
+{
+  const LlmBlockQ5_0 *blk = (const LlmBlockQ5_0 *) blkp;
+  int32_t qh;
+  memcpy (&qh, blk->qh, sizeof qh);
+  /* Byte j gets qh byte j / 8, then its own bit j % 8. */
+  const __m256i spread = _mm256_shuffle_epi8 (_mm256_set1_epi32 (qh),
+      _mm256_setr_epi64x (0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x ((long long) 0x8040201008040201ULL);
+  const __m256i set = _mm256_cmpeq_epi8 (_mm256_and_si256 (spread, bit), bit);
+  return _mm256_or_si256 (nibbles_lo_then_hi (blk->qs),
+      _mm256_and_si256 (set, _mm256_set1_epi8 (0x10)));
+}
