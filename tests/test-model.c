@@ -515,6 +515,55 @@ START_TEST (test_model_concurrent_gets_share_one_load)
 }
 END_TEST
 
+/* A prompt in one call (several 128-token chunks, batched kernels) and the
+ * same prompt in uneven pieces, single tokens included (matrix-vector
+ * kernels), leave the same last logits bit for bit: chunks join with the
+ * right positions and cache rows, and the batched F32 and Q8_0 products
+ * and batched attention equal the one-token ones. */
+static void
+check_prompt_split (const char *name)
+{
+  g_autofree char *path = g_build_filename (LLM_TEST_DATA, "models", name, NULL);
+  GError *error = NULL;
+  g_autoptr (LlmModel) m = llm_model_load (path, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  const guint n = 300, n_vocab = m->hp.n_vocab;
+  static const guint pieces[] = { 1, 7, 130, 1, 161 };
+  gint32 *ids = g_new (gint32, n);
+  guint32 state = 12345;
+  for (guint i = 0; i < n; i++) {
+    state = state * 1664525u + 1013904223u;
+    ids[i] = (gint32) (state >> 8) % (gint32) n_vocab;
+  }
+  float *whole = g_new (float, n_vocab), *split = g_new (float, n_vocab);
+  LlmKvConfig kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
+  LlmContext *a = llm_context_new (m, &kv, 2, &error);
+  ck_assert_msg (a != NULL, "%s", error ? error->message : "");
+  ck_assert (llm_context_eval (a, ids, n, whole, FALSE, &error));
+  LlmContext *b = llm_context_new (m, &kv, 2, &error);
+  guint done = 0;
+  for (guint i = 0; i < G_N_ELEMENTS (pieces); i++) {
+    ck_assert (llm_context_eval (b, ids + done, pieces[i], split, FALSE, &error));
+    done += pieces[i];
+  }
+  ck_assert_uint_eq (done, n);
+  for (guint v = 0; v < n_vocab; v++)
+    ck_assert_msg (whole[v] == split[v], "%s logit %u: %.9g in one call, %.9g in pieces", name,
+        v, whole[v], split[v]);
+  llm_context_free (a);
+  llm_context_free (b);
+  g_free (ids);
+  g_free (whole);
+  g_free (split);
+}
+
+START_TEST (test_prompt_in_one_call_equals_prompt_in_pieces)
+{
+  check_prompt_split ("stories260K.gguf");
+  check_prompt_split ("TinyStories-656K-Q8_0.gguf");
+}
+END_TEST
+
 static Suite *
 model_suite (void)
 {
@@ -547,6 +596,11 @@ model_suite (void)
   tcase_add_test (sharing, test_model_freed_with_last_reference);
   tcase_add_test (sharing, test_model_concurrent_gets_share_one_load);
   suite_add_tcase (s, sharing);
+
+  TCase *eval = tcase_create ("eval");
+  tcase_set_timeout (eval, 120);
+  tcase_add_test (eval, test_prompt_in_one_call_equals_prompt_in_pieces);
+  suite_add_tcase (s, eval);
   return s;
 }
 

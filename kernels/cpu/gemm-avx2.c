@@ -42,16 +42,6 @@
 #define UNROLL _Pragma ("GCC unroll 8")
 
 INLINE float
-hsum_ps (__m256 v)
-{
-  /* The same additions as matmul-avx2.c's hsum_ps. */
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
-
-INLINE float
 half_to_f32 (uint16_t h)
 {
   return _cvtsh_ss (h);

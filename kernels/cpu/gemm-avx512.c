@@ -33,16 +33,6 @@
 
 #define UNROLL _Pragma ("GCC unroll 8")
 
-INLINE float
-hsum_ps (__m256 v)
-{
-  /* The same additions as matmul-avx2.c's hsum_ps. */
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
-
 INLINE __m512i
 bcast4 (const int8_t *p)
 {
@@ -53,16 +43,9 @@ bcast4 (const int8_t *p)
 
 /* --- Q4_0 -------------------------------------------------------------- */
 
-/* Q4_0's term per block is ((float) sumi * d_w) * d_x, as its scalar
- * reference's. */
-INLINE __m512
-term_q4_0 (__m512i sumi, __m512 dw, float dx)
-{
-  return _mm512_mul_ps (_mm512_mul_ps (_mm512_cvtepi32_ps (sumi), dw), _mm512_set1_ps (dx));
-}
-
-/* OFF: the values' offset in units of 8 (@corr holds 8 * sum of x). */
-#define RL16_Z_TILE(name, RN, OFF, TERM) \
+/* Per block ((float) sumi * d_w) * d_x is added, as the scalar reference
+ * dot_q4_0 does. */
+#define Q4_0_Z_TILE(name, RN) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs, const float *dx, \
       const int32_t *corr, float *y, size_t ldy, int rm) \
@@ -74,7 +57,7 @@ term_q4_0 (__m512i sumi, __m512 dw, float dx)
       const uint8_t *pb = P + b * Q4_0_PB; \
       __m512i s[RN]; \
       UNROLL for (int t = 0; t < RN; t++) \
-        s[t] = _mm512_set1_epi32 (-(OFF) * corr[t * nb + b]); \
+        s[t] = _mm512_set1_epi32 (-corr[t * nb + b]); \
       UNROLL for (int i = 0; i < 8; i++) { \
         const __m512i wv = _mm512_loadu_si512 (pb + 64 * i); \
         UNROLL for (int t = 0; t < RN; t++) { \
@@ -84,29 +67,32 @@ term_q4_0 (__m512i sumi, __m512 dw, float dx)
       } \
       const __m512 dw = _mm512_loadu_ps (pb + 512); \
       UNROLL for (int t = 0; t < RN; t++) \
-        acc[t] = _mm512_add_ps (acc[t], TERM (s[t], dw, dx[t * nb + b])); \
+        acc[t] = _mm512_add_ps (acc[t], _mm512_mul_ps (_mm512_mul_ps ( \
+                _mm512_cvtepi32_ps (s[t]), dw), _mm512_set1_ps (dx[t * nb + b]))); \
     } \
     const __mmask16 m = (__mmask16) ((1u << rm) - 1); \
     UNROLL for (int t = 0; t < RN; t++) \
       _mm512_mask_storeu_ps (y + t * ldy, m, acc[t]); \
   }
 
-#define RL16_RN 8
-#define RL16_TILES(pre, OFF, TERM) \
-  RL16_Z_TILE (pre##_1, 1, OFF, TERM) RL16_Z_TILE (pre##_2, 2, OFF, TERM) \
-  RL16_Z_TILE (pre##_3, 3, OFF, TERM) RL16_Z_TILE (pre##_4, 4, OFF, TERM) \
-  RL16_Z_TILE (pre##_5, 5, OFF, TERM) RL16_Z_TILE (pre##_6, 6, OFF, TERM) \
-  RL16_Z_TILE (pre##_7, 7, OFF, TERM) RL16_Z_TILE (pre##_8, 8, OFF, TERM) \
-  static const LlmRlTileFn pre[RL16_RN] = { pre##_1, pre##_2, pre##_3, pre##_4, pre##_5, \
-    pre##_6, pre##_7, pre##_8 };
-
-RL16_TILES (tiles_q4_0, 1, term_q4_0)
+#define Q4_0_Z_RN 8
+Q4_0_Z_TILE (zq4_0_1, 1)
+Q4_0_Z_TILE (zq4_0_2, 2)
+Q4_0_Z_TILE (zq4_0_3, 3)
+Q4_0_Z_TILE (zq4_0_4, 4)
+Q4_0_Z_TILE (zq4_0_5, 5)
+Q4_0_Z_TILE (zq4_0_6, 6)
+Q4_0_Z_TILE (zq4_0_7, 7)
+Q4_0_Z_TILE (zq4_0_8, 8)
+static const LlmRlTileFn tiles_q4_0[Q4_0_Z_RN] = {
+  zq4_0_1, zq4_0_2, zq4_0_3, zq4_0_4, zq4_0_5, zq4_0_6, zq4_0_7, zq4_0_8,
+};
 
 static bool
 gemm_q4_0 (size_t n, const void *w, size_t rb, size_t r0, size_t r1, const void *xq, size_t xs,
     size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
-  return llm_gemm_rl (tiles_q4_0, RL16_RN, Q4_0_ROWS, llm_avx2_pack_q4_0, LLM_QK4_0, Q4_0_PB,
+  return llm_gemm_rl (tiles_q4_0, Q4_0_Z_RN, Q4_0_ROWS, llm_avx2_pack_q4_0, LLM_QK4_0, Q4_0_PB,
       true, n, w, rb, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 

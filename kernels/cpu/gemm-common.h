@@ -122,3 +122,14 @@ vals_q5_0 (const uint8_t *blkp)
   return _mm256_or_si256 (nibbles_lo_then_hi (blk->qs),
       _mm256_and_si256 (set, _mm256_set1_epi8 (0x10)));
 }
+
+/* The sum of the 8 lanes, with the same additions as matmul-avx2.c's
+ * hsum_ps (the batched Q8_0 / F32 results must equal matvec's). */
+INLINE float
+hsum_ps (__m256 v)
+{
+  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v), _mm256_extractf128_ps (v, 1));
+  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
+  s = _mm_add_ss (s, _mm_movehdup_ps (s));
+  return _mm_cvtss_f32 (s);
+}
