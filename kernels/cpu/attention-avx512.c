@@ -1,16 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* AVX-512 attention over F16 keys and values (the default cache type).
- * Built with AVX-512F and reached only through llm_attention_batch()
- * after attention.c's CPU check.
+/* AVX-512 attention over F16 (the default), Q8_0 and Q4_0 keys and
+ * values. Built with AVX-512F and reached only through
+ * llm_attention_batch() after attention.c's CPU check.
  *
  * The same computation as attention-avx2.c, bit for bit (and so the scalar
  * reference's): every score sums q[j] * k_p[j] over j in order, every
- * output value adds prob_p * v_p[j] over p in order. Both factors of every
- * product are halves (the query and the probabilities are rounded to half
- * first, as ggml does), and the product of two 11-bit significands fits
- * in a float's 24 exactly, so a fused multiply-add rounds once where the
- * reference rounds the product (exactly) and then the sum: the same bits
- * for one instruction instead of two. What else changes is the width: 16
+ * output value adds prob_p * v_p[j] over p in order, and a multiply is
+ * fused with its add only where the product is exact (F16: see
+ * madd_exact). What changes is the width: 16
  * key rows (scores) or 16 value dimensions per vector, and up to 8 queries
  * share each tile's conversion and transpose, which cost as much as the
  * products at 4 queries. The softmax is attention-avx2.c's. */
@@ -31,15 +28,46 @@ bool
 llm_avx512_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim)
 {
-  return k->type == LLM_ATTN_F16 && v->type == LLM_ATTN_F16 && head_dim > 0
+  return k->type == v->type && k->type != LLM_ATTN_F32 && head_dim > 0
       && head_dim % 16 == 0 && offset % 16 == 0 && k->block_rows % 16 == 0
       && v->block_rows % 16 == 0;
 }
 
-INLINE __m256
-load8_f16 (const uint8_t *row, size_t d)
+/* Values [d, d + 16) of a row as floats, exactly as llm_attn_row_load
+ * gives them; @d is a multiple of 16, so they never straddle a block. */
+INLINE __m512
+load16 (LlmAttnType type, const uint8_t *row, size_t d)
 {
-  return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) row + d)));
+  switch (type) {
+    case LLM_ATTN_F16:
+      return _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) ((const uint16_t *) row + d)));
+    case LLM_ATTN_Q8_0: {
+      const LlmBlockQ8_0 *b = (const LlmBlockQ8_0 *) row + d / LLM_QK8_0;
+      const __m128i q = _mm_loadu_si128 ((const __m128i *) (b->qs + d % LLM_QK8_0));
+      return _mm512_mul_ps (_mm512_cvtepi32_ps (_mm512_cvtepi8_epi32 (q)),
+          _mm512_set1_ps (_cvtsh_ss (b->d)));
+    }
+    case LLM_ATTN_Q4_0:
+    default: {
+      /* Values 0-15 of a block are the low nibbles, 16-31 the high. */
+      const LlmBlockQ4_0 *b = (const LlmBlockQ4_0 *) row + d / LLM_QK4_0;
+      __m128i q = _mm_loadu_si128 ((const __m128i *) b->qs);
+      if (d % LLM_QK4_0 >= 16)
+        q = _mm_srli_epi16 (q, 4);
+      q = _mm_and_si128 (q, _mm_set1_epi8 (0x0f));
+      const __m512i w = _mm512_sub_epi32 (_mm512_cvtepu8_epi32 (q), _mm512_set1_epi32 (8));
+      return _mm512_mul_ps (_mm512_cvtepi32_ps (w), _mm512_set1_ps (_cvtsh_ss (b->d)));
+    }
+  }
+}
+
+/* madd_exact (attention-simd.h), 16 wide. */
+INLINE __m512
+madd_exact16 (LlmAttnType type, __m512 b, __m512 x, __m512 acc)
+{
+  if (type == LLM_ATTN_F16)
+    return _mm512_fmadd_ps (b, x, acc);
+  return _mm512_add_ps (acc, _mm512_mul_ps (b, x));
 }
 
 /* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
@@ -48,13 +76,14 @@ load8_f16 (const uint8_t *row, size_t d)
  * kt[t][j] is k_p[j]; each query then runs down the dimensions of two
  * tiles at once. */
 INLINE void
-scores_tiles (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, const float *qp,
+scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, const float *qp,
     size_t n, float scale, float *scores, size_t stride)
 {
   enum { TP = 2, TR = 16 };
   float kt[TP][KT_DIMS][TR] __attribute__ ((aligned (64)));
   const __m512 vscale = _mm512_set1_ps (scale);
-  const size_t s0 = offset * 2, s1 = (offset + head_dim) * 2;
+  size_t s0, s1;
+  slice_bytes (type, offset, head_dim, &s0, &s1);
   for (size_t p = 0; p < n && p < PREFETCH_ROWS; p++)
     prefetch_slice (llm_attn_row (k, p), s0, s1);
 
@@ -91,7 +120,7 @@ scores_tiles (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, cons
           for (size_t c = 0; c < cd; c += 8) {
             __m256 x[8];
             for (int r = 0; r < 8; r++)
-              x[r] = load8_f16 (rows[t][8 * h + r], offset + c0 + c);
+              x[r] = load8 (type, rows[t][8 * h + r], offset + c0 + c);
             transpose8 (x);
             for (int j = 0; j < 8; j++)
               _mm256_store_ps (&kt[t][c + j][8 * h], x[j]);
@@ -106,7 +135,7 @@ scores_tiles (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, cons
         for (int i = 0; i < nq; i++) {
           const __m512 b = _mm512_set1_ps (qc[i * head_dim + j]);
           for (int t = 0; t < TP; t++)
-            acc[i][t] = _mm512_fmadd_ps (b, x[t], acc[i][t]);
+            acc[i][t] = madd_exact16 (type, b, x[t], acc[i][t]);
         }
       }
     }
@@ -126,7 +155,7 @@ scores_tiles (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, cons
  * rows from @row on (positions p0...), in order; rows at or past @n_all
  * are skipped by the queries that do not see them. */
 INLINE void
-values_rows (int nq, int nw, const uint8_t *row, size_t row_bytes, size_t p0, size_t cnt,
+values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_bytes, size_t p0, size_t cnt,
     size_t n_all, const size_t *n, size_t d, const float *probs, size_t stride,
     float *const *out, size_t j0, const uint8_t *pf, size_t pf_cnt, size_t s0, size_t s1)
 {
@@ -141,14 +170,13 @@ values_rows (int nq, int nw, const uint8_t *row, size_t row_bytes, size_t p0, si
       prefetch_slice (pf + r * row_bytes, s0, s1);
     __m512 x[2];
     for (int w = 0; w < nw; w++)
-      x[w] = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) ((const uint16_t *) row + d
-                  + 16 * w)));
+      x[w] = load16 (type, row, d + 16 * w);
     for (int i = 0; i < nq; i++) {
       if (r >= all && p0 + r >= n[i])
         continue;
       const __m512 b = _mm512_set1_ps (probs[i * stride + p0 + r]);
       for (int w = 0; w < nw; w++)
-        acc[i][w] = _mm512_fmadd_ps (b, x[w], acc[i][w]);
+        acc[i][w] = madd_exact16 (type, b, x[w], acc[i][w]);
     }
   }
 
@@ -161,11 +189,12 @@ values_rows (int nq, int nw, const uint8_t *row, size_t row_bytes, size_t p0, si
  * positions in order for every value; one cache block of rows at a time,
  * the first pass over it prefetching the next block's rows. */
 INLINE void
-values_all (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, const float *probs,
+values_all (LlmAttnType type, int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, const float *probs,
     size_t stride, const size_t *n, size_t n_min, size_t n_max, float *const *out)
 {
   const size_t br = v->block_rows, rb = v->row_bytes;
-  const size_t s0 = offset * 2, s1 = (offset + head_dim) * 2;
+  size_t s0, s1;
+  slice_bytes (type, offset, head_dim, &s0, &s1);
   const uint8_t *base = llm_attn_row (v, 0);
   for (size_t p0 = 0; p0 < n_max; p0 += br) {
     const size_t cnt = n_max - p0 < br ? n_max - p0 : br;
@@ -177,41 +206,47 @@ values_all (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, const 
     }
     size_t j = 0;
     for (; j + 32 <= head_dim; j += 32)
-      values_rows (nq, 2, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j, next,
+      values_rows (type, nq, 2, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j, next,
           j == 0 ? next_cnt : 0, s0, s1);
     if (j < head_dim)
-      values_rows (nq, 1, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j, next,
+      values_rows (type, nq, 1, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j, next,
           j == 0 ? next_cnt : 0, s0, s1);
     base = next;
   }
 }
 
-/* One instance per query count, so the query loops unroll. */
-#define BY_NQ(fn, nq, ...) \
+/* One instance per row type and query count, so that inside each the
+ * type switch and the query loops disappear. */
+#define BY_NQ(fn, T, nq, ...) \
   switch (nq) { \
-    case 1: fn (1, __VA_ARGS__); break; \
-    case 2: fn (2, __VA_ARGS__); break; \
-    case 3: fn (3, __VA_ARGS__); break; \
-    case 4: fn (4, __VA_ARGS__); break; \
-    case 5: fn (5, __VA_ARGS__); break; \
-    case 6: fn (6, __VA_ARGS__); break; \
-    case 7: fn (7, __VA_ARGS__); break; \
-    default: fn (8, __VA_ARGS__); break; \
+    case 1: fn (T, 1, __VA_ARGS__); break; \
+    case 2: fn (T, 2, __VA_ARGS__); break; \
+    case 3: fn (T, 3, __VA_ARGS__); break; \
+    case 4: fn (T, 4, __VA_ARGS__); break; \
+    case 5: fn (T, 5, __VA_ARGS__); break; \
+    case 6: fn (T, 6, __VA_ARGS__); break; \
+    case 7: fn (T, 7, __VA_ARGS__); break; \
+    default: fn (T, 8, __VA_ARGS__); break; \
   }
 
-static void
-scores_any (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, const float *qp,
-    size_t n, float scale, float *scores, size_t stride)
-{
-  BY_NQ (scores_tiles, nq, k, offset, head_dim, qp, n, scale, scores, stride)
-}
+#define INSTANCES(T, name) \
+  static void \
+  scores_##name (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, \
+      const float *qp, size_t n, float scale, float *scores, size_t stride) \
+  { \
+    BY_NQ (scores_tiles, T, nq, k, offset, head_dim, qp, n, scale, scores, stride) \
+  } \
+  static void \
+  values_##name (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, \
+      const float *probs, size_t stride, const size_t *n, size_t n_min, size_t n_max, \
+      float *const *out) \
+  { \
+    BY_NQ (values_all, T, nq, v, offset, head_dim, probs, stride, n, n_min, n_max, out) \
+  }
 
-static void
-values_any (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, const float *probs,
-    size_t stride, const size_t *n, size_t n_min, size_t n_max, float *const *out)
-{
-  BY_NQ (values_all, nq, v, offset, head_dim, probs, stride, n, n_min, n_max, out)
-}
+INSTANCES (LLM_ATTN_F16, f16)
+INSTANCES (LLM_ATTN_Q8_0, q8_0)
+INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
 void
 llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
@@ -242,11 +277,23 @@ llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
   for (int i = 0; i < nq; i++) {
     memcpy (qp + i * head_dim, q[i], head_dim * sizeof (float));
     /* ggml rounds the F32 operand of an F16 product to half. */
-    llm_avx2_round_to_half (qp + i * head_dim, head_dim);
+    if (k->type == LLM_ATTN_F16)
+      llm_avx2_round_to_half (qp + i * head_dim, head_dim);
   }
-  scores_any (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+  switch (k->type) {
+    case LLM_ATTN_F16:
+      scores_f16 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      break;
+    case LLM_ATTN_Q8_0:
+      scores_q8_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      break;
+    default:
+      scores_q4_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      break;
+  }
 
-  const size_t s0 = offset * 2, s1 = (offset + head_dim) * 2;
+  size_t s0, s1;
+  slice_bytes (v->type, offset, head_dim, &s0, &s1);
   const uint8_t *row = llm_attn_row (v, 0);
   for (size_t r = 0; r < n_max && r < v->block_rows; r++)
     prefetch_slice (row + r * v->row_bytes, s0, s1);
@@ -258,7 +305,18 @@ llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
       lo = n[j] < lo ? n[j] : lo;
     llm_avx2_softmax_rows (scores + i * n_max, n_max, n + i, m, lo);
   }
-  for (int i = 0; i < nq; i++)
-    llm_avx2_round_to_half (scores + i * n_max, n[i]);
-  values_any (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+  if (v->type == LLM_ATTN_F16)
+    for (int i = 0; i < nq; i++)
+      llm_avx2_round_to_half (scores + i * n_max, n[i]);
+  switch (v->type) {
+    case LLM_ATTN_F16:
+      values_f16 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      break;
+    case LLM_ATTN_Q8_0:
+      values_q8_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      break;
+    default:
+      values_q4_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      break;
+  }
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to the CPU kernels: the AVX-512 attention in attention-avx512.c,
- * for F16 keys and values. That file is compiled with AVX-512F, so nothing
+ * for F16, Q8_0 and Q4_0 keys and values. That file is compiled with AVX-512F, so nothing
  * in it may run before attention.c has checked the CPU has it. */
 #pragma once
 
@@ -9,7 +9,8 @@
 
 #include "attention.h"
 
-/* Whether llm_avx512_attention handles these rows: F16 keys and values,
+/* Whether llm_avx512_attention handles these rows: F16, Q8_0 or Q4_0 keys
+ * and values of one type,
  * head slices whose start and length are multiples of 16 values, cache
  * blocks of a multiple of 16 rows. */
 bool llm_avx512_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,

@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention.h"
+#include "quantize.h"
+
 #ifndef INLINE
 #define INLINE static inline __attribute__ ((always_inline))
 #endif
@@ -51,4 +54,74 @@ prefetch_slice (const uint8_t *row, size_t b0, size_t b1)
   for (size_t b = b0; b < b1; b += 64)
     _mm_prefetch ((const char *) row + b, _MM_HINT_T0);
   _mm_prefetch ((const char *) row + b1 - 1, _MM_HINT_T0);
+}
+
+/* Values [d, d + 8) of a row as floats, exactly as llm_attn_row_load gives
+ * them (for the block types: (float) q * d with d converted exactly). @d
+ * is a multiple of 8, so the 8 values never straddle a block. */
+INLINE __m256
+load8 (LlmAttnType type, const void *row, size_t d)
+{
+  switch (type) {
+    case LLM_ATTN_F32:
+      return _mm256_loadu_ps ((const float *) row + d);
+    case LLM_ATTN_F16:
+      return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) row + d)));
+    case LLM_ATTN_Q8_0: {
+      const LlmBlockQ8_0 *b = (const LlmBlockQ8_0 *) row + d / LLM_QK8_0;
+      const __m128i q = _mm_loadl_epi64 ((const __m128i *) (b->qs + d % LLM_QK8_0));
+      const __m256 x = _mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (q));
+      return _mm256_mul_ps (x, _mm256_set1_ps (_cvtsh_ss (b->d)));
+    }
+    case LLM_ATTN_Q4_0:
+    default: {
+      /* Elements 0-15 of a block are the low nibbles of qs[0..16), elements
+       * 16-31 the high nibbles. */
+      const LlmBlockQ4_0 *b = (const LlmBlockQ4_0 *) row + d / LLM_QK4_0;
+      const size_t in = d % LLM_QK4_0;
+      __m128i q = _mm_loadl_epi64 ((const __m128i *) (b->qs + in % 16));
+      if (in >= 16)
+        q = _mm_srli_epi16 (q, 4);
+      q = _mm_and_si128 (q, _mm_set1_epi8 (0x0f));
+      const __m256i w = _mm256_sub_epi32 (_mm256_cvtepu8_epi32 (q), _mm256_set1_epi32 (8));
+      return _mm256_mul_ps (_mm256_cvtepi32_ps (w), _mm256_set1_ps (_cvtsh_ss (b->d)));
+    }
+  }
+}
+
+/* acc + b * x with the reference's roundings: the product rounded, then
+ * the sum. For F16 rows both factors are halves (the query and the
+ * probabilities are rounded to half first), whose product is exact in a
+ * float, so one fused multiply-add gives those same bits. */
+INLINE __m256
+madd_exact (LlmAttnType type, __m256 b, __m256 x, __m256 acc)
+{
+  if (type == LLM_ATTN_F16)
+    return _mm256_fmadd_ps (b, x, acc);
+  return _mm256_add_ps (acc, _mm256_mul_ps (b, x));
+}
+
+/* Byte range [*b0, *b1) of a row that values [offset, offset + n) occupy. */
+static inline void
+slice_bytes (LlmAttnType type, size_t offset, size_t n, size_t *b0, size_t *b1)
+{
+  switch (type) {
+    case LLM_ATTN_F32:
+      *b0 = offset * sizeof (float);
+      *b1 = (offset + n) * sizeof (float);
+      break;
+    case LLM_ATTN_F16:
+      *b0 = offset * sizeof (uint16_t);
+      *b1 = (offset + n) * sizeof (uint16_t);
+      break;
+    case LLM_ATTN_Q8_0:
+      *b0 = offset / LLM_QK8_0 * sizeof (LlmBlockQ8_0);
+      *b1 = (offset + n + LLM_QK8_0 - 1) / LLM_QK8_0 * sizeof (LlmBlockQ8_0);
+      break;
+    case LLM_ATTN_Q4_0:
+    default:
+      *b0 = offset / LLM_QK4_0 * sizeof (LlmBlockQ4_0);
+      *b1 = (offset + n + LLM_QK4_0 - 1) / LLM_QK4_0 * sizeof (LlmBlockQ4_0);
+      break;
+  }
 }
