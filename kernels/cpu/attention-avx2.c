@@ -260,8 +260,9 @@ INSTANCES (LLM_ATTN_F16, f16)
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
-void
-llm_avx2_round_to_half (float *x, size_t n)
+/* x = half(x) as a float, rounding to nearest even like llm_fp16_from_f32. */
+static void
+round_to_half (float *x, size_t n)
 {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -288,8 +289,13 @@ max_of (const float *x, size_t n)
   return max;
 }
 
-void
-llm_avx2_softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
+/* llm_attn_softmax on the rows of @nq <= QB queries (row i at x + i *
+ * stride, n[i] long, n_min the least), with the same roundings: expf of
+ * x - max in float, the sum in double in position order, one float
+ * reciprocal, a multiply each. The double sums of the queries are the
+ * lanes of one vector, so their add latencies overlap. */
+static void
+softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
 {
   double sum[QB];
   for (int i = 0; i < nq; i++) {
@@ -335,81 +341,97 @@ llm_avx2_softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t 
   }
 }
 
+bool
+llm_avx2_attn_begin (LlmAttnCall *c, const LlmAttnQuery *queries, size_t n_q, int max,
+    LlmAttnType ktype, size_t head_dim, float *scratch)
+{
+  const float *q[LLM_ATTN_CALL_MAX];
+  c->nq = 0;
+  c->n_min = SIZE_MAX;
+  c->n_max = 0;
+  for (size_t i = 0; i < n_q && i < (size_t) max; i++) {
+    /* Queries with nothing to attend to only get zeros. */
+    memset (queries[i].out, 0, head_dim * sizeof (float));
+    if (queries[i].n_kv == 0)
+      continue;
+    c->out[c->nq] = queries[i].out;
+    q[c->nq] = queries[i].q;
+    c->n[c->nq] = queries[i].n_kv;
+    c->n_min = c->n[c->nq] < c->n_min ? c->n[c->nq] : c->n_min;
+    c->n_max = c->n[c->nq] > c->n_max ? c->n[c->nq] : c->n_max;
+    c->nq++;
+  }
+  if (c->nq == 0)
+    return false;
+  c->scores = scratch;
+  c->qp = scratch + (size_t) c->nq * c->n_max;
+  for (int i = 0; i < c->nq; i++) {
+    memcpy (c->qp + i * head_dim, q[i], head_dim * sizeof (float));
+    /* ggml rounds the F32 operand of an F16 product to half. */
+    if (ktype == LLM_ATTN_F16)
+      round_to_half (c->qp + i * head_dim, head_dim);
+  }
+  return true;
+}
+
+void
+llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
+{
+  /* The first value rows come in while the softmax runs (the value pass
+   * prefetches the rest as it goes). */
+  size_t s0, s1;
+  slice_bytes (v->type, offset, head_dim, &s0, &s1);
+  const uint8_t *row = llm_attn_row (v, 0);
+  const size_t m = c->n_max < v->block_rows ? c->n_max : v->block_rows;
+  for (size_t r = 0; r < m; r++)
+    prefetch_slice (row + r * v->row_bytes, s0, s1);
+  /* QB rows at a time; each row's result is its own. */
+  for (int i = 0; i < c->nq; i += QB) {
+    const int k = c->nq - i < QB ? c->nq - i : QB;
+    size_t lo = SIZE_MAX;
+    for (int j = i; j < i + k; j++)
+      lo = c->n[j] < lo ? c->n[j] : lo;
+    softmax_rows (c->scores + i * c->n_max, c->n_max, c->n + i, k, lo);
+  }
+  if (v->type == LLM_ATTN_F16)
+    for (int i = 0; i < c->nq; i++)
+      round_to_half (c->scores + i * c->n_max, c->n[i]);
+}
+
 void
 llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
 {
-  /* Queries with nothing to attend to only get zeros. */
-  float *out[QB];
-  size_t n[QB];
-  const float *q[QB];
-  int nq = 0;
-  size_t n_min = SIZE_MAX, n_max = 0;
-  for (size_t i = 0; i < n_q && i < QB; i++) {
-    memset (queries[i].out, 0, head_dim * sizeof (float));
-    if (queries[i].n_kv == 0)
-      continue;
-    out[nq] = queries[i].out;
-    q[nq] = queries[i].q;
-    n[nq] = queries[i].n_kv;
-    n_min = n[nq] < n_min ? n[nq] : n_min;
-    n_max = n[nq] > n_max ? n[nq] : n_max;
-    nq++;
-  }
-  if (nq == 0)
+  LlmAttnCall c;
+  if (!llm_avx2_attn_begin (&c, queries, n_q, QB, k->type, head_dim, scratch))
     return;
-
-  float *scores = scratch;                     /* nq x n_max */
-  float *qp = scratch + (size_t) nq * n_max;   /* nq x head_dim */
-  for (int i = 0; i < nq; i++) {
-    memcpy (qp + i * head_dim, q[i], head_dim * sizeof (float));
-    /* ggml rounds the F32 operand of an F16 product to half. */
-    if (k->type == LLM_ATTN_F16)
-      llm_avx2_round_to_half (qp + i * head_dim, head_dim);
-  }
-
   switch (k->type) {
     case LLM_ATTN_F32:
-      scores_f32 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      scores_f32 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
     case LLM_ATTN_F16:
-      scores_f16 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      scores_f16 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
     case LLM_ATTN_Q8_0:
-      scores_q8_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      scores_q8_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
     case LLM_ATTN_Q4_0:
-      scores_q4_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      scores_q4_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
   }
-
-  /* The first value rows come in while the softmax runs (the value pass
-   * prefetches the rest as it goes). */
-  {
-    size_t s0, s1;
-    slice_bytes (v->type, offset, head_dim, &s0, &s1);
-    const uint8_t *row = llm_attn_row (v, 0);
-    const size_t m = n_max < v->block_rows ? n_max : v->block_rows;
-    for (size_t r = 0; r < m; r++)
-      prefetch_slice (row + r * v->row_bytes, s0, s1);
-  }
-  llm_avx2_softmax_rows (scores, n_max, n, nq, n_min);
-  if (v->type == LLM_ATTN_F16)
-    for (int i = 0; i < nq; i++)
-      llm_avx2_round_to_half (scores + i * n_max, n[i]);
-
+  llm_avx2_attn_probs (&c, v, offset, head_dim);
   switch (v->type) {
     case LLM_ATTN_F32:
-      values_f32 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      values_f32 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
       break;
     case LLM_ATTN_F16:
-      values_f16 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      values_f16 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
       break;
     case LLM_ATTN_Q8_0:
-      values_q8_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      values_q8_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
       break;
     case LLM_ATTN_Q4_0:
-      values_q4_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      values_q4_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
       break;
   }
 }

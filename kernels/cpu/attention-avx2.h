@@ -24,9 +24,25 @@ void llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offs
  * converters write; false for the other types (nothing written). */
 bool llm_avx2_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n);
 
-/* Shared with attention-avx512.c, same results as the reference's steps:
- * x = half(x) as a float (round to nearest even), for @n floats; and
- * llm_attn_softmax on the rows of @nq <= 4 queries (row i at x + i *
- * stride, n[i] long; n_min the least n[i]). */
-void llm_avx2_round_to_half (float *x, size_t n);
-void llm_avx2_softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min);
+/* Shared with attention-avx512.c: one kernel call's queries (those with
+ * positions to attend to) and its scratch: scores (nq x n_max) and the
+ * queries as the dot products see them (qp, nq x head_dim). */
+#define LLM_ATTN_CALL_MAX 8
+typedef struct {
+  int nq;
+  float *out[LLM_ATTN_CALL_MAX];
+  size_t n[LLM_ATTN_CALL_MAX];
+  size_t n_min, n_max;
+  float *scores, *qp;
+} LlmAttnCall;
+
+/* Zeroes every output of the first @max (<= LLM_ATTN_CALL_MAX) queries,
+ * keeps those with n_kv > 0 and lays out @scratch for them, the queries
+ * rounded to half for F16 keys (llm_attn_prepare_query); false when none
+ * is left. */
+bool llm_avx2_attn_begin (LlmAttnCall *c, const LlmAttnQuery *queries, size_t n_q, int max,
+    LlmAttnType ktype, size_t head_dim, float *scratch);
+
+/* The scores made probabilities as the reference's softmax does (rounded
+ * to half for F16 values), the first value rows prefetched meanwhile. */
+void llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim);

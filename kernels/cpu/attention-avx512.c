@@ -20,7 +20,7 @@
 #include "attention-avx2.h"
 #include "attention-simd.h"
 
-#define ZQ 8          /* queries per call */
+#define ZQ LLM_ATTN_CALL_MAX  /* queries per call */
 #define KT_DIMS 128   /* dimensions of a tile transposed at a time */
 #define PREFETCH_ROWS 64
 
@@ -252,71 +252,30 @@ void
 llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
 {
-  /* Queries with nothing to attend to only get zeros. */
-  float *out[ZQ];
-  size_t n[ZQ];
-  const float *q[ZQ];
-  int nq = 0;
-  size_t n_min = SIZE_MAX, n_max = 0;
-  for (size_t i = 0; i < n_q && i < ZQ; i++) {
-    memset (queries[i].out, 0, head_dim * sizeof (float));
-    if (queries[i].n_kv == 0)
-      continue;
-    out[nq] = queries[i].out;
-    q[nq] = queries[i].q;
-    n[nq] = queries[i].n_kv;
-    n_min = n[nq] < n_min ? n[nq] : n_min;
-    n_max = n[nq] > n_max ? n[nq] : n_max;
-    nq++;
-  }
-  if (nq == 0)
+  LlmAttnCall c;
+  if (!llm_avx2_attn_begin (&c, queries, n_q, ZQ, k->type, head_dim, scratch))
     return;
-
-  float *scores = scratch;                     /* nq x n_max */
-  float *qp = scratch + (size_t) nq * n_max;   /* nq x head_dim */
-  for (int i = 0; i < nq; i++) {
-    memcpy (qp + i * head_dim, q[i], head_dim * sizeof (float));
-    /* ggml rounds the F32 operand of an F16 product to half. */
-    if (k->type == LLM_ATTN_F16)
-      llm_avx2_round_to_half (qp + i * head_dim, head_dim);
-  }
   switch (k->type) {
     case LLM_ATTN_F16:
-      scores_f16 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      scores_f16 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
     case LLM_ATTN_Q8_0:
-      scores_q8_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      scores_q8_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
     default:
-      scores_q4_0 (nq, k, offset, head_dim, qp, n_max, scale, scores, n_max);
+      scores_q4_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
   }
-
-  size_t s0, s1;
-  slice_bytes (v->type, offset, head_dim, &s0, &s1);
-  const uint8_t *row = llm_attn_row (v, 0);
-  for (size_t r = 0; r < n_max && r < v->block_rows; r++)
-    prefetch_slice (row + r * v->row_bytes, s0, s1);
-  /* The softmax takes 4 rows at a time; each row's result is its own. */
-  for (int i = 0; i < nq; i += 4) {
-    const int m = nq - i < 4 ? nq - i : 4;
-    size_t lo = SIZE_MAX;
-    for (int j = i; j < i + m; j++)
-      lo = n[j] < lo ? n[j] : lo;
-    llm_avx2_softmax_rows (scores + i * n_max, n_max, n + i, m, lo);
-  }
-  if (v->type == LLM_ATTN_F16)
-    for (int i = 0; i < nq; i++)
-      llm_avx2_round_to_half (scores + i * n_max, n[i]);
+  llm_avx2_attn_probs (&c, v, offset, head_dim);
   switch (v->type) {
     case LLM_ATTN_F16:
-      values_f16 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      values_f16 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
       break;
     case LLM_ATTN_Q8_0:
-      values_q8_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      values_q8_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
       break;
     default:
-      values_q4_0 (nq, v, offset, head_dim, scores, n_max, n, n_min, n_max, out);
+      values_q4_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
       break;
   }
 }
