@@ -348,18 +348,27 @@ detect_avx2_fma_f16c (void)
 }
 #endif
 
+#if defined(LLM_HAVE_AVX2) || defined(LLM_HAVE_AVX512)
+/* @detect's answer, asked once: *@cached is -1 until then, else 0/1;
+ * racing first calls compute the same answer. */
+static bool
+cached_flag (atomic_int *cached, bool (*detect) (void))
+{
+  int have = atomic_load_explicit (cached, memory_order_relaxed);
+  if (have < 0) {
+    have = detect () ? 1 : 0;
+    atomic_store_explicit (cached, have, memory_order_relaxed);
+  }
+  return have == 1;
+}
+#endif
+
 static bool
 cpu_has_avx2 (void)
 {
 #ifdef LLM_HAVE_AVX2
-  /* -1 unknown, else 0/1; racing first calls compute the same answer. */
   static atomic_int cached = -1;
-  int have = atomic_load_explicit (&cached, memory_order_relaxed);
-  if (have < 0) {
-    have = detect_avx2_fma_f16c () ? 1 : 0;
-    atomic_store_explicit (&cached, have, memory_order_relaxed);
-  }
-  return have == 1;
+  return cached_flag (&cached, detect_avx2_fma_f16c);
 #else
   return false;
 #endif
@@ -390,19 +399,22 @@ detect_avx512_vnni (void)
 }
 #endif
 
+#ifdef LLM_HAVE_AVX512
 /* LLM_NO_AVX512 in the environment keeps the AVX2 kernels (to test and
  * compare them on a CPU that has both). */
+static bool
+avx512_wanted (void)
+{
+  return detect_avx512_vnni () && getenv ("LLM_NO_AVX512") == NULL;
+}
+#endif
+
 static bool
 use_avx512 (void)
 {
 #ifdef LLM_HAVE_AVX512
   static atomic_int cached = -1;
-  int have = atomic_load_explicit (&cached, memory_order_relaxed);
-  if (have < 0) {
-    have = detect_avx512_vnni () && getenv ("LLM_NO_AVX512") == NULL ? 1 : 0;
-    atomic_store_explicit (&cached, have, memory_order_relaxed);
-  }
-  return have == 1 && use_avx2 ();
+  return cached_flag (&cached, avx512_wanted) && use_avx2 ();
 #else
   return false;
 #endif
