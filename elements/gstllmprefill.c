@@ -288,6 +288,7 @@ struct _GstLlmPrefill {
    * under the object lock, as property reads and caps queries come from
    * any thread */
   LlmModel *llm;
+  LlmEngine *engine;            /* shared with every element on this model and options */
   char *active_device;
   char vocab_hash[GST_LLM_VOCAB_HASH_LEN + 1];
   LlmSessionConfig config;      /* snapshot taken at NULL->READY */
@@ -435,7 +436,7 @@ pool_acquire (GstLlmPrefill *self, gboolean keep_context, GError **error)
         /* Building a context allocates scratch and starts threads; done
          * unlocked so that returning leases are not held up. */
         g_mutex_unlock (&pool->lock);
-        LlmSession *session = llm_session_new (self->llm, &self->config, error);
+        LlmSession *session = llm_session_new (self->engine, &self->config, error);
         g_mutex_lock (&pool->lock);
         if (session == NULL)
           break;
@@ -934,7 +935,9 @@ load_model (GstLlmPrefill *self)
   c->kv.context_length = self->context_length;
   c->kv.window = self->kv_window;
   c->kv.sink = self->kv_sink;
-  c->n_threads = self->n_threads;
+  LlmEngineOptions eo;
+  llm_engine_options_init (&eo);
+  eo.n_threads = self->n_threads;
   llm_sampler_params_init (&c->sampler);
   c->sampler.temperature = self->temperature;
   c->sampler.top_k = self->top_k;
@@ -974,6 +977,15 @@ load_model (GstLlmPrefill *self)
     return FALSE;
   }
   self->llm = llm;
+  self->engine = llm_engine_get (llm, &eo, &error);
+  if (self->engine == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
+        ("Cannot start the engine for \"%s\": %s.", model, error->message), (NULL));
+    g_error_free (error);
+    g_free (model);
+    g_free (device);
+    return FALSE;
+  }
 
   if (c->kv.context_length == 0)
     c->kv.context_length = llm->hp.n_ctx_train;
@@ -1026,6 +1038,7 @@ unload_model (GstLlmPrefill *self)
     pool_clear (self->pool);
     g_clear_pointer (&self->pool, pool_unref);
   }
+  g_clear_pointer (&self->engine, llm_engine_unref);
   g_clear_pointer (&self->llm, llm_model_unref);
   GST_OBJECT_LOCK (self);
   g_clear_pointer (&self->active_device, g_free);

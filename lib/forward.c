@@ -3,9 +3,12 @@
  * it: embed, then per layer (norm, Q/K/V, RoPE, attention, output, residual,
  * norm, SwiGLU feed-forward, residual), then the final norm and the logits.
  *
- * Tokens are processed in chunks; within a chunk every matrix product is a
- * matrix-matrix product (prefill) and rows of the weight matrix are split
- * across the worker threads. A decode step is the same code with one token. */
+ * Rows are processed in chunks; within a chunk every matrix product is a
+ * matrix-matrix product over all rows (a prompt, or the decode steps of
+ * many streams: one read of the weights serves them all) and rows of the
+ * weight matrix are split across the worker threads. Attention runs per
+ * piece (the rows of one sequence), each over its own cache. A decode
+ * step of one stream is the same code with one row. */
 #include "forward.h"
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
@@ -17,14 +20,20 @@
 
 G_DEFINE_QUARK (llm-forward-error-quark, llm_forward_error)
 
-/* Tokens per chunk: bounds scratch memory while keeping weight reuse high. */
-#define CHUNK 128
+#define CHUNK LLM_FORWARD_CHUNK
 
-struct _LlmContext {
+typedef struct _LlmForward LlmContext;
+
+struct _LlmForward {
   LlmModel *model;
-  LlmKvCache *kv;
-  LlmThreadPool *pool;
+  LlmThreadPool *pool;        /* the caller's, for one chunk */
+  int n_threads;
   guint chunk;
+
+  /* this chunk's rows and pieces */
+  const LlmFwdRow *rows;
+  const LlmFwdPiece *pieces;
+  guint n_pieces;
 
   /* scratch, [chunk x width] */
   float *x, *xb, *q, *k, *v, *att, *gate, *up, *row;
@@ -36,6 +45,8 @@ struct _LlmContext {
   guint xq_n_tok;
   float **att_scratch;        /* per thread */
   gsize att_scratch_floats;
+  float *logits;              /* rows of logits that go to scattered places */
+  guint logits_rows;
 };
 
 /* --- parallel pieces ------------------------------------------------- */
@@ -152,18 +163,37 @@ matmul_same_input (LlmContext *ctx, const LlmGgufTensor *w, guint n_tok, float *
 #define ATT_QUERIES 8
 
 typedef struct {
+  guint n_tok_blocks;
+  guint first_item;
+} AttPiece;
+
+typedef struct {
   LlmContext *ctx;
-  guint layer, n_tok, n_head, n_head_kv, head_dim;
-  guint32 pos0;
+  guint layer, n_head, n_head_kv, head_dim;
   float scale;
   guint group;            /* query heads per KV head */
   guint heads_per_item;   /* of one group */
   guint subs;             /* items per group and token block */
   guint toks_per_item;
-  guint n_tok_blocks;
+  AttPiece *pieces;
   guint n_items;
   atomic_uint next;
 } AttTask;
+
+/* The piece item @i belongs to: the last whose first item is <= i. */
+static guint
+att_piece_of (const AttTask *a, guint i)
+{
+  guint lo = 0, hi = a->ctx->n_pieces;
+  while (hi - lo > 1) {
+    const guint mid = (lo + hi) / 2;
+    if (a->pieces[mid].first_item <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
 
 static void
 attention_task (void *data, int ith, int nth)
@@ -174,14 +204,18 @@ attention_task (void *data, int ith, int nth)
   float *scratch = a->ctx->att_scratch[ith];
 
   for (;;) {
-    const guint i = atomic_fetch_add_explicit (&a->next, 1, memory_order_relaxed);
-    if (i >= a->n_items)
+    const guint item = atomic_fetch_add_explicit (&a->next, 1, memory_order_relaxed);
+    if (item >= a->n_items)
       break;
-    const guint kvh = i / (a->n_tok_blocks * a->subs);
-    const guint tb = a->n_tok_blocks - 1 - i / a->subs % a->n_tok_blocks;
+    const guint pi = att_piece_of (a, item);
+    const LlmFwdPiece *piece = &a->ctx->pieces[pi];
+    const guint n_tok_blocks = a->pieces[pi].n_tok_blocks;
+    const guint i = item - a->pieces[pi].first_item;
+    const guint kvh = i / (n_tok_blocks * a->subs);
+    const guint tb = n_tok_blocks - 1 - i / a->subs % n_tok_blocks;
     const guint sub = i % a->subs;
     const guint t0 = tb * a->toks_per_item;
-    const guint t1 = MIN (t0 + a->toks_per_item, a->n_tok);
+    const guint t1 = MIN (t0 + a->toks_per_item, piece->n);
     const guint h0 = kvh * a->group + sub * a->heads_per_item;
     const guint h1 = MIN (h0 + a->heads_per_item, (kvh + 1) * a->group);
 
@@ -189,30 +223,35 @@ attention_task (void *data, int ith, int nth)
     guint n_q = 0;
     for (guint t = t0; t < t1; t++) {
       for (guint h = h0; h < h1; h++) {
-        const gsize at = t * q_dim + (gsize) h * a->head_dim;
-        /* Causal: token t sees the cache up to and including itself. */
-        queries[n_q++] = (LlmAttnQuery) { a->ctx->q + at, a->ctx->att + at, a->pos0 + t + 1 };
+        const gsize at = (piece->row0 + t) * q_dim + (gsize) h * a->head_dim;
+        /* Causal: row t sees its sequence's cache up to and including itself. */
+        queries[n_q++] = (LlmAttnQuery) { a->ctx->q + at, a->ctx->att + at,
+          piece->slot0 + t + 1 };
       }
     }
-    llm_kv_cache_attend_batch (a->ctx->kv, a->layer, kvh, queries, n_q, a->scale, scratch);
+    llm_kv_cache_attend_batch (piece->kv, a->layer, kvh, queries, n_q, a->scale, scratch);
   }
 }
 
 static void
-attention_run (LlmContext *ctx, guint l, guint n_tok, guint32 pos0)
+attention_run (LlmContext *ctx, guint l)
 {
   const LlmHParams *hp = &ctx->model->hp;
+  AttPiece pieces[CHUNK];
   AttTask a = {
-    .ctx = ctx, .layer = l, .n_tok = n_tok, .n_head = hp->n_head,
-    .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim, .pos0 = pos0,
+    .ctx = ctx, .layer = l, .n_head = hp->n_head,
+    .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
     .scale = 1.0f / sqrtf ((float) hp->head_dim),
-    .group = hp->n_head / hp->n_head_kv,
+    .group = hp->n_head / hp->n_head_kv, .pieces = pieces,
   };
   a.heads_per_item = MIN (a.group, ATT_QUERIES);
   a.subs = (a.group + a.heads_per_item - 1) / a.heads_per_item;
   a.toks_per_item = MAX (1u, ATT_QUERIES / a.group);
-  a.n_tok_blocks = (n_tok + a.toks_per_item - 1) / a.toks_per_item;
-  a.n_items = a.n_tok_blocks * a.n_head_kv * a.subs;
+  for (guint p = 0; p < ctx->n_pieces; p++) {
+    pieces[p].n_tok_blocks = (ctx->pieces[p].n + a.toks_per_item - 1) / a.toks_per_item;
+    pieces[p].first_item = a.n_items;
+    a.n_items += pieces[p].n_tok_blocks * a.n_head_kv * a.subs;
+  }
   atomic_init (&a.next, 0);
   llm_threadpool_run (ctx->pool, attention_task, &a);
 }
@@ -332,11 +371,12 @@ head_norm (LlmContext *ctx, const LlmGgufTensor *w, float *y, guint n_tok, guint
 
 typedef struct {
   guint layer;
-  guint32 pos0;
+  guint piece;
 } RopeArgs;
 
-/* RoPE on each token's query and key heads, then its key and value rows
- * into the cache (rows of different positions: no locking needed). */
+/* RoPE on each row's query and key heads at the row's position, then its
+ * key and value rows into its piece's cache (rows of different slots: no
+ * locking needed). */
 static void
 rope_store_tokens (LlmContext *ctx, const void *args, guint t0, guint t1)
 {
@@ -344,20 +384,25 @@ rope_store_tokens (LlmContext *ctx, const void *args, guint t0, guint t1)
   const LlmHParams *hp = &ctx->model->hp;
   const gsize q_dim = (gsize) hp->n_head * hp->head_dim;
   const gsize kv_dim = (gsize) hp->n_head_kv * hp->head_dim;
+  guint p = 0;
   for (guint t = t0; t < t1; t++) {
-    llm_rope (ctx->q + t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, a->pos0 + t,
+    while (t >= ctx->pieces[p].row0 + ctx->pieces[p].n)
+      p++;
+    const LlmFwdPiece *piece = &ctx->pieces[p];
+    const guint32 pos = ctx->rows[t].pos;
+    llm_rope (ctx->q + t * q_dim, hp->n_head, hp->head_dim, hp->n_rot, pos,
         hp->rope_freq_base, hp->rope_freq_scale, hp->rope_neox);
-    llm_rope (ctx->k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, a->pos0 + t,
+    llm_rope (ctx->k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
         hp->rope_freq_base, hp->rope_freq_scale, hp->rope_neox);
-    llm_kv_cache_write (ctx->kv, a->layer, a->pos0 + t, ctx->k + t * kv_dim,
-        ctx->v + t * kv_dim);
+    llm_kv_cache_write (piece->kv, a->layer, piece->slot0 + (t - piece->row0),
+        ctx->k + t * kv_dim, ctx->v + t * kv_dim);
   }
 }
 
 /* --- the pass -------------------------------------------------------- */
 
 static void
-attention_block (LlmContext *ctx, guint l, guint n_tok, guint32 pos0)
+attention_block (LlmContext *ctx, guint l, guint n_tok)
 {
   const LlmHParams *hp = &ctx->model->hp;
   const LlmLayer *ly = &ctx->model->layers[l];
@@ -373,10 +418,10 @@ attention_block (LlmContext *ctx, guint l, guint n_tok, guint32 pos0)
   add_bias (ctx, ly->bv, ctx->v, n_tok, kv_dim);
   head_norm (ctx, ly->q_norm, ctx->q, n_tok, hp->n_head);
   head_norm (ctx, ly->k_norm, ctx->k, n_tok, hp->n_head_kv);
-  const RopeArgs rope = { l, pos0 };
+  const RopeArgs rope = { l, 0 };
   per_token (ctx, n_tok, rope_store_tokens, &rope);
 
-  attention_run (ctx, l, n_tok, pos0);
+  attention_run (ctx, l);
 
   /* x += Wo att */
   matmul (ctx, ly->wo, ctx->att, n_tok, ctx->xb);
@@ -397,100 +442,130 @@ ffn_block (LlmContext *ctx, guint l, guint n_tok)
   per_token (ctx, n_tok, residual_tokens, NULL);
 }
 
+/* Every thread's attention scratch covers the longest piece's context. */
 static gboolean
-eval_chunk (LlmContext *ctx, const gint32 *tokens, guint n_tok, float *logits,
-    gboolean all_logits, GError **error)
+ensure_att_scratch (LlmContext *ctx, GError **error)
 {
-  const LlmModel *m = ctx->model;
-  const LlmHParams *hp = &m->hp;
-
-  for (guint t = 0; t < n_tok; t++) {
-    if (tokens[t] < 0 || (guint32) tokens[t] >= hp->n_vocab) {
-      g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN,
-          "token id %d is outside the model's vocabulary of %u", tokens[t], hp->n_vocab);
+  guint32 n_kv = 0;
+  const LlmFwdPiece *widest = &ctx->pieces[0];
+  for (guint p = 0; p < ctx->n_pieces; p++) {
+    if (ctx->pieces[p].slot0 + ctx->pieces[p].n > n_kv) {
+      n_kv = ctx->pieces[p].slot0 + ctx->pieces[p].n;
+      widest = &ctx->pieces[p];
+    }
+  }
+  gsize need = llm_kv_cache_batch_scratch_floats (widest->kv, n_kv, ATT_QUERIES);
+  if (need <= ctx->att_scratch_floats)
+    return TRUE;
+  for (int i = 0; i < ctx->n_threads; i++) {
+    g_free (ctx->att_scratch[i]);
+    ctx->att_scratch[i] = g_try_new (float, need);
+    if (ctx->att_scratch[i] == NULL) {
+      ctx->att_scratch_floats = 0;
+      g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
+          "out of memory for attention scratch (%" G_GSIZE_FORMAT " floats)", need);
       return FALSE;
     }
   }
-  if (!llm_kv_cache_reserve (ctx->kv, n_tok, error))
-    return FALSE;
-  guint32 pos0 = llm_kv_cache_n (ctx->kv);
+  ctx->att_scratch_floats = need;
+  return TRUE;
+}
 
-  gsize need = llm_kv_cache_batch_scratch_floats (ctx->kv, pos0 + n_tok, ATT_QUERIES);
-  if (need > ctx->att_scratch_floats) {
-    for (int i = 0; i < llm_threadpool_n_threads (ctx->pool); i++) {
-      g_free (ctx->att_scratch[i]);
-      ctx->att_scratch[i] = g_try_new (float, need);
-      if (ctx->att_scratch[i] == NULL) {
-        ctx->att_scratch_floats = 0;
+/* The final norm and output product for the rows that want logits. When
+ * their destinations are one run of consecutive rows (a prompt's last
+ * row, teacher forcing) the product writes there; rows bound for several
+ * sequences go through ctx->logits. */
+static gboolean
+output_logits (LlmContext *ctx, guint n_tok, GError **error)
+{
+  const LlmModel *m = ctx->model;
+  const LlmHParams *hp = &m->hp;
+  guint n_out = 0;
+  gboolean contiguous = TRUE;
+  float *first = NULL;
+
+  for (guint t = 0; t < n_tok; t++) {
+    float *dst = ctx->rows[t].logits;
+    if (dst == NULL)
+      continue;
+    if (n_out == 0)
+      first = dst;
+    else if (dst != first + (gsize) n_out * hp->n_vocab)
+      contiguous = FALSE;
+    /* gather the row's hidden state in front */
+    if (n_out != t)
+      memcpy (ctx->x + (gsize) n_out * hp->n_embd, ctx->x + (gsize) t * hp->n_embd,
+          hp->n_embd * sizeof (float));
+    n_out++;
+  }
+  if (n_out == 0)
+    return TRUE;
+
+  float *out = first;
+  if (!contiguous) {
+    if (ctx->logits_rows < n_out) {
+      g_free (ctx->logits);
+      ctx->logits = g_try_new (float, (gsize) n_out * hp->n_vocab);
+      ctx->logits_rows = ctx->logits ? n_out : 0;
+      if (ctx->logits == NULL) {
         g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
-            "out of memory for attention scratch (%" G_GSIZE_FORMAT " floats)", need);
+            "out of memory for %u rows of logits", n_out);
         return FALSE;
       }
     }
-    ctx->att_scratch_floats = need;
+    out = ctx->logits;
   }
-
-  for (guint t = 0; t < n_tok; t++)
-    read_row (m->tok_embd, tokens[t], ctx->x + (gsize) t * hp->n_embd);
-
-  for (guint l = 0; l < hp->n_layer; l++) {
-    attention_block (ctx, l, n_tok, pos0);
-    ffn_block (ctx, l, n_tok);
+  rmsnorm_rows (ctx, m->output_norm, ctx->x, ctx->xb, n_out, hp->n_embd, hp->rms_eps);
+  matmul (ctx, m->output, ctx->xb, n_out, out);
+  if (!contiguous) {
+    guint i = 0;
+    for (guint t = 0; t < n_tok; t++)
+      if (ctx->rows[t].logits != NULL)
+        memcpy (ctx->rows[t].logits, out + (gsize) i++ * hp->n_vocab,
+            hp->n_vocab * sizeof (float));
   }
-  llm_kv_cache_commit (ctx->kv, n_tok);
-
-  if (logits == NULL)
-    return TRUE;
-  guint first = all_logits ? 0 : n_tok - 1;
-  guint n_out = n_tok - first;
-  rmsnorm_rows (ctx, m->output_norm, ctx->x + (gsize) first * hp->n_embd, ctx->xb, n_out,
-      hp->n_embd, hp->rms_eps);
-  matmul (ctx, m->output, ctx->xb, n_out, logits);
   return TRUE;
 }
 
 gboolean
-llm_context_eval (LlmContext *ctx, const gint32 *tokens, guint n, float *logits,
-    gboolean all_logits, GError **error)
+llm_forward_chunk (LlmForward *ctx, LlmThreadPool *pool, const LlmFwdRow *rows, guint n_tok,
+    const LlmFwdPiece *pieces, guint n_pieces, GError **error)
 {
-  guint n_vocab = ctx->model->hp.n_vocab;
-  for (guint done = 0; done < n; ) {
-    guint c = MIN (ctx->chunk, n - done);
-    gboolean last = done + c == n;
-    float *out = NULL;
-    if (all_logits && logits)
-      out = logits + (gsize) done * n_vocab;
-    else if (last)
-      out = logits;
-    if (!eval_chunk (ctx, tokens + done, c, out, all_logits, error))
-      return FALSE;
-    done += c;
+  const LlmModel *m = ctx->model;
+  const LlmHParams *hp = &m->hp;
+
+  g_return_val_if_fail (n_tok > 0 && n_tok <= ctx->chunk && n_pieces > 0, FALSE);
+  g_return_val_if_fail (llm_threadpool_n_threads (pool) <= ctx->n_threads, FALSE);
+  ctx->pool = pool;
+  ctx->rows = rows;
+  ctx->pieces = pieces;
+  ctx->n_pieces = n_pieces;
+  if (!ensure_att_scratch (ctx, error))
+    return FALSE;
+
+  for (guint t = 0; t < n_tok; t++) {
+    float *x = ctx->x + (gsize) t * hp->n_embd;
+    if (rows[t].embd)
+      memcpy (x, rows[t].embd, hp->n_embd * sizeof (float));
+    else
+      read_row (m->tok_embd, rows[t].token, x);
   }
-  return TRUE;
+
+  for (guint l = 0; l < hp->n_layer; l++) {
+    attention_block (ctx, l, n_tok);
+    ffn_block (ctx, l, n_tok);
+  }
+  return output_logits (ctx, n_tok, error);
 }
 
-LlmContext *
-llm_context_new (LlmModel *model, const LlmKvConfig *kvc, int n_threads, GError **error)
+LlmForward *
+llm_forward_new (LlmModel *model, int n_threads, GError **error)
 {
   const LlmHParams *hp = &model->hp;
-  LlmKvRope rope = { hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale, hp->rope_neox };
-  LlmKvCache *kv = llm_kv_cache_new (hp->n_layer, hp->n_head_kv, hp->head_dim, kvc, &rope,
-      error);
-  if (kv == NULL)
-    return NULL;
-  LlmThreadPool *pool = llm_threadpool_new (n_threads);
-  if (pool == NULL) {
-    llm_kv_cache_free (kv);
-    g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
-        "cannot start %d worker threads", n_threads);
-    return NULL;
-  }
-
   LlmContext *ctx = g_new0 (LlmContext, 1);
   ctx->model = llm_model_ref (model);
-  ctx->kv = kv;
-  ctx->pool = pool;
-  ctx->chunk = MIN (CHUNK, llm_kv_cache_capacity (kv));
+  ctx->chunk = CHUNK;
+  ctx->n_threads = MAX (1, n_threads);
 
   gsize c = ctx->chunk;
   gsize q_dim = (gsize) hp->n_head * hp->head_dim;
@@ -510,28 +585,26 @@ llm_context_new (LlmModel *model, const LlmKvConfig *kvc, int n_threads, GError 
    * largest per element, so size for that. */
   ctx->xq_row = widest * sizeof (float) + 64;
   ctx->xq = g_try_malloc (c * ctx->xq_row);
-  ctx->att_scratch = g_new0 (float *, llm_threadpool_n_threads (pool));
+  ctx->att_scratch = g_new0 (float *, ctx->n_threads);
   if (!ctx->x || !ctx->xb || !ctx->q || !ctx->k || !ctx->v || !ctx->att || !ctx->gate ||
       !ctx->up || !ctx->row || !ctx->xq) {
     g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
         "out of memory for the forward pass scratch buffers");
-    llm_context_free (ctx);
+    llm_forward_free (ctx);
     return NULL;
   }
   return ctx;
 }
 
 void
-llm_context_free (LlmContext *ctx)
+llm_forward_free (LlmForward *ctx)
 {
   if (ctx == NULL)
     return;
   if (ctx->att_scratch)
-    for (int i = 0; i < llm_threadpool_n_threads (ctx->pool); i++)
+    for (int i = 0; i < ctx->n_threads; i++)
       g_free (ctx->att_scratch[i]);
   g_free (ctx->att_scratch);
-  llm_threadpool_free (ctx->pool);
-  llm_kv_cache_free (ctx->kv);
   llm_model_unref (ctx->model);
   g_free (ctx->x);
   g_free (ctx->xb);
@@ -543,23 +616,6 @@ llm_context_free (LlmContext *ctx)
   g_free (ctx->up);
   g_free (ctx->row);
   g_free (ctx->xq);
+  g_free (ctx->logits);
   g_free (ctx);
-}
-
-LlmModel *
-llm_context_model (const LlmContext *ctx)
-{
-  return ctx->model;
-}
-
-LlmKvCache *
-llm_context_kv (LlmContext *ctx)
-{
-  return ctx->kv;
-}
-
-int
-llm_context_n_threads (const LlmContext *ctx)
-{
-  return llm_threadpool_n_threads (ctx->pool);
 }

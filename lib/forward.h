@@ -1,40 +1,49 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Runs a model over tokens: the transformer forward pass on the CPU, writing
- * the session's KV cache and producing logits. One LlmContext per session;
- * it owns the KV cache, the worker threads and the scratch memory. */
+/* The transformer forward pass over one chunk of batch rows (engine
+ * internals; callers use llm_engine_eval). The engine has reserved each
+ * row's KV slot; the pass embeds the rows, runs every layer (matrix
+ * products over all rows at once, attention per sequence piece), writes
+ * the rows' keys and values into their caches and the logits of the rows
+ * that want them. */
 #pragma once
 
 #include <glib.h>
 #include "model.h"
 #include "kvcache.h"
+#include "engine.h"
+#include "cpu/threadpool.h"
 
 G_BEGIN_DECLS
 
-#define LLM_FORWARD_ERROR (llm_forward_error_quark ())
-GQuark llm_forward_error_quark (void);
+/* Rows per forward chunk: bounds scratch memory while keeping weight
+ * reuse high. */
+#define LLM_FORWARD_CHUNK 128u
 
-typedef enum {
-  LLM_FORWARD_ERROR_TOKEN,      /* token id outside the vocabulary */
-  LLM_FORWARD_ERROR_RESOURCES,  /* threads or memory */
-} LlmForwardError;
+typedef struct {
+  gint32 token;         /* when @embd is NULL; checked by the caller */
+  const float *embd;    /* n_embd floats, or NULL */
+  guint32 pos;          /* RoPE position */
+  float *logits;        /* n_vocab floats to write, or NULL */
+} LlmFwdRow;
 
-typedef struct _LlmContext LlmContext;
+/* Rows [row0, row0 + n) of the chunk go to @kv at slots slot0.. (reserved). */
+typedef struct {
+  LlmKvCache *kv;
+  guint32 slot0;
+  guint row0, n;
+} LlmFwdPiece;
 
-/* @n_threads <= 0: one per core. Takes a reference on @model. */
-LlmContext *llm_context_new (LlmModel *model, const LlmKvConfig *kv, int n_threads,
-    GError **error);
-void llm_context_free (LlmContext *ctx);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmContext, llm_context_free)
+typedef struct _LlmForward LlmForward;
 
-LlmModel *llm_context_model (const LlmContext *ctx);
-LlmKvCache *llm_context_kv (LlmContext *ctx);
-int llm_context_n_threads (const LlmContext *ctx);
+/* Scratch for LLM_FORWARD_CHUNK rows of @model, run on pools of at most
+ * @n_threads threads. */
+LlmForward *llm_forward_new (LlmModel *model, int n_threads, GError **error);
+void llm_forward_free (LlmForward *f);
 
-/* Feeds @n tokens at the next cache positions (prefill when n > 1, a decode
- * step when n == 1). Writes the logits of the last token to @logits
- * (n_vocab floats) when non-NULL; with @all_logits, @logits receives n rows
- * (teacher forcing, speculative verification). */
-gboolean llm_context_eval (LlmContext *ctx, const gint32 *tokens, guint n,
-    float *logits, gboolean all_logits, GError **error);
+/* Evaluates @n <= LLM_FORWARD_CHUNK rows laid out in @pieces (in row
+ * order, covering every row once) on @pool. Fails only for scratch
+ * memory. */
+gboolean llm_forward_chunk (LlmForward *f, LlmThreadPool *pool, const LlmFwdRow *rows,
+    guint n, const LlmFwdPiece *pieces, guint n_pieces, GError **error);
 
 G_END_DECLS

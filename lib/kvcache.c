@@ -19,6 +19,12 @@
  * is that right after an eviction the model sees 3/4 of the window rather
  * than all of it (llama.cpp's context shift discards half).
  *
+ * Sharing: blocks come from an LlmKvPool (one per engine, with its byte
+ * limit). A block holds its positions for every layer's keys and values
+ * and is refcounted: fork() shares all of a cache's blocks, and a write
+ * to a shared block copies it first (reserve() does that before threads
+ * write, for every block the reservation or a shift will touch).
+ *
  * Reservations: reserve() covers positions [n, n + n_new) and replaces any
  * reservation not yet committed, so a failed step never leaks positions.
  *
@@ -29,6 +35,7 @@
  * Where a head's slice is not whole quant blocks (Q8_0/Q4_0 with a head
  * size that is not a multiple of 32) a block is plain rows instead. */
 #include "kvcache.h"
+#include "kvpool.h"
 
 #include <string.h>
 
@@ -69,6 +76,8 @@ struct _LlmKvCache {
   guint32 n_blocks;  /* blocks [0, n_blocks) exist in every layer */
   gsize bytes;
   KvLayer *layers;
+  LlmKvPool *pool;
+  LlmKvBlock **blocks;  /* n_blocks_max; [0, n_blocks) set */
 
   float *shift_row;  /* one row in f32, for re-rotating a key */
 };
@@ -181,12 +190,21 @@ check_config (guint n_layers, guint n_head_kv, guint head_dim, const LlmKvConfig
   return TRUE;
 }
 
-/* @rope NULL or n_rot 0: keys carry no position rotation (a model without
- * RoPE), so shifting only moves them. */
 LlmKvCache *
 llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
     const LlmKvConfig *config, const LlmKvRope *rope, GError **error)
 {
+  g_autoptr (LlmKvPool) pool = llm_kv_pool_new (0);
+  return llm_kv_cache_new_in_pool (pool, n_layers, n_head_kv, head_dim, config, rope, error);
+}
+
+/* @rope NULL or n_rot 0: keys carry no position rotation (a model without
+ * RoPE), so shifting only moves them. */
+LlmKvCache *
+llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guint head_dim,
+    const LlmKvConfig *config, const LlmKvRope *rope, GError **error)
+{
+  g_return_val_if_fail (pool != NULL, NULL);
   g_return_val_if_fail (config != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
@@ -194,6 +212,7 @@ llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
     return NULL;
 
   LlmKvCache *kv = g_new0 (LlmKvCache, 1);
+  kv->pool = llm_kv_pool_ref (pool);
   kv->n_layers = n_layers;
   kv->n_head_kv = n_head_kv;
   kv->head_dim = head_dim;
@@ -234,7 +253,8 @@ llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
   kv->n_blocks_max = (guint32) (((guint64) kv->capacity + KV_BLOCK_POSITIONS - 1)
       / KV_BLOCK_POSITIONS);
   kv->layers = g_try_new0 (KvLayer, n_layers);
-  if (kv->layers == NULL)
+  kv->blocks = g_try_new0 (LlmKvBlock *, kv->n_blocks_max);
+  if (kv->layers == NULL || kv->blocks == NULL)
     goto no_memory;
   for (guint l = 0; l < n_layers; l++) {
     kv->layers[l].k = g_try_new0 (guint8 *, kv->n_blocks_max);
@@ -262,20 +282,19 @@ llm_kv_cache_free (LlmKvCache *kv)
 {
   if (kv == NULL)
     return;
+  if (kv->blocks)
+    for (guint32 b = 0; b < kv->n_blocks; b++)
+      llm_kv_block_unref (kv->blocks[b]);
+  g_free (kv->blocks);
   if (kv->layers) {
     for (guint l = 0; l < kv->n_layers; l++) {
-      for (guint32 b = 0; b < kv->n_blocks_max; b++) {
-        if (kv->layers[l].k)
-          g_free (kv->layers[l].k[b]);
-        if (kv->layers[l].v)
-          g_free (kv->layers[l].v[b]);
-      }
       g_free (kv->layers[l].k);
       g_free (kv->layers[l].v);
     }
     g_free (kv->layers);
   }
   g_free (kv->shift_row);
+  llm_kv_pool_unref (kv->pool);
   g_free (kv);
 }
 
@@ -339,6 +358,27 @@ row_copy (const LlmKvCache *kv, guint8 *const *blocks, guint32 dst, guint32 src)
     memcpy (slice_ptr (kv, blocks, dst, h), slice_ptr (kv, blocks, src, h), kv->slice_bytes);
 }
 
+/* Rows block @b holds: KV_BLOCK_POSITIONS, the last one cut to the
+ * capacity. */
+static guint32
+block_rows (const LlmKvCache *kv, guint32 b)
+{
+  return MIN (KV_BLOCK_POSITIONS, kv->capacity - b * KV_BLOCK_POSITIONS);
+}
+
+/* Points every layer's K and V slots of block @b into @block: layer l's
+ * keys first, then its values. */
+static void
+set_block (LlmKvCache *kv, guint32 b, LlmKvBlock *block)
+{
+  const gsize part = block_rows (kv, b) * kv->row_bytes;
+  kv->blocks[b] = block;
+  for (guint l = 0; l < kv->n_layers; l++) {
+    kv->layers[l].k[b] = block ? block->data + (2 * (gsize) l) * part : NULL;
+    kv->layers[l].v[b] = block ? block->data + (2 * (gsize) l + 1) * part : NULL;
+  }
+}
+
 /* Allocates blocks until positions [0, @end) exist in every layer. A
  * failure leaves the blocks made so far in place (counted, reused by the
  * next attempt). */
@@ -349,28 +389,59 @@ ensure_blocks (LlmKvCache *kv, guint32 end, GError **error)
 
   for (; kv->n_blocks < need; kv->n_blocks++) {
     const guint32 b = kv->n_blocks;
-    const guint32 first = b * KV_BLOCK_POSITIONS;
-    const guint32 rows = MIN (KV_BLOCK_POSITIONS, kv->capacity - first);
-    const gsize size = rows * kv->row_bytes;
-
-    for (guint l = 0; l < kv->n_layers; l++) {
-      guint8 **slots[2] = { &kv->layers[l].k[b], &kv->layers[l].v[b] };
-      for (int t = 0; t < 2; t++) {
-        if (*slots[t] != NULL)
-          continue;
-        *slots[t] = g_try_malloc (size);
-        if (*slots[t] == NULL) {
-          g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_NO_MEMORY,
-              "out of memory growing the KV cache to %u positions "
-              "(a block of %" G_GSIZE_FORMAT " bytes; %" G_GSIZE_FORMAT " bytes held)",
-              end, size, kv->bytes);
-          return FALSE;
-        }
-        kv->bytes += size;
-      }
+    gsize size;
+    if (!g_size_checked_mul (&size, (gsize) block_rows (kv, b) * kv->row_bytes,
+            2 * (gsize) kv->n_layers)) {
+      g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_NO_MEMORY,
+          "a KV block of %u positions x %u layers is larger than memory", block_rows (kv, b),
+          kv->n_layers);
+      return FALSE;
     }
+    LlmKvBlock *block = llm_kv_pool_alloc (kv->pool, size, error);
+    if (block == NULL) {
+      g_prefix_error (error, "growing the KV cache to %u positions: ", end);
+      return FALSE;
+    }
+    set_block (kv, b, block);
+    kv->bytes += size;
   }
   return TRUE;
+}
+
+/* Gives the cache blocks of its own for positions [@first, @end) (those
+ * that exist), copying any that a fork shares, so writes there touch no
+ * other sequence. */
+static gboolean
+own_blocks (LlmKvCache *kv, guint32 first, guint32 end, GError **error)
+{
+  const guint32 b_end = MIN (kv->n_blocks,
+      (guint32) (((guint64) end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS));
+  for (guint32 b = first / KV_BLOCK_POSITIONS; b < b_end; b++) {
+    LlmKvBlock *old = kv->blocks[b];
+    if (!llm_kv_block_is_shared (old))
+      continue;
+    LlmKvBlock *copy = llm_kv_pool_alloc (kv->pool, old->size, error);
+    if (copy == NULL) {
+      g_prefix_error (error, "copying a shared KV block: ");
+      return FALSE;
+    }
+    memcpy (copy->data, old->data, old->size);
+    set_block (kv, b, copy);
+    llm_kv_block_unref (old);
+  }
+  return TRUE;
+}
+
+/* Gives back every block at or past block @b_first. */
+static void
+release_blocks (LlmKvCache *kv, guint32 b_first)
+{
+  for (; kv->n_blocks > b_first; kv->n_blocks--) {
+    const guint32 b = kv->n_blocks - 1;
+    kv->bytes -= kv->blocks[b]->size;
+    llm_kv_block_unref (kv->blocks[b]);
+    set_block (kv, b, NULL);
+  }
 }
 
 /* Drops positions [sink, sink + @count) and moves the rest down by @count;
@@ -432,8 +503,11 @@ llm_kv_cache_reserve (LlmKvCache *kv, guint32 n_new, GError **error)
     n_evict = MIN (MAX (needed, chunk), kv->n - kept);
   }
 
-  /* Allocate before evicting, so running out of memory loses nothing. */
-  if (!ensure_blocks (kv, kv->n - n_evict + n_new, error))
+  /* Allocate (and copy shared blocks) before evicting, so running out of
+   * memory loses nothing. A shift rewrites positions from the sink on. */
+  const guint32 end = kv->n - n_evict + n_new;
+  if (!ensure_blocks (kv, end, error)
+      || !own_blocks (kv, n_evict > 0 ? MIN (kv->sink, kv->n) : kv->n - n_evict, end, error))
     return FALSE;
   if (n_evict > 0)
     evict (kv, n_evict);
@@ -552,6 +626,31 @@ llm_kv_cache_truncate (LlmKvCache *kv, guint32 n)
   } else {
     kv->n_reserved = MIN (kv->n_reserved, n - kv->n);
   }
+  /* Blocks wholly past what is left go back to the pool for other
+   * sequences; the surviving ones are untouched. */
+  const guint64 end = (guint64) kv->n + kv->n_reserved;
+  release_blocks (kv, (guint32) ((end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS));
+}
+
+LlmKvCache *
+llm_kv_cache_fork (const LlmKvCache *kv)
+{
+  g_return_val_if_fail (kv != NULL, NULL);
+  LlmKvCache *f = llm_kv_cache_new_in_pool (kv->pool, kv->n_layers, kv->n_head_kv,
+      kv->head_dim, &kv->config, kv->rotated ? &kv->rope : NULL, NULL);
+  g_return_val_if_fail (f != NULL, NULL);  /* the parent's config was valid */
+  for (guint32 b = 0; b < kv->n_blocks; b++)
+    set_block (f, b, llm_kv_block_ref (kv->blocks[b]));
+  f->n_blocks = kv->n_blocks;
+  f->bytes = kv->bytes;
+  f->n = kv->n;
+  return f;
+}
+
+gsize
+llm_kv_cache_row_bytes (const LlmKvCache *kv)
+{
+  return kv->row_bytes;
 }
 
 /* The eviction count is a lifetime statistic of the session, so it
@@ -562,4 +661,12 @@ llm_kv_cache_clear (LlmKvCache *kv)
   g_return_if_fail (kv != NULL);
   kv->n = 0;
   kv->n_reserved = 0;
+  /* Blocks shared with a fork are the fork's to keep: ours would only be
+   * copied on the next write. */
+  for (guint32 b = 0; b < kv->n_blocks; b++) {
+    if (llm_kv_block_is_shared (kv->blocks[b])) {
+      release_blocks (kv, b);
+      break;
+    }
+  }
 }

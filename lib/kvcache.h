@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The KV cache of one session: per layer, the keys (already rotated by RoPE)
+/* The KV cache of one sequence: per layer, the keys (already rotated by RoPE)
  * and values of every cached position, stored in blocks of positions that
  * are allocated as the cache fills, in f32, f16, q8_0 or q4_0.
  *
@@ -22,6 +22,7 @@ typedef enum {
   LLM_KV_ERROR_CONFIG,   /* type/policy/size not usable for this model */
   LLM_KV_ERROR_FULL,     /* policy full and no room left */
   LLM_KV_ERROR_NO_MEMORY,
+  LLM_KV_ERROR_POOL_FULL, /* the engine's kv-pool-bytes limit is reached */
 } LlmKvError;
 
 typedef enum {
@@ -54,11 +55,16 @@ typedef struct {
 } LlmKvRope;
 
 typedef struct _LlmKvCache LlmKvCache;
+typedef struct _LlmKvPool LlmKvPool;
 
 /* Fails (LLM_KV_ERROR_CONFIG) for quantized types when the row of all KV
  * heads (n_head_kv * head_dim) is not a multiple of 32, naming the sizes. */
 LlmKvCache *llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
     const LlmKvConfig *config, const LlmKvRope *rope, GError **error);
+/* The same with blocks taken from @pool (shared with other caches, one
+ * byte limit for all). llm_kv_cache_new uses a pool of its own. */
+LlmKvCache *llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv,
+    guint head_dim, const LlmKvConfig *config, const LlmKvRope *rope, GError **error);
 void llm_kv_cache_free (LlmKvCache *kv);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmKvCache, llm_kv_cache_free)
 
@@ -111,8 +117,14 @@ void llm_kv_cache_attend_batch (const LlmKvCache *kv, guint layer, guint kv_head
     const LlmAttnQuery *queries, guint n_q, float scale, float *scratch);
 gsize llm_kv_cache_batch_scratch_floats (const LlmKvCache *kv, guint32 n_kv, guint n_q);
 
-/* Drops positions >= @n (speculative rejection, prompt edits). */
+/* Drops positions >= @n (speculative rejection, prompt edits); blocks
+ * wholly past @n go back to the pool, the others are not touched. */
 void llm_kv_cache_truncate (LlmKvCache *kv, guint32 n);
+/* A new cache holding the same positions, sharing @kv's blocks: whichever
+ * of the two writes to a shared block later copies it first, so neither
+ * sees the other's new positions. Same config and pool. */
+LlmKvCache *llm_kv_cache_fork (const LlmKvCache *kv);
+gsize llm_kv_cache_row_bytes (const LlmKvCache *kv);
 /* Empties the cache; keeps its memory for reuse. */
 void llm_kv_cache_clear (LlmKvCache *kv);
 

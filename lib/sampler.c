@@ -165,6 +165,14 @@ llm_sampler_reset (LlmSampler *s)
 }
 
 void
+llm_sampler_forget_history (LlmSampler *s)
+{
+  g_return_if_fail (s != NULL);
+  s->hist_len = 0;
+  s->hist_next = 0;
+}
+
+void
 llm_sampler_accept (LlmSampler *s, gint32 id)
 {
   g_return_if_fail (s != NULL);

@@ -30,6 +30,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmSampler, llm_sampler_free)
 
 /* Forget the token history and restart the random sequence from the seed. */
 void llm_sampler_reset (LlmSampler *s);
+/* Forget the token history only; the random sequence goes on (a rollback
+ * refills the history from what is kept). */
+void llm_sampler_forget_history (LlmSampler *s);
 /* Add @id to the history the repetition penalty looks at (prompt tokens and
  * generated ones). */
 void llm_sampler_accept (LlmSampler *s, gint32 id);

@@ -1,34 +1,47 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "session.h"
+#include "forward.h"
 
 struct _LlmSession {
   gint ref_count;
   GMutex lock;
-  LlmContext *ctx;
+  LlmEngine *engine;
+  LlmSeq *seq;
   LlmSampler *sampler;
-  GArray *ids;                /* gint32 */
+  guint32 sink;               /* positions a window never evicts */
+  gint repeat_last_n;
+  GArray *ids;                /* gint32: what the cache holds, slot by slot */
   float *logits;
   gboolean have_logits;
 };
 
 LlmSession *
-llm_session_new (LlmModel *model, const LlmSessionConfig *config, GError **error)
+llm_session_new (LlmEngine *engine, const LlmSessionConfig *config, GError **error)
 {
-  LlmContext *ctx = llm_context_new (model, &config->kv, config->n_threads, error);
-  if (ctx == NULL)
+  LlmSeq *seq = llm_seq_new (engine, &config->kv, error);
+  if (seq == NULL)
     return NULL;
-  float *logits = g_try_new (float, model->hp.n_vocab);
+  const guint32 n_vocab = llm_engine_model (engine)->hp.n_vocab;
+  float *logits = g_try_new (float, n_vocab);
   if (logits == NULL) {
-    llm_context_free (ctx);
+    llm_seq_free (seq);
     g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
-        "out of memory for %u logits", model->hp.n_vocab);
+        "out of memory for %u logits", n_vocab);
     return NULL;
   }
+  /* "The whole history" is the whole context: what the cache holds. */
+  LlmSamplerParams sp = config->sampler;
+  if (sp.repeat_last_n < 0)
+    sp.repeat_last_n = (gint) MIN (llm_kv_cache_capacity (llm_seq_kv (seq)), G_MAXINT);
+
   LlmSession *s = g_new0 (LlmSession, 1);
   s->ref_count = 1;
   g_mutex_init (&s->lock);
-  s->ctx = ctx;
-  s->sampler = llm_sampler_new (&config->sampler);
+  s->engine = llm_engine_ref (engine);
+  s->seq = seq;
+  s->sampler = llm_sampler_new (&sp);
+  s->repeat_last_n = sp.repeat_last_n;
+  s->sink = config->kv.policy == LLM_KV_POLICY_SINK_WINDOW ? config->kv.sink : 0;
   s->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   s->logits = logits;
   return s;
@@ -46,7 +59,8 @@ llm_session_unref (LlmSession *s)
 {
   if (s == NULL || !g_atomic_int_dec_and_test (&s->ref_count))
     return;
-  llm_context_free (s->ctx);
+  llm_seq_free (s->seq);
+  llm_engine_unref (s->engine);
   llm_sampler_free (s->sampler);
   g_array_free (s->ids, TRUE);
   g_free (s->logits);
@@ -57,42 +71,117 @@ llm_session_unref (LlmSession *s)
 LlmModel *
 llm_session_model (LlmSession *s)
 {
-  return llm_context_model (s->ctx);
+  return llm_engine_model (s->engine);
+}
+
+LlmEngine *
+llm_session_engine (LlmSession *s)
+{
+  return s->engine;
+}
+
+LlmSeq *
+llm_session_seq (LlmSession *s)
+{
+  return s->seq;
+}
+
+/* After a window policy evicted, the cache holds the sink's ids and the
+ * newest ones (evictions always take the oldest positions past the
+ * sink), so the history drops what lies between. */
+static void
+follow_evictions (LlmSession *s)
+{
+  const guint n = llm_seq_n (s->seq);
+  if (s->ids->len <= n)
+    return;
+  const guint sink = MIN (s->sink, n);
+  g_array_remove_range (s->ids, sink, s->ids->len - n);
+}
+
+/* The repetition penalty sees the last repeat_last_n ids of the history. */
+static void
+refill_sampler_history (LlmSession *s)
+{
+  llm_sampler_forget_history (s->sampler);
+  const guint n = s->ids->len;
+  const guint from = s->repeat_last_n > 0 ? n - MIN (n, (guint) s->repeat_last_n) : n;
+  for (guint i = from; i < n; i++)
+    llm_sampler_accept (s->sampler, g_array_index (s->ids, gint32, i));
 }
 
 static gboolean
-feed (LlmSession *s, const gint32 *ids, guint n, gint32 *next, GError **error)
+feed_locked (LlmSession *s, const gint32 *ids, guint n, GError **error)
 {
-  g_mutex_lock (&s->lock);
-  gboolean ok = llm_context_eval (s->ctx, ids, n, s->logits, FALSE, error);
-  if (ok) {
-    g_array_append_vals (s->ids, ids, n);
-    for (guint i = 0; i < n; i++)
-      llm_sampler_accept (s->sampler, ids[i]);
-    s->have_logits = TRUE;
-    *next = llm_sampler_sample (s->sampler, s->logits, llm_session_model (s)->hp.n_vocab);
+  GError *err = NULL;
+  gboolean ok = llm_engine_submit (s->engine, s->seq, ids, n, s->logits, FALSE, &err);
+  if (!ok && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
+    /* Another stream took our cache: recompute it from the history. */
+    g_clear_error (&err);
+    llm_seq_clear (s->seq);
+    ok = llm_engine_submit (s->engine, s->seq, (const gint32 *) s->ids->data, s->ids->len,
+        NULL, FALSE, &err);
+    if (ok)
+      ok = llm_engine_submit (s->engine, s->seq, ids, n, s->logits, FALSE, &err);
   }
+  if (!ok) {
+    g_propagate_error (error, err);
+    return FALSE;
+  }
+  g_array_append_vals (s->ids, ids, n);
+  follow_evictions (s);
+  for (guint i = 0; i < n; i++)
+    llm_sampler_accept (s->sampler, ids[i]);
+  s->have_logits = TRUE;
+  return TRUE;
+}
+
+gboolean
+llm_session_feed (LlmSession *s, const gint32 *ids, guint n, GError **error)
+{
+  g_return_val_if_fail (n > 0, FALSE);
+  g_mutex_lock (&s->lock);
+  gboolean ok = feed_locked (s, ids, n, error);
   g_mutex_unlock (&s->lock);
   return ok;
+}
+
+gint32
+llm_session_sample (LlmSession *s)
+{
+  g_mutex_lock (&s->lock);
+  gint32 next = -1;
+  if (s->have_logits)
+    next = llm_sampler_sample (s->sampler, s->logits, llm_session_model (s)->hp.n_vocab);
+  g_mutex_unlock (&s->lock);
+  return next;
 }
 
 gboolean
 llm_session_prefill (LlmSession *s, const gint32 *ids, guint n, gint32 *next, GError **error)
 {
-  g_return_val_if_fail (n > 0, FALSE);
-  return feed (s, ids, n, next, error);
+  if (!llm_session_feed (s, ids, n, error))
+    return FALSE;
+  *next = llm_session_sample (s);
+  return TRUE;
 }
 
 gboolean
 llm_session_step (LlmSession *s, gint32 id, gint32 *next, GError **error)
 {
-  return feed (s, &id, 1, next, error);
+  return llm_session_prefill (s, &id, 1, next, error);
 }
 
 guint
 llm_session_n_ids (LlmSession *s)
 {
   return s->ids->len;
+}
+
+const gint32 *
+llm_session_ids (LlmSession *s)
+{
+  return (const gint32 *) s->ids->data;
 }
 
 const float *
@@ -102,10 +191,23 @@ llm_session_logits (LlmSession *s)
 }
 
 void
+llm_session_truncate (LlmSession *s, guint n)
+{
+  g_mutex_lock (&s->lock);
+  if (n < s->ids->len) {
+    llm_seq_truncate (s->seq, n);
+    g_array_set_size (s->ids, n);
+    refill_sampler_history (s);
+    s->have_logits = FALSE;
+  }
+  g_mutex_unlock (&s->lock);
+}
+
+void
 llm_session_reset (LlmSession *s)
 {
   g_mutex_lock (&s->lock);
-  llm_kv_cache_clear (llm_context_kv (s->ctx));
+  llm_seq_clear (s->seq);
   llm_sampler_reset (s->sampler);
   g_array_set_size (s->ids, 0);
   s->have_logits = FALSE;
@@ -115,5 +217,5 @@ llm_session_reset (LlmSession *s)
 gsize
 llm_session_kv_bytes (LlmSession *s)
 {
-  return llm_kv_cache_bytes (llm_context_kv (s->ctx));
+  return llm_seq_kv_bytes (s->seq);
 }

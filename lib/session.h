@@ -1,45 +1,62 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One conversation with a model: its context (KV cache, threads), sampler and
- * the ids fed so far. Refcounted: llmprefill creates it and hands it
- * downstream to llmdecode inside a GstLlmSessionMeta. Calls are serialised
- * by the session's own lock, so the two elements' threads may both hold it. */
+/* One conversation with a model: a sequence of an engine, the sampler
+ * that picks its tokens, and the ids its cache holds (what a rollback or
+ * a recompute after preemption needs; bounded by the cache, so a live
+ * stream's memory stays flat). Refcounted: llmprefill creates it and
+ * hands it downstream to llmdecode inside a GstLlmSessionMeta. Calls are
+ * serialised by the session's own lock, so the two elements' threads may
+ * both hold it. Evaluation goes through the engine's scheduler, so the
+ * sessions of many streams on one engine share forwards. */
 #pragma once
 
 #include <glib.h>
-#include "forward.h"
+#include "engine.h"
 #include "sampler.h"
 
 G_BEGIN_DECLS
 
 typedef struct {
   LlmKvConfig kv;
-  int n_threads;              /* <= 0: one per core */
   LlmSamplerParams sampler;
 } LlmSessionConfig;
 
 typedef struct _LlmSession LlmSession;
 
-/* Takes a reference on @model. */
-LlmSession *llm_session_new (LlmModel *model, const LlmSessionConfig *config, GError **error);
+/* Takes a reference on @engine. */
+LlmSession *llm_session_new (LlmEngine *engine, const LlmSessionConfig *config,
+    GError **error);
 LlmSession *llm_session_ref (LlmSession *s);
 void llm_session_unref (LlmSession *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmSession, llm_session_unref)
 
 LlmModel *llm_session_model (LlmSession *s);
+LlmEngine *llm_session_engine (LlmSession *s);
+LlmSeq *llm_session_seq (LlmSession *s);
 
-/* Feeds @n prompt ids after what the session holds, then samples the token
- * that follows (@next). */
+/* Evaluates @n ids after what the session holds and keeps the logits of
+ * the last; samples nothing. If the engine preempted the sequence, its
+ * history is fed again first. */
+gboolean llm_session_feed (LlmSession *s, const gint32 *ids, guint n, GError **error);
+/* The next token for the last logits, by the session's sampler. */
+gint32 llm_session_sample (LlmSession *s);
+
+/* llm_session_feed then llm_session_sample (@next). */
 gboolean llm_session_prefill (LlmSession *s, const gint32 *ids, guint n, gint32 *next,
     GError **error);
 /* Feeds @id (normally the token sampled last) and samples the next one. */
 gboolean llm_session_step (LlmSession *s, gint32 id, gint32 *next, GError **error);
 
-/* Ids fed so far (prompt and generated), oldest first. Copy out under no
- * lock: call only from the thread that drives the session. */
+/* Ids the cache holds now (prompt and generated; a window policy's
+ * evictions leave them out), oldest first. */
 guint llm_session_n_ids (LlmSession *s);
-/* Logits of the last evaluation (n_vocab floats), or NULL before any. */
+const gint32 *llm_session_ids (LlmSession *s);
+/* Logits of the last evaluation (n_vocab floats), or NULL before any or
+ * after a truncate. */
 const float *llm_session_logits (LlmSession *s);
 
+/* Rolls back to the first @n ids: cache, history and the repetition
+ * penalty's window follow. */
+void llm_session_truncate (LlmSession *s, guint n);
 /* Forgets everything fed (KV cache, history, sampler state). */
 void llm_session_reset (LlmSession *s);
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <glib/gstdio.h>
 
-#include "forward.h"
+#include "engine.h"
 #include "gguf-writer.h"
 #include "model.h"
 #include "cpu/matmul.h"
@@ -189,7 +189,7 @@ compare (LlmModel *m, const Golden *g)
 {
   LlmKvConfig kv = { .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
   g_autoptr (GError) error = NULL;
-  g_autoptr (LlmContext) ctx = llm_context_new (m, &kv, 2, &error);
+  g_autoptr (LlmSeq) ctx = llm_seq_new_standalone (m, &kv, 2, &error);
   ck_assert_msg (ctx != NULL, "%s", error ? error->message : "");
   ck_assert_uint_eq (m->hp.n_vocab, g->n_vocab);
 
@@ -198,9 +198,9 @@ compare (LlmModel *m, const Golden *g)
   Agreement a = { 0, 0, 0, G_MAXUINT, G_MAXDOUBLE };
   for (guint s = 0; s < g->greedy_ids->len; s++) {
     gboolean ok = s == 0
-        ? llm_context_eval (ctx, (gint32 *) g->prompt_ids->data, g->prompt_ids->len, logits,
+        ? llm_seq_eval_tokens (ctx, (gint32 *) g->prompt_ids->data, g->prompt_ids->len, logits,
             FALSE, &error)
-        : llm_context_eval (ctx, &g_array_index (g->greedy_ids, gint32, s - 1), 1, logits,
+        : llm_seq_eval_tokens (ctx, &g_array_index (g->greedy_ids, gint32, s - 1), 1, logits,
             FALSE, &error);
     ck_assert_msg (ok, "step %u: %s", s, error ? error->message : "");
 

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "forward.h"
+#include "engine.h"
 #include "model.h"
 #include "session.h"
 #include "cpu/matmul.h"
@@ -189,12 +189,12 @@ argmax (const float *x, guint n)
   return best;
 }
 
-static LlmContext *
+static LlmSeq *
 new_context (LlmModel *m, LlmKvType kv_type)
 {
   LlmKvConfig kv = { .type = kv_type, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
   g_autoptr (GError) error = NULL;
-  LlmContext *ctx = llm_context_new (m, &kv, 1, &error);
+  LlmSeq *ctx = llm_seq_new_standalone (m, &kv, 1, &error);
   ck_assert_msg (ctx != NULL, "%s", error ? error->message : "");
   return ctx;
 }
@@ -203,7 +203,7 @@ new_context (LlmModel *m, LlmKvType kv_type)
 static double
 compare_case (const GoldenCase *c, const Golden *g, LlmModel *m, double tol)
 {
-  g_autoptr (LlmContext) ctx = new_context (m, c->kv);
+  g_autoptr (LlmSeq) ctx = new_context (m, c->kv);
   g_autoptr (GError) error = NULL;
   g_autofree float *logits = g_new (float, g->n_vocab);
   const float *steps = g_bytes_get_data (g->steps, NULL);
@@ -214,10 +214,10 @@ compare_case (const GoldenCase *c, const Golden *g, LlmModel *m, double tol)
   for (guint s = 0; s < g->greedy_ids->len; s++) {
     gboolean ok;
     if (s == 0)
-      ok = llm_context_eval (ctx, (gint32 *) g->prompt_ids->data, g->prompt_ids->len, logits,
+      ok = llm_seq_eval_tokens (ctx, (gint32 *) g->prompt_ids->data, g->prompt_ids->len, logits,
           FALSE, &error);
     else
-      ok = llm_context_eval (ctx, &g_array_index (g->greedy_ids, gint32, s - 1), 1, logits,
+      ok = llm_seq_eval_tokens (ctx, &g_array_index (g->greedy_ids, gint32, s - 1), 1, logits,
           FALSE, &error);
     ck_assert_msg (ok, "%s step %u: %s", c->name, s, error ? error->message : "");
 
@@ -292,11 +292,15 @@ START_TEST (test_greedy_story_reproduces_llama_cpp_text)
   cfg.kv.type = LLM_KV_F16;
   cfg.kv.policy = LLM_KV_POLICY_FULL;
   cfg.kv.context_length = 512;
-  cfg.n_threads = 2;
   llm_sampler_params_init (&cfg.sampler);
   cfg.sampler.temperature = 0.0f;
   cfg.sampler.repeat_penalty = 1.0f;
-  g_autoptr (LlmSession) s = llm_session_new (m, &cfg, &error);
+  LlmEngineOptions eo;
+  llm_engine_options_init (&eo);
+  eo.n_threads = 2;
+  g_autoptr (LlmEngine) engine = llm_engine_new (m, &eo, &error);
+  ck_assert_msg (engine != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmSession) s = llm_session_new (engine, &cfg, &error);
   ck_assert_msg (s != NULL, "%s", error ? error->message : "");
 
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));

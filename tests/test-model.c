@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 
-#include "forward.h"
+#include "engine.h"
 #include "gguf-writer.h"
 #include "model.h"
 
@@ -455,7 +455,7 @@ START_TEST (test_model_freed_with_last_reference)
 
   /* A context holds its own reference. */
   LlmKvConfig kv = { .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 16 };
-  LlmContext *ctx = llm_context_new (a, &kv, 1, &error);
+  LlmSeq *ctx = llm_seq_new_standalone (a, &kv, 1, &error);
   ck_assert_msg (ctx != NULL, "%s", error ? error->message : "");
   LlmModel *b = llm_model_get (path, "cpu", &error);
   ck_assert_ptr_eq (a, b);
@@ -464,8 +464,8 @@ START_TEST (test_model_freed_with_last_reference)
   ck_assert (is_mapped (path));
   gint32 tok = 3;
   float logits[N_VOCAB];
-  ck_assert (llm_context_eval (ctx, &tok, 1, logits, FALSE, &error));
-  llm_context_free (ctx);
+  ck_assert (llm_seq_eval_tokens (ctx, &tok, 1, logits, FALSE, &error));
+  llm_seq_free (ctx);
   ck_assert (!is_mapped (path));
 
   /* Gone from the table too: the next get loads afresh. */
@@ -537,21 +537,21 @@ check_prompt_split (const char *name)
   }
   float *whole = g_new (float, n_vocab), *split = g_new (float, n_vocab);
   LlmKvConfig kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
-  LlmContext *a = llm_context_new (m, &kv, 2, &error);
+  LlmSeq *a = llm_seq_new_standalone (m, &kv, 2, &error);
   ck_assert_msg (a != NULL, "%s", error ? error->message : "");
-  ck_assert (llm_context_eval (a, ids, n, whole, FALSE, &error));
-  LlmContext *b = llm_context_new (m, &kv, 2, &error);
+  ck_assert (llm_seq_eval_tokens (a, ids, n, whole, FALSE, &error));
+  LlmSeq *b = llm_seq_new_standalone (m, &kv, 2, &error);
   guint done = 0;
   for (guint i = 0; i < G_N_ELEMENTS (pieces); i++) {
-    ck_assert (llm_context_eval (b, ids + done, pieces[i], split, FALSE, &error));
+    ck_assert (llm_seq_eval_tokens (b, ids + done, pieces[i], split, FALSE, &error));
     done += pieces[i];
   }
   ck_assert_uint_eq (done, n);
   for (guint v = 0; v < n_vocab; v++)
     ck_assert_msg (whole[v] == split[v], "%s logit %u: %.9g in one call, %.9g in pieces", name,
         v, whole[v], split[v]);
-  llm_context_free (a);
-  llm_context_free (b);
+  llm_seq_free (a);
+  llm_seq_free (b);
   g_free (ids);
   g_free (whole);
   g_free (split);

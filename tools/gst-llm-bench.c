@@ -17,7 +17,7 @@
 #include <glib.h>
 
 #include "bench.h"
-#include "forward.h"
+#include "engine.h"
 #include "ggml-type.h"
 #include "gguf.h"
 #include "kvcache.h"
@@ -268,14 +268,14 @@ typedef struct {
  * from: @prompt (@s->n_prompt ids) in one call, then @s->n_gen greedy
  * decode steps. @itl has room for n_gen values. */
 static gboolean
-run_rep (LlmContext *ctx, const Setting *s, GRand *rand, const gint32 *prompt, float *logits,
+run_rep (LlmSeq *ctx, const Setting *s, GRand *rand, const gint32 *prompt, float *logits,
     double *itl, Rep *rep, GError **error)
 {
-  const guint n_vocab = llm_context_model (ctx)->hp.n_vocab;
+  const guint n_vocab = llm_engine_model (llm_seq_engine (ctx))->hp.n_vocab;
   gint32 next;
   if (s->n_prompt > 0) {
     double t0 = now_ms ();
-    if (!llm_context_eval (ctx, prompt, s->n_prompt, logits, FALSE, error))
+    if (!llm_seq_eval_tokens (ctx, prompt, s->n_prompt, logits, FALSE, error))
       return FALSE;
     double t1 = now_ms ();
     next = argmax (logits, n_vocab);
@@ -289,7 +289,7 @@ run_rep (LlmContext *ctx, const Setting *s, GRand *rand, const gint32 *prompt, f
     double total = 0;
     for (guint i = 0; i < s->n_gen; i++) {
       double t0 = now_ms ();
-      if (!llm_context_eval (ctx, &next, 1, logits, FALSE, error))
+      if (!llm_seq_eval_tokens (ctx, &next, 1, logits, FALSE, error))
         return FALSE;
       next = argmax (logits, n_vocab);
       itl[i] = now_ms () - t0;
@@ -303,7 +303,7 @@ run_rep (LlmContext *ctx, const Setting *s, GRand *rand, const gint32 *prompt, f
 }
 
 /* A context for @s whose cache holds @s->depth random tokens, warmed up. */
-static LlmContext *
+static LlmSeq *
 prepare_context (LlmModel *model, const Setting *s, const Options *o, GRand *rand,
     float *logits, GError **error)
 {
@@ -313,17 +313,17 @@ prepare_context (LlmModel *model, const Setting *s, const Options *o, GRand *ran
     .policy = LLM_KV_POLICY_FULL,
     .context_length = MAX (8, s->depth + s->n_prompt + s->n_gen),
   };
-  g_autoptr (LlmContext) ctx = llm_context_new (model, &kvc, (int) s->threads, error);
+  g_autoptr (LlmSeq) ctx = llm_seq_new_standalone (model, &kvc, (int) s->threads, error);
   if (ctx == NULL)
     return NULL;
-  LlmKvCache *kv = llm_context_kv (ctx);
+  LlmKvCache *kv = llm_seq_kv (ctx);
 
   /* Warm-up: touches every weight page and starts the workers, so the
    * first repetition does not pay for page faults. */
   if (!o->no_warmup) {
     gint32 w[8];
     fill_random (rand, w, G_N_ELEMENTS (w), n_vocab);
-    if (!llm_context_eval (ctx, w, G_N_ELEMENTS (w), logits, FALSE, error))
+    if (!llm_seq_eval_tokens (ctx, w, G_N_ELEMENTS (w), logits, FALSE, error))
       return NULL;
     llm_kv_cache_clear (kv);
   }
@@ -333,7 +333,7 @@ prepare_context (LlmModel *model, const Setting *s, const Options *o, GRand *ran
   if (s->depth > 0) {
     g_autofree gint32 *ids = g_new (gint32, s->depth);
     fill_random (rand, ids, s->depth, n_vocab);
-    if (!llm_context_eval (ctx, ids, s->depth, NULL, FALSE, error))
+    if (!llm_seq_eval_tokens (ctx, ids, s->depth, NULL, FALSE, error))
       return NULL;
   }
   return g_steal_pointer (&ctx);
@@ -346,10 +346,10 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   g_autofree float *logits = g_new (float, n_vocab);
   g_autoptr (GRand) rand = g_rand_new_with_seed ((guint32) o->seed);
   reset_peak_rss ();
-  g_autoptr (LlmContext) ctx = prepare_context (model, s, o, rand, logits, error);
+  g_autoptr (LlmSeq) ctx = prepare_context (model, s, o, rand, logits, error);
   if (ctx == NULL)
     return FALSE;
-  LlmKvCache *kv = llm_context_kv (ctx);
+  LlmKvCache *kv = llm_seq_kv (ctx);
 
   g_autofree gint32 *prompt = g_new (gint32, MAX (1, s->n_prompt));
   g_autofree double *itl = g_new (double, MAX (1, s->n_gen));
@@ -397,7 +397,7 @@ run_pipeline (LlmModel *model, const Setting *s, const Options *o, Result *res)
   g_autofree float *logits = g_new (float, n_vocab);
   g_autoptr (GRand) rand = g_rand_new_with_seed ((guint32) o->seed);
   GError *error = NULL;
-  g_autoptr (LlmContext) ctx = prepare_context (model, &flat, o, rand, logits, &error);
+  g_autoptr (LlmSeq) ctx = prepare_context (model, &flat, o, rand, logits, &error);
   if (ctx == NULL) {
     res->pipe_error = g_strdup (error->message);
     g_error_free (error);
@@ -411,7 +411,7 @@ run_pipeline (LlmModel *model, const Setting *s, const Options *o, Result *res)
   guint n = 0;
   for (int r = 0; r < o->reps; r++) {
     fill_random (rand, prompt, s->n_prompt, n_vocab);
-    llm_kv_cache_clear (llm_context_kv (ctx));
+    llm_kv_cache_clear (llm_seq_kv (ctx));
     Rep direct;
     BenchPipelineResult pr;
     if (!run_rep (ctx, &flat, rand, prompt, logits, itl, &direct, &error) ||

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
+#include "engine.h"
 #include "gguf-writer.h"
 #include "model.h"
 
@@ -247,7 +247,7 @@ greedy_margin (const char *path, double *min_margin, double *spread, GError **er
   if (m == NULL)
     return FALSE;
   LlmKvConfig kv = { .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
-  g_autoptr (LlmContext) ctx = llm_context_new (m, &kv, 1, error);
+  g_autoptr (LlmSeq) ctx = llm_seq_new_standalone (m, &kv, 1, error);
   if (ctx == NULL)
     return FALSE;
   g_autofree float *logits = g_new (float, m->hp.n_vocab);
@@ -256,8 +256,8 @@ greedy_margin (const char *path, double *min_margin, double *spread, GError **er
   gint32 next = 0;
   for (guint s = 0; s < N_GEN; s++) {
     gboolean ok = s == 0
-        ? llm_context_eval (ctx, prompt, G_N_ELEMENTS (prompt), logits, FALSE, error)
-        : llm_context_eval (ctx, &next, 1, logits, FALSE, error);
+        ? llm_seq_eval_tokens (ctx, prompt, G_N_ELEMENTS (prompt), logits, FALSE, error)
+        : llm_seq_eval_tokens (ctx, &next, 1, logits, FALSE, error);
     if (!ok)
       return FALSE;
     guint best = 0;

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What engine.c, seq.c and scheduler.c share. */
+#pragma once
+
+#include "engine.h"
+#include "forward.h"
+#include "kvpool.h"
+#include "workers.h"
+
+G_BEGIN_DECLS
+
+struct _LlmEngine {
+  gint ref_count;
+  char *key;                  /* registry key; NULL when private */
+  LlmModel *model;
+  LlmEngineOptions opts;
+  LlmWorkers *workers;
+  LlmForward *fwd;
+  LlmKvPool *kv_pool;
+
+  /* Serialises evaluations (the scratch) and every change to a sequence's
+   * cache, so preemption may empty another stream's cache safely. */
+  GMutex eval_lock;
+  GList *seqs;                /* LlmSeq*, under eval_lock */
+
+  /* scheduler */
+  GMutex sched_lock;
+  GCond sched_cond;
+  GQueue pending;             /* SchedRequest*, under sched_lock */
+  gboolean leader;            /* a thread is running a shared forward */
+
+  guint64 n_forwards, n_rows; /* atomic */
+};
+
+struct _LlmSeq {
+  LlmEngine *engine;
+  LlmKvCache *kv;
+  guint32 pos0;               /* position of cache slot 0 */
+  guint64 evicted0;           /* evictions before the current call */
+  gint64 last_used_us;
+  gboolean in_eval;           /* may not be preempted */
+  gboolean preempted;
+};
+
+/* One row as the engine evaluates it: where its logits go, not a flag. */
+typedef struct {
+  LlmSeq *seq;
+  gint32 token;
+  const float *embd;
+  guint32 pos;
+  float *logits;
+} LlmEvalRow;
+
+/* Rows [first, first + n) of one sequence, and what went wrong for it. */
+typedef struct {
+  LlmSeq *seq;
+  guint first, n;
+  GError *error;
+} LlmEvalSegment;
+
+/* Splits @rows into segments (adjacent rows of one sequence) into
+ * @segments (at most @n entries); fails if a sequence has two runs. */
+gboolean llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments,
+    GError **error);
+/* Evaluates @rows; a segment whose rows are bad or do not fit gets its
+ * own error and the others go on. FALSE only if the forward itself
+ * failed (every segment then has an error). Takes eval_lock. */
+gboolean llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows,
+    LlmEvalSegment *segs, guint n_segs);
+
+G_END_DECLS

@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The engine: registry, batches of rows into forward chunks, KV
+ * reservation per sequence (with the pool-full policy), and the
+ * bookkeeping of positions. The layers themselves are in forward.c. */
+#include "engine-private.h"
+
+#include <string.h>
+
+G_DEFINE_QUARK (llm-engine-error-quark, llm_engine_error)
+
+#define DEFAULT_PREFILL_CHUNK LLM_FORWARD_CHUNK
+
+static GMutex engines_lock;
+static GHashTable *engines;   /* key -> LlmEngine* (not referenced) */
+
+void
+llm_engine_options_init (LlmEngineOptions *opts)
+{
+  *opts = (LlmEngineOptions) {
+    .n_threads = 0,
+    .kv_pool_bytes = 0,
+    .kv_full = LLM_KV_FULL_REFUSE,
+    .max_prefill_chunk = DEFAULT_PREFILL_CHUNK,
+    .max_batch_wait_us = 0,
+  };
+}
+
+LlmEngine *
+llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
+{
+  g_return_val_if_fail (model != NULL, NULL);
+  LlmEngineOptions o;
+  if (opts)
+    o = *opts;
+  else
+    llm_engine_options_init (&o);
+  if (o.max_prefill_chunk == 0 || o.max_prefill_chunk > LLM_FORWARD_CHUNK)
+    o.max_prefill_chunk = DEFAULT_PREFILL_CHUNK;
+
+  LlmWorkers *workers = llm_workers_get (o.n_threads, error);
+  if (workers == NULL)
+    return NULL;
+  o.n_threads = llm_workers_n_threads (workers);
+  LlmForward *fwd = llm_forward_new (model, o.n_threads, error);
+  if (fwd == NULL) {
+    llm_workers_unref (workers);
+    return NULL;
+  }
+
+  LlmEngine *e = g_new0 (LlmEngine, 1);
+  e->ref_count = 1;
+  e->model = llm_model_ref (model);
+  e->opts = o;
+  e->workers = workers;
+  e->fwd = fwd;
+  e->kv_pool = llm_kv_pool_new (o.kv_pool_bytes);
+  g_mutex_init (&e->eval_lock);
+  g_mutex_init (&e->sched_lock);
+  g_cond_init (&e->sched_cond);
+  g_queue_init (&e->pending);
+  return e;
+}
+
+/* What makes two engines interchangeable: the model (itself shared per
+ * file and device) and every option. */
+static char *
+engine_key (LlmModel *model, const LlmEngineOptions *o, int n_threads)
+{
+  return g_strdup_printf ("%p/%d/%" G_GSIZE_FORMAT "/%d/%u/%u", (void *) model, n_threads,
+      o->kv_pool_bytes, (int) o->kv_full, o->max_prefill_chunk, o->max_batch_wait_us);
+}
+
+LlmEngine *
+llm_engine_get (LlmModel *model, const LlmEngineOptions *opts, GError **error)
+{
+  LlmEngineOptions o;
+  if (opts)
+    o = *opts;
+  else
+    llm_engine_options_init (&o);
+  if (o.max_prefill_chunk == 0 || o.max_prefill_chunk > LLM_FORWARD_CHUNK)
+    o.max_prefill_chunk = DEFAULT_PREFILL_CHUNK;
+  /* "One per core" and the number of cores are the same engine. */
+  const int n_threads = o.n_threads > 0 ? o.n_threads : 0;
+  g_autofree char *key = engine_key (model, &o, n_threads);
+
+  g_mutex_lock (&engines_lock);
+  if (engines == NULL)
+    engines = g_hash_table_new (g_str_hash, g_str_equal);
+  LlmEngine *e = g_hash_table_lookup (engines, key);
+  if (e != NULL) {
+    llm_engine_ref (e);
+    g_mutex_unlock (&engines_lock);
+    return e;
+  }
+  /* Made under the lock: the model is loaded already, so this is scratch
+   * and (at most) starting threads, and a second element asking for the
+   * same engine must get this one, not a twin. */
+  e = llm_engine_new (model, &o, error);
+  if (e != NULL) {
+    e->key = g_steal_pointer (&key);
+    g_hash_table_insert (engines, e->key, e);
+  }
+  g_mutex_unlock (&engines_lock);
+  return e;
+}
+
+LlmEngine *
+llm_engine_ref (LlmEngine *e)
+{
+  g_atomic_int_inc (&e->ref_count);
+  return e;
+}
+
+void
+llm_engine_unref (LlmEngine *e)
+{
+  if (e == NULL)
+    return;
+  if (e->key != NULL) {
+    g_mutex_lock (&engines_lock);
+    if (!g_atomic_int_dec_and_test (&e->ref_count)) {
+      g_mutex_unlock (&engines_lock);
+      return;
+    }
+    g_hash_table_remove (engines, e->key);
+    g_mutex_unlock (&engines_lock);
+  } else if (!g_atomic_int_dec_and_test (&e->ref_count)) {
+    return;
+  }
+  g_warn_if_fail (e->seqs == NULL);
+  llm_forward_free (e->fwd);
+  llm_workers_unref (e->workers);
+  llm_kv_pool_unref (e->kv_pool);
+  llm_model_unref (e->model);
+  g_mutex_clear (&e->eval_lock);
+  g_mutex_clear (&e->sched_lock);
+  g_cond_clear (&e->sched_cond);
+  g_free (e->key);
+  g_free (e);
+}
+
+LlmModel *
+llm_engine_model (const LlmEngine *e)
+{
+  return e->model;
+}
+
+const LlmEngineOptions *
+llm_engine_options (const LlmEngine *e)
+{
+  return &e->opts;
+}
+
+int
+llm_engine_n_threads (const LlmEngine *e)
+{
+  return e->opts.n_threads;
+}
+
+gsize
+llm_engine_kv_bytes (const LlmEngine *e)
+{
+  return llm_kv_pool_bytes (e->kv_pool);
+}
+
+void
+llm_engine_batch_stats (LlmEngine *e, guint64 *forwards, guint64 *rows)
+{
+  g_mutex_lock (&e->eval_lock);
+  if (forwards)
+    *forwards = e->n_forwards;
+  if (rows)
+    *rows = e->n_rows;
+  g_mutex_unlock (&e->eval_lock);
+}
+
+/* --- batches --------------------------------------------------------- */
+
+gboolean
+llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments, GError **error)
+{
+  g_array_set_size (segments, 0);
+  for (guint i = 0; i < n; ) {
+    LlmEvalSegment seg = { rows[i].seq, i, 0, NULL };
+    while (i < n && rows[i].seq == seg.seq) {
+      seg.n++;
+      i++;
+    }
+    for (guint s = 0; s < segments->len; s++) {
+      if (g_array_index (segments, LlmEvalSegment, s).seq == seg.seq) {
+        g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_BATCH,
+            "rows %u and %u of the batch belong to one sequence but are not adjacent",
+            g_array_index (segments, LlmEvalSegment, s).first, seg.first);
+        return FALSE;
+      }
+    }
+    g_array_append_val (segments, seg);
+  }
+  return TRUE;
+}
+
+/* A segment's rows before anything is reserved: tokens in the
+ * vocabulary, positions consecutive from where the sequence is. */
+static gboolean
+check_segment (LlmEngine *e, const LlmEvalRow *rows, const LlmEvalSegment *seg,
+    GError **error)
+{
+  const LlmHParams *hp = &e->model->hp;
+  LlmSeq *seq = seg->seq;
+  if (seq->engine != e) {
+    g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_BATCH,
+        "row %u's sequence belongs to another engine", seg->first);
+    return FALSE;
+  }
+  if (seq->preempted) {
+    g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED,
+        "the sequence's KV cache was given to another stream (kv-pool-bytes is full); "
+        "clear it and feed its tokens again");
+    return FALSE;
+  }
+  const guint32 next = llm_kv_cache_n (seq->kv) == 0 ? rows[seg->first].pos
+      : llm_seq_pos_next (seq);
+  for (guint i = 0; i < seg->n; i++) {
+    const LlmEvalRow *r = &rows[seg->first + i];
+    if (r->embd == NULL && (r->token < 0 || (guint32) r->token >= hp->n_vocab)) {
+      g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN,
+          "token id %d is outside the model's vocabulary of %u", r->token, hp->n_vocab);
+      return FALSE;
+    }
+    if (r->pos != next + i) {
+      g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_BATCH,
+          "row %u has position %u but its sequence is at %u: a sequence's rows take "
+          "consecutive positions", seg->first + i, r->pos, next + i);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* The longest-idle sequence holding KV that is not in this evaluation. */
+static LlmSeq *
+preempt_victim (LlmEngine *e)
+{
+  LlmSeq *victim = NULL;
+  for (GList *l = e->seqs; l; l = l->next) {
+    LlmSeq *s = l->data;
+    if (s->in_eval || llm_kv_cache_bytes (s->kv) == 0)
+      continue;
+    if (victim == NULL || s->last_used_us < victim->last_used_us)
+      victim = s;
+  }
+  return victim;
+}
+
+/* Reserves @n slots in @seq, making room per the pool-full policy. */
+static gboolean
+reserve (LlmEngine *e, LlmSeq *seq, guint n, GError **error)
+{
+  for (;;) {
+    GError *err = NULL;
+    if (llm_kv_cache_reserve (seq->kv, n, &err))
+      return TRUE;
+    LlmSeq *victim = NULL;
+    if (g_error_matches (err, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
+        && e->opts.kv_full == LLM_KV_FULL_PREEMPT)
+      victim = preempt_victim (e);
+    if (victim == NULL) {
+      g_propagate_error (error, err);
+      return FALSE;
+    }
+    g_error_free (err);
+    /* Its owner recomputes it from its history when it next runs. */
+    llm_kv_cache_truncate (victim->kv, 0);
+    llm_kv_cache_clear (victim->kv);
+    victim->preempted = TRUE;
+  }
+}
+
+gboolean
+llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *segs,
+    guint n_segs)
+{
+  g_mutex_lock (&e->eval_lock);
+  const gint64 now = g_get_monotonic_time ();
+  for (guint s = 0; s < n_segs; s++) {
+    segs[s].seq->in_eval = TRUE;
+    segs[s].seq->evicted0 = llm_kv_cache_n_evicted (segs[s].seq->kv);
+    if (!check_segment (e, rows, &segs[s], &segs[s].error))
+      continue;
+    if (llm_kv_cache_n (segs[s].seq->kv) == 0)
+      segs[s].seq->pos0 = rows[segs[s].first].pos;
+  }
+
+  LlmFwdRow chunk[LLM_FORWARD_CHUNK];
+  LlmFwdPiece pieces[LLM_FORWARD_CHUNK];
+  guint s = 0, done_in_seg = 0;
+  gboolean ok = TRUE;
+  while (ok) {
+    /* Fill one chunk with pieces of the segments still to run. */
+    guint n_rows = 0, n_pieces = 0;
+    guint piece_seg[LLM_FORWARD_CHUNK];
+    while (s < n_segs && n_rows < LLM_FORWARD_CHUNK) {
+      LlmEvalSegment *seg = &segs[s];
+      if (seg->error != NULL || done_in_seg == seg->n) {
+        s++;
+        done_in_seg = 0;
+        continue;
+      }
+      const guint take = MIN (seg->n - done_in_seg, LLM_FORWARD_CHUNK - n_rows);
+      LlmSeq *seq = seg->seq;
+      if (!reserve (e, seq, take, &seg->error))
+        continue;
+      /* An eviction just now moved the sequence's positions down. */
+      const guint32 shift = (guint32) (llm_kv_cache_n_evicted (seq->kv) - seq->evicted0);
+      pieces[n_pieces] = (LlmFwdPiece) { seq->kv, llm_kv_cache_n (seq->kv), n_rows, take };
+      piece_seg[n_pieces++] = s;
+      for (guint i = 0; i < take; i++) {
+        const LlmEvalRow *r = &rows[seg->first + done_in_seg + i];
+        chunk[n_rows++] = (LlmFwdRow) { r->token, r->embd, r->pos - shift, r->logits };
+      }
+      done_in_seg += take;
+    }
+    if (n_rows == 0)
+      break;
+
+    GError *err = NULL;
+    LlmThreadPool *pool = llm_workers_lock (e->workers);
+    ok = llm_forward_chunk (e->fwd, pool, chunk, n_rows, pieces, n_pieces, &err);
+    llm_workers_unlock (e->workers);
+    for (guint p = 0; p < n_pieces; p++) {
+      LlmEvalSegment *seg = &segs[piece_seg[p]];
+      if (ok) {
+        llm_kv_cache_commit (seg->seq->kv, pieces[p].n);
+      } else if (seg->error == NULL) {
+        seg->error = g_error_copy (err);
+      }
+    }
+    g_clear_error (&err);
+    e->n_forwards++;
+    e->n_rows += n_rows;
+  }
+  for (guint i = 0; i < n_segs; i++) {
+    segs[i].seq->in_eval = FALSE;
+    segs[i].seq->last_used_us = now;
+  }
+  g_mutex_unlock (&e->eval_lock);
+  return ok;
+}
+
+gboolean
+llm_engine_eval (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits,
+    GError **error)
+{
+  g_return_val_if_fail (e != NULL && (rows != NULL || n == 0), FALSE);
+  const gsize n_vocab = e->model->hp.n_vocab;
+  g_autofree LlmEvalRow *er = g_new (LlmEvalRow, MAX (n, 1));
+  guint n_out = 0;
+  for (guint i = 0; i < n; i++) {
+    g_return_val_if_fail (rows[i].seq != NULL, FALSE);
+    er[i] = (LlmEvalRow) { rows[i].seq, rows[i].token, rows[i].embd, rows[i].pos, NULL };
+    if (rows[i].logits) {
+      g_return_val_if_fail (logits != NULL, FALSE);
+      er[i].logits = logits + n_out++ * n_vocab;
+    }
+  }
+  g_autoptr (GArray) segs = g_array_new (FALSE, FALSE, sizeof (LlmEvalSegment));
+  if (!llm_engine_segments (er, n, segs, error))
+    return FALSE;
+  llm_engine_eval_segments (e, er, (LlmEvalSegment *) segs->data, segs->len);
+  gboolean ok = TRUE;
+  for (guint s = 0; s < segs->len; s++) {
+    GError *err = g_array_index (segs, LlmEvalSegment, s).error;
+    if (err == NULL)
+      continue;
+    if (ok)
+      g_propagate_error (error, err);
+    else
+      g_error_free (err);
+    ok = FALSE;
+  }
+  return ok;
+}
+
+gboolean
+llm_seq_eval_tokens (LlmSeq *seq, const gint32 *tokens, guint n, float *logits,
+    gboolean all_logits, GError **error)
+{
+  g_return_val_if_fail (seq != NULL && (tokens != NULL || n == 0), FALSE);
+  LlmEngine *e = seq->engine;
+  const gsize n_vocab = e->model->hp.n_vocab;
+  g_autofree LlmEvalRow *rows = g_new (LlmEvalRow, MAX (n, 1));
+  const guint32 pos = llm_seq_pos_next (seq);
+  for (guint i = 0; i < n; i++) {
+    float *dst = NULL;
+    if (logits && all_logits)
+      dst = logits + i * n_vocab;
+    else if (logits && i == n - 1)
+      dst = logits;
+    rows[i] = (LlmEvalRow) { seq, tokens[i], NULL, pos + i, dst };
+  }
+  if (n == 0)
+    return TRUE;
+  LlmEvalSegment seg = { seq, 0, n, NULL };
+  llm_engine_eval_segments (e, rows, &seg, 1);
+  if (seg.error) {
+    g_propagate_error (error, seg.error);
+    return FALSE;
+  }
+  return TRUE;
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The engine: one model on one device with its worker threads, scratch
+ * memory and KV block pool, serving any number of sequences (streams).
+ *
+ *   LlmEngine    one per (model, device, options), shared in the process
+ *                through llm_engine_get (a registry; elements also find it
+ *                through the GstContext "gst.llm.engine").
+ *   LlmSeq       one stream's KV cache (blocks from the engine's pool) and
+ *                positions; truncate and fork (copy-on-write prefix).
+ *   LlmBatchRow  {seq, token | embedding row, position, want logits}: one
+ *                llm_engine_eval evaluates all rows of every sequence in
+ *                one forward (weights read once for all of them).
+ *
+ * Evaluation never samples: whoever samples owns an LlmSampler.
+ * llm_engine_submit is the continuous-batching entry: calls from many
+ * threads are gathered into shared forwards. GLib only, no GStreamer. */
+#pragma once
+
+#include <glib.h>
+#include "model.h"
+#include "kvcache.h"
+
+G_BEGIN_DECLS
+
+#define LLM_FORWARD_ERROR (llm_forward_error_quark ())
+GQuark llm_forward_error_quark (void);
+
+typedef enum {
+  LLM_FORWARD_ERROR_TOKEN,      /* token id outside the vocabulary */
+  LLM_FORWARD_ERROR_RESOURCES,  /* threads or memory */
+} LlmForwardError;
+
+#define LLM_ENGINE_ERROR (llm_engine_error_quark ())
+GQuark llm_engine_error_quark (void);
+
+typedef enum {
+  LLM_ENGINE_ERROR_BATCH,   /* rows that do not make a batch (see llm_engine_eval) */
+  LLM_ENGINE_ERROR_PREEMPTED, /* the sequence lost its KV to another stream; feed it again */
+} LlmEngineError;
+
+/* When the KV pool cannot take another block. */
+typedef enum {
+  LLM_KV_FULL_REFUSE,   /* the evaluation that needs the block fails (LLM_KV_ERROR_POOL_FULL) */
+  LLM_KV_FULL_PREEMPT,  /* the longest-idle other sequence gives its blocks up */
+} LlmKvFullPolicy;
+
+typedef struct {
+  int n_threads;              /* <= 0: one per usable core */
+  gsize kv_pool_bytes;        /* 0: no limit */
+  LlmKvFullPolicy kv_full;
+  guint max_prefill_chunk;    /* prompt rows per shared forward; 0: 128 */
+  guint max_batch_wait_us;    /* how long a lone step waits for company; 0 */
+} LlmEngineOptions;
+
+void llm_engine_options_init (LlmEngineOptions *opts);
+
+typedef struct _LlmEngine LlmEngine;
+typedef struct _LlmSeq LlmSeq;
+
+/* The engine for (@model, @opts) in this process, made on first use;
+ * every caller gets a reference. */
+LlmEngine *llm_engine_get (LlmModel *model, const LlmEngineOptions *opts, GError **error);
+/* A private engine, not shared (tests, tools). */
+LlmEngine *llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error);
+LlmEngine *llm_engine_ref (LlmEngine *e);
+void llm_engine_unref (LlmEngine *e);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmEngine, llm_engine_unref)
+
+LlmModel *llm_engine_model (const LlmEngine *e);
+const LlmEngineOptions *llm_engine_options (const LlmEngine *e);
+int llm_engine_n_threads (const LlmEngine *e);
+/* KV bytes held by all of the engine's sequences now. */
+gsize llm_engine_kv_bytes (const LlmEngine *e);
+
+/* --- sequences ------------------------------------------------------- */
+
+/* A new empty sequence with its cache type and window policy. Holds a
+ * reference on @e. Errors: LLM_KV_ERROR_CONFIG. */
+LlmSeq *llm_seq_new (LlmEngine *e, const LlmKvConfig *kv, GError **error);
+/* A sequence on a private engine of its own with @n_threads workers
+ * (tests and tools that run one stream); freeing it frees the engine. */
+LlmSeq *llm_seq_new_standalone (LlmModel *model, const LlmKvConfig *kv, int n_threads,
+    GError **error);
+void llm_seq_free (LlmSeq *seq);
+LlmEngine *llm_seq_engine (const LlmSeq *seq);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmSeq, llm_seq_free)
+
+/* A sequence holding the same positions, sharing @seq's KV blocks until
+ * either writes into a shared block (which then copies it). */
+LlmSeq *llm_seq_fork (LlmSeq *seq);
+
+/* Cached positions (the next row's KV goes at index n). */
+guint32 llm_seq_n (const LlmSeq *seq);
+/* Position the next row takes: n, plus what a window policy shifted out.
+ * Positions of a sequence are consecutive. */
+guint32 llm_seq_pos_next (const LlmSeq *seq);
+/* Keeps the first @n cached positions; costs nothing per kept block. */
+void llm_seq_truncate (LlmSeq *seq, guint32 n);
+/* Empties it, keeping its blocks for reuse. */
+void llm_seq_clear (LlmSeq *seq);
+LlmKvCache *llm_seq_kv (LlmSeq *seq);
+gsize llm_seq_kv_bytes (const LlmSeq *seq);
+/* Whether the engine took its KV for another sequence (kv-full preempt):
+ * its cache is empty now and the owner must feed its history again. */
+gboolean llm_seq_was_preempted (const LlmSeq *seq);
+
+/* --- batches --------------------------------------------------------- */
+
+typedef struct {
+  LlmSeq *seq;
+  gint32 token;               /* used when @embd is NULL */
+  const float *embd;          /* n_embd floats (a media token), or NULL */
+  guint32 pos;                /* RoPE position, in the sequence's frame at the call */
+  gboolean logits;            /* write this row's logits */
+} LlmBatchRow;
+
+/* Evaluates @n rows in one forward: each row's key and value go after
+ * what its sequence holds, in row order. The rows of one sequence must
+ * be adjacent and their positions consecutive from llm_seq_pos_next
+ * (LLM_ENGINE_ERROR_BATCH otherwise); a window policy that evicts during
+ * the call moves the sequence's positions, new rows' included, down by
+ * what it dropped. @logits receives n_vocab floats for every row with
+ * @logits set, in row order (may be NULL when none is). On an error for
+ * one sequence (a token outside the vocabulary, its cache full) the
+ * others are still evaluated and the first error is returned. Calls on
+ * one engine are serialised. */
+gboolean llm_engine_eval (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits,
+    GError **error);
+
+/* @n tokens fed to @seq at its next positions, on its engine; @logits
+ * gets the last row's logits, or with @all_logits every row's
+ * (n x n_vocab). */
+gboolean llm_seq_eval_tokens (LlmSeq *seq, const gint32 *tokens, guint n, float *logits,
+    gboolean all_logits, GError **error);
+
+/* As llm_engine_eval_tokens for one sequence, but through the engine's
+ * scheduler: calls from different threads (streams) at the same time
+ * share forwards, decode steps batched together and long prompts
+ * admitted max-prefill-chunk rows per forward between them. Blocks until
+ * @seq's rows are done; other streams' errors never reach this call. */
+gboolean llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n,
+    float *logits, gboolean all_logits, GError **error);
+
+/* Forwards run and rows they held, since the engine started (a measure of
+ * how well the scheduler batches). */
+void llm_engine_batch_stats (LlmEngine *e, guint64 *forwards, guint64 *rows);
+
+G_END_DECLS

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Continuous batching. Every stream's thread submits its rows and waits;
+ * whichever waiting thread finds no forward running becomes the leader:
+ * it takes the ready work of every pending request (the one decode row
+ * of each stream, and up to max-prefill-chunk rows of each prompt), runs
+ * it as one forward, hands out the results and steps down, and the next
+ * waiter with work left leads the next forward. No scheduler thread, no
+ * waiting for a batch to fill (unless max-batch-wait asks for it): a lone
+ * stream runs its step at once, at single-stream speed, and a long
+ * prompt is fed a chunk per forward so the other streams' steps are
+ * never held up for more than one chunk. */
+#include "engine-private.h"
+
+#include <string.h>
+
+typedef struct {
+  LlmSeq *seq;
+  const gint32 *tokens;
+  guint n;
+  guint done;                 /* rows evaluated */
+  guint32 pos0;
+  float *logits;
+  gboolean all_logits;
+  GError *error;
+  gboolean finished;
+} SchedRequest;
+
+/* Rows of @r for this forward, at most @room. */
+static guint
+take_rows (const LlmEngine *e, const SchedRequest *r, guint room)
+{
+  return MIN (MIN (r->n - r->done, e->opts.max_prefill_chunk), room);
+}
+
+/* Runs one forward over the ready work of the pending requests and
+ * marks what finished. Called by the leader with sched_lock held; drops
+ * it while the forward runs. */
+static void
+lead_one_forward (LlmEngine *e)
+{
+  const gsize n_vocab = e->model->hp.n_vocab;
+  LlmEvalRow rows[LLM_FORWARD_CHUNK];
+  LlmEvalSegment segs[LLM_FORWARD_CHUNK];
+  SchedRequest *reqs[LLM_FORWARD_CHUNK];
+  guint n_rows = 0, n_segs = 0;
+
+  /* Decode steps first (one row each): they are what streams wait on
+   * between tokens; prompts fill the rest of the chunk. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (GList *l = e->pending.head; l && n_rows < LLM_FORWARD_CHUNK; l = l->next) {
+      SchedRequest *r = l->data;
+      const gboolean step = r->n - r->done == 1;
+      if (r->finished || step != (pass == 0))
+        continue;
+      const guint take = take_rows (e, r, LLM_FORWARD_CHUNK - n_rows);
+      segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL };
+      reqs[n_segs++] = r;
+      for (guint i = 0; i < take; i++) {
+        const guint k = r->done + i;
+        float *dst = NULL;
+        if (r->logits && r->all_logits)
+          dst = r->logits + k * n_vocab;
+        else if (r->logits && k == r->n - 1)
+          dst = r->logits;
+        rows[n_rows++] = (LlmEvalRow) { r->seq, r->tokens[k], NULL, r->pos0 + k, dst };
+      }
+    }
+  }
+  g_mutex_unlock (&e->sched_lock);
+  if (n_segs > 0)
+    llm_engine_eval_segments (e, rows, segs, n_segs);
+  g_mutex_lock (&e->sched_lock);
+
+  for (guint s = 0; s < n_segs; s++) {
+    SchedRequest *r = reqs[s];
+    r->done += segs[s].n;
+    if (segs[s].error) {
+      r->error = segs[s].error;
+      r->finished = TRUE;
+    } else if (r->done == r->n) {
+      r->finished = TRUE;
+    }
+  }
+}
+
+gboolean
+llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, float *logits,
+    gboolean all_logits, GError **error)
+{
+  g_return_val_if_fail (e != NULL && seq != NULL && seq->engine == e, FALSE);
+  g_return_val_if_fail (tokens != NULL || n == 0, FALSE);
+  if (n == 0)
+    return TRUE;
+
+  SchedRequest req = {
+    .seq = seq, .tokens = tokens, .n = n, .pos0 = llm_seq_pos_next (seq),
+    .logits = logits, .all_logits = all_logits,
+  };
+  g_mutex_lock (&e->sched_lock);
+  g_queue_push_tail (&e->pending, &req);
+  g_cond_broadcast (&e->sched_cond);
+  while (!req.finished) {
+    if (e->leader) {
+      g_cond_wait (&e->sched_cond, &e->sched_lock);
+      continue;
+    }
+    e->leader = TRUE;
+    if (e->opts.max_batch_wait_us > 0 && e->pending.length == 1) {
+      const gint64 until = g_get_monotonic_time () + e->opts.max_batch_wait_us;
+      while (e->pending.length == 1 && g_cond_wait_until (&e->sched_cond, &e->sched_lock,
+              until))
+        ;
+    }
+    lead_one_forward (e);
+    /* Finished requests leave the queue; their threads wake below. */
+    for (GList *l = e->pending.head; l; ) {
+      GList *next = l->next;
+      if (((SchedRequest *) l->data)->finished)
+        g_queue_delete_link (&e->pending, l);
+      l = next;
+    }
+    e->leader = FALSE;
+    g_cond_broadcast (&e->sched_cond);
+  }
+  g_mutex_unlock (&e->sched_lock);
+
+  if (req.error) {
+    g_propagate_error (error, req.error);
+    return FALSE;
+  }
+  return TRUE;
+}

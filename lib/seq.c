@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Sequences: a KV cache from the engine's pool and the position of its
+ * first slot. Every change to a cache takes the engine's eval lock, as
+ * the engine may empty any idle sequence's cache (kv-full preempt). */
+#include "engine-private.h"
+
+LlmSeq *
+llm_seq_new (LlmEngine *e, const LlmKvConfig *kvc, GError **error)
+{
+  g_return_val_if_fail (e != NULL && kvc != NULL, NULL);
+  const LlmHParams *hp = &e->model->hp;
+  const LlmKvRope rope = { hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale,
+    hp->rope_neox };
+  LlmKvCache *kv = llm_kv_cache_new_in_pool (e->kv_pool, hp->n_layer, hp->n_head_kv,
+      hp->head_dim, kvc, &rope, error);
+  if (kv == NULL)
+    return NULL;
+  LlmSeq *seq = g_new0 (LlmSeq, 1);
+  seq->engine = llm_engine_ref (e);
+  seq->kv = kv;
+  seq->last_used_us = g_get_monotonic_time ();
+  g_mutex_lock (&e->eval_lock);
+  e->seqs = g_list_prepend (e->seqs, seq);
+  g_mutex_unlock (&e->eval_lock);
+  return seq;
+}
+
+LlmSeq *
+llm_seq_new_standalone (LlmModel *model, const LlmKvConfig *kv, int n_threads, GError **error)
+{
+  LlmEngineOptions opts;
+  llm_engine_options_init (&opts);
+  opts.n_threads = n_threads;
+  g_autoptr (LlmEngine) e = llm_engine_new (model, &opts, error);
+  return e ? llm_seq_new (e, kv, error) : NULL;
+}
+
+void
+llm_seq_free (LlmSeq *seq)
+{
+  if (seq == NULL)
+    return;
+  LlmEngine *e = seq->engine;
+  g_mutex_lock (&e->eval_lock);
+  e->seqs = g_list_remove (e->seqs, seq);
+  g_mutex_unlock (&e->eval_lock);
+  llm_kv_cache_free (seq->kv);
+  g_free (seq);
+  llm_engine_unref (e);
+}
+
+LlmEngine *
+llm_seq_engine (const LlmSeq *seq)
+{
+  return seq->engine;
+}
+
+LlmSeq *
+llm_seq_fork (LlmSeq *seq)
+{
+  g_return_val_if_fail (seq != NULL, NULL);
+  LlmEngine *e = seq->engine;
+  LlmSeq *f = g_new0 (LlmSeq, 1);
+  f->engine = llm_engine_ref (e);
+  g_mutex_lock (&e->eval_lock);
+  f->kv = llm_kv_cache_fork (seq->kv);
+  f->pos0 = seq->pos0;
+  f->preempted = seq->preempted;
+  f->last_used_us = g_get_monotonic_time ();
+  e->seqs = g_list_prepend (e->seqs, f);
+  g_mutex_unlock (&e->eval_lock);
+  return f;
+}
+
+guint32
+llm_seq_n (const LlmSeq *seq)
+{
+  return llm_kv_cache_n (seq->kv);
+}
+
+guint32
+llm_seq_pos_next (const LlmSeq *seq)
+{
+  return seq->pos0 + llm_kv_cache_n (seq->kv);
+}
+
+void
+llm_seq_truncate (LlmSeq *seq, guint32 n)
+{
+  g_mutex_lock (&seq->engine->eval_lock);
+  llm_kv_cache_truncate (seq->kv, n);
+  g_mutex_unlock (&seq->engine->eval_lock);
+}
+
+void
+llm_seq_clear (LlmSeq *seq)
+{
+  g_mutex_lock (&seq->engine->eval_lock);
+  llm_kv_cache_clear (seq->kv);
+  seq->pos0 = 0;
+  seq->preempted = FALSE;
+  g_mutex_unlock (&seq->engine->eval_lock);
+}
+
+LlmKvCache *
+llm_seq_kv (LlmSeq *seq)
+{
+  return seq->kv;
+}
+
+gsize
+llm_seq_kv_bytes (const LlmSeq *seq)
+{
+  return llm_kv_cache_bytes (seq->kv);
+}
+
+gboolean
+llm_seq_was_preempted (const LlmSeq *seq)
+{
+  return seq->preempted;
+}
