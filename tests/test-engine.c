@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The engine core: many sequences in one forward give each exactly what
+ * it gets alone; truncate and fork leave a sequence as a fresh one fed
+ * the same tokens; the scheduler batches concurrent streams; the KV pool
+ * limit refuses or preempts; sessions roll back and stay bounded. */
+#include <string.h>
+
+#include "llm-check.h"
+#include "engine.h"
+#include "session.h"
+
+#define N_STREAMS 17
+#define N_STEPS 6
+
+static LlmModel *
+load (const char *name)
+{
+  g_autofree char *path = g_build_filename (LLM_TEST_DATA, "models", name, NULL);
+  GError *error = NULL;
+  LlmModel *m = llm_model_load (path, &error);
+  ck_assert_msg (m != NULL, "%s: %s", name, error ? error->message : "");
+  return m;
+}
+
+static LlmEngine *
+new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
+{
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  o.kv_pool_bytes = pool_bytes;
+  o.kv_full = full;
+  o.max_batch_wait_us = wait_us;
+  GError *error = NULL;
+  LlmEngine *e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  return e;
+}
+
+static const LlmKvConfig kv_f16 = {
+  .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
+};
+
+static LlmSeq *
+new_seq (LlmEngine *e, const LlmKvConfig *kv)
+{
+  GError *error = NULL;
+  LlmSeq *s = llm_seq_new (e, kv, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  return s;
+}
+
+static gint32
+argmax (const float *x, guint n)
+{
+  guint best = 0;
+  for (guint i = 1; i < n; i++)
+    if (x[i] > x[best])
+      best = i;
+  return (gint32) best;
+}
+
+/* Stream @i's prompt: its own length (3..13) and ids. */
+static guint
+make_prompt (guint i, guint n_vocab, gint32 *ids)
+{
+  const guint n = 3 + (i * 5) % 11;
+  guint32 state = 977 * (i + 1);
+  for (guint k = 0; k < n; k++) {
+    state = state * 1664525u + 1013904223u;
+    ids[k] = (gint32) ((state >> 8) % n_vocab);
+  }
+  return n;
+}
+
+/* What one stream gives alone: greedy ids and every step's logits. */
+typedef struct {
+  gint32 ids[N_STEPS];
+  float *logits;              /* N_STEPS x n_vocab */
+} Alone;
+
+static void
+run_alone (LlmEngine *e, guint i, Alone *out)
+{
+  const guint n_vocab = llm_engine_model (e)->hp.n_vocab;
+  gint32 prompt[16];
+  const guint n = make_prompt (i, n_vocab, prompt);
+  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  GError *error = NULL;
+  out->logits = g_new (float, (gsize) N_STEPS * n_vocab);
+  ck_assert_msg (llm_seq_eval_tokens (seq, prompt, n, out->logits, FALSE, &error), "%s",
+      error ? error->message : "");
+  out->ids[0] = argmax (out->logits, n_vocab);
+  for (guint s = 1; s < N_STEPS; s++) {
+    float *l = out->logits + (gsize) s * n_vocab;
+    ck_assert (llm_seq_eval_tokens (seq, &out->ids[s - 1], 1, l, FALSE, &error));
+    out->ids[s] = argmax (l, n_vocab);
+  }
+}
+
+/* N streams: every prompt in one batch (a prefill across sequences), then
+ * N_STEPS - 1 steps of N rows; ids equal, logits bit for bit. */
+static void
+check_batched_equals_alone (const char *name)
+{
+  g_autoptr (LlmModel) m = load (name);
+  const guint n_vocab = m->hp.n_vocab;
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  Alone alone[N_STREAMS];
+  for (guint i = 0; i < N_STREAMS; i++)
+    run_alone (e, i, &alone[i]);
+
+  g_autofree float *logits = g_new (float, (gsize) N_STREAMS * n_vocab);
+  for (guint n_seq = 1; n_seq <= N_STREAMS; n_seq++) {
+    LlmSeq *seqs[N_STREAMS];
+    LlmBatchRow rows[N_STREAMS * 16];
+    gint32 next[N_STREAMS];
+    guint n_rows = 0;
+    for (guint i = 0; i < n_seq; i++) {
+      seqs[i] = new_seq (e, &kv_f16);
+      gint32 prompt[16];
+      const guint n = make_prompt (i, n_vocab, prompt);
+      for (guint k = 0; k < n; k++)
+        rows[n_rows++] = (LlmBatchRow) { seqs[i], prompt[k], NULL, k, k == n - 1 };
+    }
+    GError *error = NULL;
+    for (guint s = 0; s < N_STEPS; s++) {
+      ck_assert_msg (llm_engine_eval (e, rows, n_rows, logits, &error), "%s",
+          error ? error->message : "");
+      n_rows = 0;
+      for (guint i = 0; i < n_seq; i++) {
+        const float *got = logits + (gsize) i * n_vocab;
+        const float *want = alone[i].logits + (gsize) s * n_vocab;
+        next[i] = argmax (got, n_vocab);
+        ck_assert_msg (next[i] == alone[i].ids[s], "%s, %u streams: stream %u step %u: id %d, "
+            "alone %d", name, n_seq, i, s, next[i], alone[i].ids[s]);
+        for (guint v = 0; v < n_vocab; v++)
+          ck_assert_msg (got[v] == want[v], "%s, %u streams: stream %u step %u logit %u: "
+              "%.9g batched, %.9g alone", name, n_seq, i, s, v, got[v], want[v]);
+        rows[n_rows++] = (LlmBatchRow) { seqs[i], next[i], NULL, llm_seq_pos_next (seqs[i]),
+          TRUE };
+      }
+    }
+    for (guint i = 0; i < n_seq; i++)
+      llm_seq_free (seqs[i]);
+  }
+  for (guint i = 0; i < N_STREAMS; i++)
+    g_free (alone[i].logits);
+}
+
+START_TEST (test_batched_streams_equal_alone_stories260k_f32)
+{
+  check_batched_equals_alone ("stories260K.gguf");
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_tinystories_q8_0)
+{
+  check_batched_equals_alone ("TinyStories-656K-Q8_0.gguf");
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_random_qwen2)
+{
+  check_batched_equals_alone ("random-qwen2-f32.gguf");
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_random_qwen3)
+{
+  check_batched_equals_alone ("random-qwen3-f32.gguf");
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_random_llama_bf16)
+{
+  check_batched_equals_alone ("random-llama-bf16.gguf");
+}
+END_TEST
+
+/* Feeds @ids one call and returns the last logits' argmax; @logits gets
+ * them. */
+static gint32
+feed (LlmSeq *seq, const gint32 *ids, guint n, float *logits)
+{
+  GError *error = NULL;
+  ck_assert_msg (llm_seq_eval_tokens (seq, ids, n, logits, FALSE, &error), "%s",
+      error ? error->message : "");
+  return argmax (logits, llm_engine_model (llm_seq_engine (seq))->hp.n_vocab);
+}
+
+/* @n greedy steps after @first; the ids into @out, the last logits into
+ * @logits. */
+static void
+greedy (LlmSeq *seq, gint32 first, guint n, gint32 *out, float *logits)
+{
+  gint32 next = first;
+  for (guint s = 0; s < n; s++) {
+    out[s] = next;
+    next = feed (seq, &next, 1, logits);
+  }
+}
+
+/* A prompt that crosses a 64-position block, so truncate and fork meet a
+ * partly filled, shared block. */
+#define LONG_PROMPT 70
+
+static void
+long_prompt (guint n_vocab, gint32 *ids)
+{
+  for (guint k = 0; k < LONG_PROMPT; k++)
+    ids[k] = (gint32) ((k * 37 + 11) % n_vocab);
+}
+
+START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
+{
+  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  const guint n_vocab = m->hp.n_vocab;
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autofree float *la = g_new (float, n_vocab), *lb = g_new (float, n_vocab);
+  gint32 prompt[LONG_PROMPT], a[24], b[16];
+  long_prompt (n_vocab, prompt);
+
+  /* a: prompt, 24 steps, cut back to prompt + 2 (inside the second block), 16 steps */
+  g_autoptr (LlmSeq) sa = new_seq (e, &kv_f16);
+  greedy (sa, feed (sa, prompt, LONG_PROMPT, la), 24, a, la);
+  llm_seq_truncate (sa, LONG_PROMPT + 2);
+  ck_assert_uint_eq (llm_seq_n (sa), LONG_PROMPT + 2);
+  ck_assert_uint_eq (llm_seq_pos_next (sa), LONG_PROMPT + 2);
+  gint32 after_a[16];
+  greedy (sa, feed (sa, &a[2], 1, la), 16, after_a, la);
+
+  /* b: a fresh sequence fed prompt + a[0..2] */
+  g_autoptr (LlmSeq) sb = new_seq (e, &kv_f16);
+  feed (sb, prompt, LONG_PROMPT, lb);
+  feed (sb, a, 2, lb);
+  greedy (sb, feed (sb, &a[2], 1, lb), 16, b, lb);
+  ck_assert_mem_eq (after_a, b, sizeof b);
+  ck_assert_mem_eq (la, lb, n_vocab * sizeof (float));
+}
+END_TEST
+
+START_TEST (test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence)
+{
+  g_autoptr (LlmModel) m = load ("TinyStories-656K-Q8_0.gguf");
+  const guint n_vocab = m->hp.n_vocab;
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autofree float *l = g_new (float, n_vocab), *lf = g_new (float, n_vocab);
+  gint32 prompt[LONG_PROMPT];
+  long_prompt (n_vocab, prompt);
+
+  g_autoptr (LlmSeq) parent = new_seq (e, &kv_f16);
+  feed (parent, prompt, LONG_PROMPT, l);
+  const gsize before = llm_engine_kv_bytes (e);
+  g_autoptr (LlmSeq) child = llm_seq_fork (parent);
+  /* Sharing costs nothing until a write. */
+  ck_assert_uint_eq (llm_engine_kv_bytes (e), before);
+  ck_assert_uint_eq (llm_seq_n (child), LONG_PROMPT);
+
+  /* Two different continuations, interleaved, each writing into the
+   * shared second block. */
+  const gint32 x = 5, y = 9;
+  gint32 gp[12], gc[12];
+  gint32 np = feed (parent, &x, 1, l), nc = feed (child, &y, 1, lf);
+  /* The first block stays shared; the partly filled second was copied. */
+  ck_assert_uint_lt (llm_engine_kv_bytes (e), 2 * before);
+  ck_assert_uint_gt (llm_engine_kv_bytes (e), before);
+  for (guint s = 0; s < G_N_ELEMENTS (gp); s++) {
+    gp[s] = np;
+    gc[s] = nc;
+    np = feed (parent, &np, 1, l);
+    nc = feed (child, &nc, 1, lf);
+  }
+
+  gint32 fresh[12];
+  g_autofree float *lr = g_new (float, n_vocab);
+  const gint32 firsts[2] = { x, y };
+  const gint32 *want[2] = { gp, gc };
+  const float *want_logits[2] = { l, lf };
+  for (int b = 0; b < 2; b++) {
+    g_autoptr (LlmSeq) r = new_seq (e, &kv_f16);
+    feed (r, prompt, LONG_PROMPT, lr);
+    greedy (r, feed (r, &firsts[b], 1, lr), G_N_ELEMENTS (fresh), fresh, lr);
+    ck_assert_mem_eq (fresh, want[b], sizeof fresh);
+    ck_assert_mem_eq (lr, want_logits[b], n_vocab * sizeof (float));
+  }
+}
+END_TEST
+
+START_TEST (test_rows_of_a_sequence_must_be_adjacent_and_consecutive)
+{
+  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
+  GError *error = NULL;
+  LlmBatchRow split[3] = { { a, 1, NULL, 0, FALSE }, { b, 1, NULL, 0, FALSE },
+    { a, 2, NULL, 1, FALSE } };
+  ck_assert (!llm_engine_eval (e, split, 3, NULL, &error));
+  ck_assert (g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_BATCH));
+  ck_assert_msg (strstr (error->message, "not adjacent"), "%s", error->message);
+  g_clear_error (&error);
+  ck_assert_uint_eq (llm_seq_n (a), 0);
+
+  LlmBatchRow gap[2] = { { a, 1, NULL, 0, FALSE }, { a, 2, NULL, 2, FALSE } };
+  ck_assert (!llm_engine_eval (e, gap, 2, NULL, &error));
+  ck_assert (g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_BATCH));
+  g_clear_error (&error);
+
+  /* A bad token fails its own sequence only. */
+  LlmBatchRow mixed[2] = { { a, 1, NULL, 0, FALSE }, { b, 1 << 30, NULL, 0, FALSE } };
+  ck_assert (!llm_engine_eval (e, mixed, 2, NULL, &error));
+  ck_assert (g_error_matches (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN));
+  g_clear_error (&error);
+  ck_assert_uint_eq (llm_seq_n (a), 1);
+  ck_assert_uint_eq (llm_seq_n (b), 0);
+}
+END_TEST
+
+/* --- scheduler ------------------------------------------------------- */
+
+typedef struct {
+  LlmEngine *engine;
+  guint index;
+  gint32 ids[N_STEPS];
+  GError *error;
+} Stream;
+
+static gpointer
+stream_main (gpointer data)
+{
+  Stream *st = data;
+  LlmSessionConfig cfg = { .kv = kv_f16 };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  LlmSession *s = llm_session_new (st->engine, &cfg, &st->error);
+  if (s == NULL)
+    return NULL;
+  gint32 prompt[16];
+  const guint n = make_prompt (st->index, llm_engine_model (st->engine)->hp.n_vocab, prompt);
+  gint32 next;
+  if (llm_session_prefill (s, prompt, n, &next, &st->error)) {
+    for (guint k = 0; k < N_STEPS; k++) {
+      st->ids[k] = next;
+      if (k + 1 < N_STEPS && !llm_session_step (s, next, &next, &st->error))
+        break;
+    }
+  }
+  llm_session_unref (s);
+  return NULL;
+}
+
+/* Streams on their own threads through the scheduler: each gets its own
+ * ids, and their steps shared forwards. */
+START_TEST (test_concurrent_streams_share_forwards_and_keep_their_ids)
+{
+  g_autoptr (LlmModel) m = load ("TinyStories-656K-Q8_0.gguf");
+  /* A short wait for company makes the batching certain on a loaded
+   * machine; results may not depend on it. */
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 20000);
+  g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  enum { N = 8 };
+  Stream st[N];
+  GThread *threads[N];
+  for (guint i = 0; i < N; i++) {
+    st[i] = (Stream) { e, i, { 0 }, NULL };
+    threads[i] = g_thread_new ("stream", stream_main, &st[i]);
+  }
+  for (guint i = 0; i < N; i++)
+    g_thread_join (threads[i]);
+
+  guint64 forwards, rows;
+  llm_engine_batch_stats (e, &forwards, &rows);
+  for (guint i = 0; i < N; i++) {
+    ck_assert_msg (st[i].error == NULL, "stream %u: %s", i, st[i].error->message);
+    Alone alone;
+    run_alone (solo, i, &alone);
+    ck_assert_mem_eq (st[i].ids, alone.ids, sizeof alone.ids);
+    g_free (alone.logits);
+  }
+  ck_assert_msg (rows > forwards, "%" G_GUINT64_FORMAT " rows in %" G_GUINT64_FORMAT
+      " forwards: nothing was batched", rows, forwards);
+}
+END_TEST
+
+/* --- KV pool limit --------------------------------------------------- */
+
+START_TEST (test_full_kv_pool_refuses_with_the_limit_named)
+{
+  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmEngine) probe = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autoptr (LlmSeq) p = new_seq (probe, &kv_f16);
+  g_autofree float *l = g_new (float, m->hp.n_vocab);
+  gint32 one = 1;
+  feed (p, &one, 1, l);
+  const gsize block = llm_seq_kv_bytes (p);   /* the first 64 positions */
+
+  g_autoptr (LlmEngine) e = new_engine (m, block, LLM_KV_FULL_REFUSE, 0);
+  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
+  feed (a, &one, 1, l);
+  GError *error = NULL;
+  ck_assert (!llm_seq_eval_tokens (b, &one, 1, l, FALSE, &error));
+  ck_assert (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL));
+  ck_assert_msg (strstr (error->message, "kv-pool-bytes"), "%s", error->message);
+  g_clear_error (&error);
+  ck_assert_uint_eq (llm_seq_n (b), 0);
+  ck_assert_uint_eq (llm_seq_n (a), 1);
+  /* Freeing a gives the block back. */
+  g_clear_pointer (&a, llm_seq_free);
+  feed (b, &one, 1, l);
+}
+END_TEST
+
+/* Preemption: a new stream takes the idle one's KV; the idle session
+ * recomputes its cache from its history on its next step and still gives
+ * the ids it gives alone. */
+START_TEST (test_full_kv_pool_preempts_the_idle_stream_which_recomputes)
+{
+  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  Alone want0, want1;
+  run_alone (solo, 0, &want0);
+  run_alone (solo, 1, &want1);
+  g_autoptr (LlmSeq) p = new_seq (solo, &kv_f16);
+  g_autofree float *l = g_new (float, m->hp.n_vocab);
+  gint32 one = 1;
+  feed (p, &one, 1, l);
+
+  g_autoptr (LlmEngine) e = new_engine (m, llm_seq_kv_bytes (p), LLM_KV_FULL_PREEMPT, 0);
+  LlmSessionConfig cfg = { .kv = kv_f16 };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  GError *error = NULL;
+  g_autoptr (LlmSession) s0 = llm_session_new (e, &cfg, &error);
+  g_autoptr (LlmSession) s1 = llm_session_new (e, &cfg, &error);
+  gint32 prompt[16], next0, next1, got0[N_STEPS], got1[N_STEPS];
+  guint n = make_prompt (0, m->hp.n_vocab, prompt);
+  ck_assert (llm_session_prefill (s0, prompt, n, &next0, &error));
+  n = make_prompt (1, m->hp.n_vocab, prompt);
+  /* s0 is idle now: s1 takes its block */
+  ck_assert_msg (llm_session_prefill (s1, prompt, n, &next1, &error), "%s",
+      error ? error->message : "");
+  ck_assert (llm_seq_was_preempted (llm_session_seq (s0)));
+  for (guint k = 0; k < N_STEPS; k++) {
+    got0[k] = next0;
+    got1[k] = next1;
+    if (k + 1 == N_STEPS)
+      break;
+    /* each step preempts the other, which is idle */
+    ck_assert_msg (llm_session_step (s0, next0, &next0, &error), "%s",
+        error ? error->message : "");
+    ck_assert_msg (llm_session_step (s1, next1, &next1, &error), "%s",
+        error ? error->message : "");
+  }
+  ck_assert_mem_eq (got0, want0.ids, sizeof got0);
+  ck_assert_mem_eq (got1, want1.ids, sizeof got1);
+  g_free (want0.logits);
+  g_free (want1.logits);
+}
+END_TEST
+
+/* --- sessions -------------------------------------------------------- */
+
+static LlmSession *
+penalised_session (LlmEngine *e)
+{
+  LlmSessionConfig cfg = { .kv = kv_f16 };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  cfg.sampler.repeat_penalty = 1.5f;
+  cfg.sampler.repeat_last_n = 8;
+  GError *error = NULL;
+  LlmSession *s = llm_session_new (e, &cfg, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  return s;
+}
+
+/* After a rollback the repetition penalty sees the kept history only, so
+ * the session samples what a fresh one fed the kept ids samples. */
+START_TEST (test_session_truncate_rolls_back_history_and_penalty)
+{
+  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autoptr (LlmSession) a = penalised_session (e);
+  gint32 prompt[16], next, gen[12];
+  const guint n = make_prompt (3, m->hp.n_vocab, prompt);
+  GError *error = NULL;
+  ck_assert (llm_session_prefill (a, prompt, n, &next, &error));
+  for (guint k = 0; k < G_N_ELEMENTS (gen); k++) {
+    gen[k] = next;
+    ck_assert (llm_session_step (a, next, &next, &error));
+  }
+  ck_assert_uint_eq (llm_session_n_ids (a), n + 12);
+  llm_session_truncate (a, n + 3);
+  ck_assert_uint_eq (llm_session_n_ids (a), n + 3);
+  ck_assert_uint_eq (llm_seq_n (llm_session_seq (a)), n + 3);
+  ck_assert_ptr_null (llm_session_logits (a));
+  const gint32 forced = 42;
+  gint32 got_a, got_b;
+  ck_assert (llm_session_step (a, forced, &got_a, &error));
+
+  g_autoptr (LlmSession) b = penalised_session (e);
+  gint32 kept[32];
+  memcpy (kept, prompt, n * sizeof (gint32));
+  memcpy (kept + n, gen, 3 * sizeof (gint32));
+  kept[n + 3] = forced;
+  ck_assert (llm_session_prefill (b, kept, n + 4, &got_b, &error));
+  ck_assert_int_eq (got_a, got_b);
+  ck_assert_mem_eq (llm_session_logits (a), llm_session_logits (b),
+      m->hp.n_vocab * sizeof (float));
+}
+END_TEST
+
+/* A live stream over ten windows: the session keeps exactly the ids its
+ * cache holds (sink, then the newest), never more. */
+START_TEST (test_session_history_stays_within_the_window)
+{
+  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  LlmSessionConfig cfg = {
+    .kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 32, .sink = 4 },
+  };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  GError *error = NULL;
+  g_autoptr (LlmSession) s = llm_session_new (e, &cfg, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  gint32 fed[400];
+  for (guint t = 0; t < G_N_ELEMENTS (fed); t++) {
+    fed[t] = (gint32) (1 + t % 400);
+    ck_assert (llm_session_feed (s, &fed[t], 1, &error));
+    const guint n = llm_session_n_ids (s);
+    ck_assert_uint_eq (n, llm_seq_n (llm_session_seq (s)));
+    ck_assert_uint_le (n, 36);
+    const gint32 *ids = llm_session_ids (s);
+    for (guint c = 0; c < MIN (n, 4u); c++)
+      ck_assert_int_eq (ids[c], fed[c]);
+    for (guint c = 4; c < n; c++)
+      ck_assert_int_eq (ids[c], fed[t + 1 - (n - c)]);
+  }
+}
+END_TEST
+
+static Suite *
+engine_suite (void)
+{
+  Suite *s = suite_create ("engine");
+  TCase *batch = tcase_create ("batch");
+  tcase_set_timeout (batch, 300);
+  tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_f32);
+  tcase_add_test (batch, test_batched_streams_equal_alone_tinystories_q8_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen3);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_llama_bf16);
+  tcase_add_test (batch, test_rows_of_a_sequence_must_be_adjacent_and_consecutive);
+  suite_add_tcase (s, batch);
+
+  TCase *seq = tcase_create ("seq");
+  tcase_add_test (seq, test_truncate_then_decode_equals_a_fresh_sequence);
+  tcase_add_test (seq, test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence);
+  suite_add_tcase (s, seq);
+
+  TCase *sched = tcase_create ("scheduler");
+  tcase_set_timeout (sched, 120);
+  tcase_add_test (sched, test_concurrent_streams_share_forwards_and_keep_their_ids);
+  tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
+  tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
+  suite_add_tcase (s, sched);
+
+  TCase *session = tcase_create ("session");
+  tcase_add_test (session, test_session_truncate_rolls_back_history_and_penalty);
+  tcase_add_test (session, test_session_history_stays_within_the_window);
+  suite_add_tcase (s, session);
+  return s;
+}
+
+LLM_TEST_MAIN (engine_suite)
