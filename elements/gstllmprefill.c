@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "gstllmelements.h"
+#include "gstllmcontext.h"
 #include "chat-template.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
@@ -143,6 +144,39 @@ gst_llm_kv_policy_get_type (void)
 }
 
 /**
+ * GstLlmKvFull:
+ * @GST_LLM_KV_FULL_REFUSE: the prompt that needs more KV memory fails with
+ *   an element error naming kv-pool-bytes
+ * @GST_LLM_KV_FULL_PREEMPT: the longest-idle other stream on the engine
+ *   gives its KV up and recomputes it when it next runs
+ *
+ * What the engine does when its KV pool (kv-pool-bytes) is full.
+ *
+ * Since: 0.2
+ */
+typedef enum {
+  GST_LLM_KV_FULL_REFUSE = LLM_KV_FULL_REFUSE,
+  GST_LLM_KV_FULL_PREEMPT = LLM_KV_FULL_PREEMPT,
+} GstLlmKvFull;
+
+#define GST_TYPE_LLM_KV_FULL (gst_llm_kv_full_get_type ())
+static GType
+gst_llm_kv_full_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_LLM_KV_FULL_REFUSE, "Refuse the stream that needs more, naming the limit", "refuse"},
+    {GST_LLM_KV_FULL_PREEMPT, "Take the longest-idle stream's KV; it recomputes later",
+        "preempt"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("GstLlmKvFull", values));
+  return type;
+}
+
+/**
  * GstLlmPromptMode:
  * @GST_LLM_PROMPT_MODE_BUFFER: each input buffer is a whole prompt
  * @GST_LLM_PROMPT_MODE_EVENT: a prompt is all ids up to an
@@ -196,6 +230,10 @@ gst_llm_prompt_mode_get_type (void)
 #define DEFAULT_PROMPT_TEMPLATE NULL
 #define DEFAULT_PROMPT_MODE GST_LLM_PROMPT_MODE_EVENT
 #define DEFAULT_KEEP_CONTEXT FALSE
+#define DEFAULT_KV_POOL_BYTES 0
+#define DEFAULT_KV_FULL GST_LLM_KV_FULL_REFUSE
+#define DEFAULT_MAX_PREFILL_CHUNK 128
+#define DEFAULT_MAX_BATCH_WAIT 0
 
 /* The placeholder prompt-template replaces with the prompt's ids. */
 #define PROMPT_PLACEHOLDER LLM_CHAT_TEMPLATE_PLACEHOLDER
@@ -230,6 +268,10 @@ enum {
   PROP_PROMPT_TEMPLATE,
   PROP_PROMPT_MODE,
   PROP_KEEP_CONTEXT,
+  PROP_KV_POOL_BYTES,
+  PROP_KV_FULL,
+  PROP_MAX_PREFILL_CHUNK,
+  PROP_MAX_BATCH_WAIT,
 };
 
 /* A session and whether a state buffer downstream still uses it. */
@@ -283,6 +325,13 @@ struct _GstLlmPrefill {
   char *prompt_template;
   GstLlmPromptMode prompt_mode;
   gboolean keep_context;
+  guint64 kv_pool_bytes;
+  GstLlmKvFull kv_full;
+  guint max_prefill_chunk;
+  guint64 max_batch_wait;
+
+  /* a "gst.llm.engine" context handed to us (object lock) */
+  LlmEngine *context_engine;
 
   /* from NULL->READY to READY->NULL; active_device and vocab_hash also
    * under the object lock, as property reads and caps queries come from
@@ -627,6 +676,11 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
               "kv-policy=window or sink-window%s.", n_ids, held, self->llm->hp.n_ctx_train,
               keep_context ? ", or turn keep-context off" : ""),
           ("%s", error->message));
+    } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)) {
+      GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
+          ("The engine's KV memory is used up by its streams: %s. Raise kv-pool-bytes, set "
+              "kv-full=preempt, or run fewer streams on this model.", error->message),
+          (NULL));
     } else if (g_error_matches (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN)) {
       GST_ELEMENT_ERROR (self, STREAM, FORMAT,
           ("The prompt holds a token id the model does not know: %s. Tokenize with "
@@ -938,6 +992,12 @@ load_model (GstLlmPrefill *self)
   LlmEngineOptions eo;
   llm_engine_options_init (&eo);
   eo.n_threads = self->n_threads;
+  eo.kv_pool_bytes = (gsize) MIN (self->kv_pool_bytes, G_MAXSIZE);
+  eo.kv_full = (LlmKvFullPolicy) self->kv_full;
+  eo.max_prefill_chunk = self->max_prefill_chunk;
+  eo.max_batch_wait_us = (guint) MIN (self->max_batch_wait / GST_USECOND, G_MAXUINT);
+  LlmEngine *context_engine = self->context_engine ? llm_engine_ref (self->context_engine)
+      : NULL;
   llm_sampler_params_init (&c->sampler);
   c->sampler.temperature = self->temperature;
   c->sampler.top_k = self->top_k;
@@ -949,6 +1009,7 @@ load_model (GstLlmPrefill *self)
   GST_OBJECT_UNLOCK (self);
 
   if (model == NULL || model[0] == '\0') {
+    g_clear_pointer (&context_engine, llm_engine_unref);
     g_free (model);
     g_free (device);
     GST_LLM_ELEMENT_ERROR_NO_MODEL (self);
@@ -977,7 +1038,8 @@ load_model (GstLlmPrefill *self)
     return FALSE;
   }
   self->llm = llm;
-  self->engine = llm_engine_get (llm, &eo, &error);
+  self->engine = gst_llm_engine_acquire (GST_ELEMENT (self), context_engine, llm, &eo, &error);
+  g_clear_pointer (&context_engine, llm_engine_unref);
   if (self->engine == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
         ("Cannot start the engine for \"%s\": %s.", model, error->message), (NULL));
@@ -1095,6 +1157,22 @@ gst_llm_prefill_change_state (GstElement *element, GstStateChange transition)
   return ret;
 }
 
+/* An engine shared through a "gst.llm.engine" context: used from the
+ * next NULL->READY when it runs this element's model. */
+static void
+gst_llm_prefill_set_context (GstElement *element, GstContext *context)
+{
+  GstLlmPrefill *self = GST_LLM_PREFILL (element);
+  LlmEngine *engine = gst_llm_engine_context_get (context);
+  if (engine != NULL) {
+    GST_OBJECT_LOCK (self);
+    g_clear_pointer (&self->context_engine, llm_engine_unref);
+    self->context_engine = engine;
+    GST_OBJECT_UNLOCK (self);
+  }
+  GST_ELEMENT_CLASS (gst_llm_prefill_parent_class)->set_context (element, context);
+}
+
 /* --- properties ------------------------------------------------------ */
 
 static void
@@ -1191,6 +1269,22 @@ gst_llm_prefill_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_KEEP_CONTEXT:
       self->keep_context = g_value_get_boolean (value);
       break;
+    case PROP_KV_POOL_BYTES:
+      warn_if_loaded (self, pspec);
+      self->kv_pool_bytes = g_value_get_uint64 (value);
+      break;
+    case PROP_KV_FULL:
+      warn_if_loaded (self, pspec);
+      self->kv_full = g_value_get_enum (value);
+      break;
+    case PROP_MAX_PREFILL_CHUNK:
+      warn_if_loaded (self, pspec);
+      self->max_prefill_chunk = g_value_get_uint (value);
+      break;
+    case PROP_MAX_BATCH_WAIT:
+      warn_if_loaded (self, pspec);
+      self->max_batch_wait = g_value_get_uint64 (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1266,6 +1360,18 @@ gst_llm_prefill_get_property (GObject *object, guint prop_id, GValue *value,
     case PROP_KEEP_CONTEXT:
       g_value_set_boolean (value, self->keep_context);
       break;
+    case PROP_KV_POOL_BYTES:
+      g_value_set_uint64 (value, self->kv_pool_bytes);
+      break;
+    case PROP_KV_FULL:
+      g_value_set_enum (value, self->kv_full);
+      break;
+    case PROP_MAX_PREFILL_CHUNK:
+      g_value_set_uint (value, self->max_prefill_chunk);
+      break;
+    case PROP_MAX_BATCH_WAIT:
+      g_value_set_uint64 (value, self->max_batch_wait);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -1279,6 +1385,7 @@ gst_llm_prefill_finalize (GObject *object)
   GstLlmPrefill *self = GST_LLM_PREFILL (object);
 
   unload_model (self);
+  g_clear_pointer (&self->context_engine, llm_engine_unref);
   g_free (self->model);
   g_free (self->device);
   g_free (self->system_prompt);
@@ -1321,6 +1428,10 @@ gst_llm_prefill_init (GstLlmPrefill *self)
   self->prompt_template = g_strdup (DEFAULT_PROMPT_TEMPLATE);
   self->prompt_mode = DEFAULT_PROMPT_MODE;
   self->keep_context = DEFAULT_KEEP_CONTEXT;
+  self->kv_pool_bytes = DEFAULT_KV_POOL_BYTES;
+  self->kv_full = DEFAULT_KV_FULL;
+  self->max_prefill_chunk = DEFAULT_MAX_PREFILL_CHUNK;
+  self->max_batch_wait = DEFAULT_MAX_BATCH_WAIT;
 
   self->prompt = g_array_new (FALSE, FALSE, sizeof (gint32));
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
@@ -1622,9 +1733,68 @@ gst_llm_prefill_class_init (GstLlmPrefillClass *klass)
       "! llmprefill model=stories260K.gguf ! llmdecode max-tokens=64 "
       "! llmdetokenize model=stories260K.gguf ! fdsink");
 
+  /**
+   * GstLlmPrefill:kv-pool-bytes:
+   *
+   * Limit on the KV memory of every stream that shares this element's
+   * engine (same model, device and engine properties; see the
+   * "gst.llm.engine" context); 0 for none. What happens at the limit is
+   * kv-full.
+   *
+   * Since: 0.2
+   */
+  g_object_class_install_property (gobject_class, PROP_KV_POOL_BYTES,
+      g_param_spec_uint64 ("kv-pool-bytes", "KV pool bytes",
+          "KV memory limit of all streams on the shared engine (0 = none)", 0, G_MAXUINT64,
+          DEFAULT_KV_POOL_BYTES, rw));
+
+  /**
+   * GstLlmPrefill:kv-full:
+   *
+   * What the engine does when kv-pool-bytes is reached: refuse the stream
+   * that needs more (an element error naming the limit), or preempt the
+   * longest-idle other stream, which recomputes its cache when it next
+   * runs.
+   *
+   * Since: 0.2
+   */
+  g_object_class_install_property (gobject_class, PROP_KV_FULL,
+      g_param_spec_enum ("kv-full", "KV pool full",
+          "What to do when kv-pool-bytes is reached", GST_TYPE_LLM_KV_FULL, DEFAULT_KV_FULL,
+          rw));
+
+  /**
+   * GstLlmPrefill:max-prefill-chunk:
+   *
+   * Prompt tokens the shared engine admits per forward between the decode
+   * steps of other streams, so a long prompt never freezes their output
+   * for longer than one chunk.
+   *
+   * Since: 0.2
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_PREFILL_CHUNK,
+      g_param_spec_uint ("max-prefill-chunk", "Max prefill chunk",
+          "Prompt tokens per shared forward between other streams' steps", 1, 128,
+          DEFAULT_MAX_PREFILL_CHUNK, rw));
+
+  /**
+   * GstLlmPrefill:max-batch-wait:
+   *
+   * How long (ns) a lone decode step waits for other streams' steps to
+   * share its forward; 0 runs it at once (single-stream speed).
+   *
+   * Since: 0.2
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_BATCH_WAIT,
+      g_param_spec_uint64 ("max-batch-wait", "Max batch wait",
+          "Nanoseconds a lone step waits for company in the shared engine (0 = none)", 0,
+          GST_SECOND, DEFAULT_MAX_BATCH_WAIT, rw));
+
   element_class->change_state = GST_DEBUG_FUNCPTR (gst_llm_prefill_change_state);
+  element_class->set_context = GST_DEBUG_FUNCPTR (gst_llm_prefill_set_context);
 
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_KV_TYPE, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_KV_POLICY, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_LLM_KV_FULL, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_PROMPT_MODE, 0);
 }

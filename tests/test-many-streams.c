@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Many streams on one engine, as whole pipelines: eight branches share
+ * one engine (and its forwards) and each writes the text it writes
+ * alone; a branch whose sink blocks holds no other branch up; a full KV
+ * pool refuses with an error naming the limit, or preempts. */
+#include <string.h>
+
+#include <glib/gstdio.h>
+#include <gst/gst.h>
+
+#include "llm-check.h"
+
+#define N_BRANCHES 8
+
+static char *model_path;
+static char *tmpdir;
+
+static const char *const prompts[N_BRANCHES] = {
+  "Once upon a time", "The dog", "Lily and Tom went", "One day, a little bird",
+  "The sun was", "Mom said", "A big red ball", "They played in the park and",
+};
+
+static void
+setup (void)
+{
+  model_path = llm_test_data_path ("models/stories260K.gguf");
+  GError *error = NULL;
+  tmpdir = g_dir_make_tmp ("gst-llm-streams-XXXXXX", &error);
+  ck_assert_msg (tmpdir != NULL, "%s", error ? error->message : "");
+}
+
+static void
+teardown (void)
+{
+  GDir *d = g_dir_open (tmpdir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name (d))) {
+    g_autofree char *p = g_build_filename (tmpdir, name, NULL);
+    g_unlink (p);
+  }
+  if (d)
+    g_dir_close (d);
+  g_rmdir (tmpdir);
+  g_clear_pointer (&tmpdir, g_free);
+  g_clear_pointer (&model_path, g_free);
+}
+
+static char *
+path_in_tmp (const char *fmt, guint i)
+{
+  g_autofree char *name = g_strdup_printf (fmt, i);
+  return g_build_filename (tmpdir, name, NULL);
+}
+
+static char *
+write_prompt (guint i)
+{
+  char *path = path_in_tmp ("prompt%u.txt", i);
+  ck_assert (g_file_set_contents (path, prompts[i], -1, NULL));
+  return path;
+}
+
+/* One branch: prompt file @i through the four elements into out@i.txt.
+ * @extra goes on llmprefill. */
+static void
+append_branch (GString *desc, guint i, const char *extra, const char *sink)
+{
+  g_autofree char *prompt = write_prompt (i);
+  g_autofree char *out = path_in_tmp ("out%u.txt", i);
+  g_string_append_printf (desc, "filesrc location=\"%s\" ! llmtokenize model=\"%s\" "
+      "! llmprefill name=prefill%u model=\"%s\" temperature=0 %s ! llmdecode name=decode%u "
+      "max-tokens=24 ! llmdetokenize model=\"%s\" ! ", prompt, model_path, i, model_path,
+      extra ? extra : "", i, model_path);
+  if (sink)
+    g_string_append_printf (desc, "%s ", sink);
+  else
+    g_string_append_printf (desc, "filesink location=\"%s\" ", out);
+}
+
+typedef struct {
+  GError *error;
+  char *error_source;
+  GPtrArray *engines;         /* gpointer: the engine of each HAVE_CONTEXT */
+} Run;
+
+static void
+run_clear (Run *r)
+{
+  g_clear_error (&r->error);
+  g_clear_pointer (&r->error_source, g_free);
+  g_clear_pointer (&r->engines, g_ptr_array_unref);
+}
+
+static void
+note_message (GstMessage *m, Run *r)
+{
+  if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR && r->error == NULL) {
+    gst_message_parse_error (m, &r->error, NULL);
+    r->error_source = gst_object_get_name (GST_MESSAGE_SRC (m));
+  } else if (GST_MESSAGE_TYPE (m) == GST_MESSAGE_HAVE_CONTEXT) {
+    GstContext *c = NULL;
+    gst_message_parse_have_context (m, &c);
+    if (g_strcmp0 (gst_context_get_context_type (c), "gst.llm.engine") == 0) {
+      const GValue *v = gst_structure_get_value (gst_context_get_structure (c), "engine");
+      g_ptr_array_add (r->engines, v ? g_value_get_boxed (v) : NULL);
+    }
+    gst_context_unref (c);
+  }
+}
+
+static void
+run_pipeline (const char *desc, Run *r)
+{
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  ck_assert_msg (pipeline != NULL && error == NULL, "%s: %s", desc,
+      error ? error->message : "");
+  memset (r, 0, sizeof *r);
+  r->engines = g_ptr_array_new ();
+  GstBus *bus = gst_element_get_bus (pipeline);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  for (gboolean done = FALSE; !done;) {
+    GstMessage *m = gst_bus_timed_pop_filtered (bus, 120 * GST_SECOND,
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_HAVE_CONTEXT);
+    ck_assert_msg (m != NULL, "the pipeline neither finished nor failed: %s", desc);
+    note_message (m, r);
+    done = GST_MESSAGE_TYPE (m) != GST_MESSAGE_HAVE_CONTEXT;
+    gst_message_unref (m);
+  }
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  /* messages posted while going down */
+  GstMessage *m;
+  while ((m = gst_bus_pop_filtered (bus, GST_MESSAGE_HAVE_CONTEXT))) {
+    note_message (m, r);
+    gst_message_unref (m);
+  }
+  gst_object_unref (bus);
+  gst_object_unref (pipeline);
+}
+
+static char *
+read_out (guint i)
+{
+  g_autofree char *out = path_in_tmp ("out%u.txt", i);
+  char *text = NULL;
+  ck_assert_msg (g_file_get_contents (out, &text, NULL, NULL), "no output from branch %u", i);
+  return text;
+}
+
+/* Each branch's text when it runs alone in its own pipeline. */
+static void
+texts_alone (char **alone)
+{
+  for (guint i = 0; i < N_BRANCHES; i++) {
+    g_autoptr (GString) desc = g_string_new (NULL);
+    append_branch (desc, i, NULL, NULL);
+    Run r;
+    run_pipeline (desc->str, &r);
+    ck_assert_msg (r.error == NULL, "branch %u alone: %s", i, r.error->message);
+    run_clear (&r);
+    alone[i] = read_out (i);
+    ck_assert_uint_gt (strlen (alone[i]), 0);
+  }
+}
+
+START_TEST (test_eight_branches_share_one_engine_and_write_their_own_text)
+{
+  char *alone[N_BRANCHES];
+  texts_alone (alone);
+  /* every branch its own text: the check below could not tell otherwise */
+  for (guint i = 1; i < N_BRANCHES; i++)
+    ck_assert_str_ne (alone[i], alone[0]);
+
+  g_autoptr (GString) desc = g_string_new (NULL);
+  for (guint i = 0; i < N_BRANCHES; i++)
+    append_branch (desc, i, NULL, NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error == NULL, "%s: %s", r.error_source, r.error ? r.error->message : "");
+  /* One engine for all: whoever posted a context posted the same one. */
+  ck_assert_uint_ge (r.engines->len, 1);
+  for (guint i = 0; i < r.engines->len; i++)
+    ck_assert_ptr_eq (g_ptr_array_index (r.engines, i), g_ptr_array_index (r.engines, 0));
+  run_clear (&r);
+  for (guint i = 0; i < N_BRANCHES; i++) {
+    g_autofree char *text = read_out (i);
+    ck_assert_msg (g_strcmp0 (text, alone[i]) == 0, "branch %u: \"%s\", alone \"%s\"", i, text,
+        alone[i]);
+    g_free (alone[i]);
+  }
+}
+END_TEST
+
+/* Branch 0 ends in an appsink nobody reads (it blocks after one buffer);
+ * branch 1 still finishes its whole response. */
+START_TEST (test_a_blocked_branch_does_not_stall_the_others)
+{
+  char *alone[2];
+  for (guint i = 0; i < 2; i++) {
+    g_autoptr (GString) desc = g_string_new (NULL);
+    append_branch (desc, i, NULL, NULL);
+    Run r;
+    run_pipeline (desc->str, &r);
+    ck_assert (r.error == NULL);
+    run_clear (&r);
+    alone[i] = read_out (i);
+  }
+  g_autoptr (GString) desc = g_string_new (NULL);
+  append_branch (desc, 0, NULL, "appsink name=stuck max-buffers=1 drop=false sync=false");
+  append_branch (desc, 1, NULL, NULL);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc->str, &error);
+  ck_assert_msg (pipeline != NULL, "%s", error ? error->message : "");
+  GstBus *bus = gst_element_get_bus (pipeline);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+
+  /* decode1's llm-stats: branch 1's response is complete */
+  gboolean finished = FALSE;
+  while (!finished) {
+    GstMessage *m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+        GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR | GST_MESSAGE_EOS);
+    ck_assert_msg (m != NULL, "branch 1 stalled behind the blocked branch");
+    ck_assert_int_eq (GST_MESSAGE_TYPE (m), GST_MESSAGE_ELEMENT);
+    g_autofree char *src = gst_object_get_name (GST_MESSAGE_SRC (m));
+    finished = gst_structure_has_name (gst_message_get_structure (m), "llm-stats")
+        && strcmp (src, "decode1") == 0;
+    gst_message_unref (m);
+  }
+  /* The file sink may still hold the tail: wait for branch 1's EOS to be
+   * written by draining the stuck branch now. */
+  GstElement *stuck = gst_bin_get_by_name (GST_BIN (pipeline), "stuck");
+  g_autoptr (GString) text0 = g_string_new (NULL);
+  GstSample *sample;
+  g_signal_emit_by_name (stuck, "pull-sample", &sample);
+  while (sample) {
+    GstMapInfo map;
+    GstBuffer *b = gst_sample_get_buffer (sample);
+    gst_buffer_map (b, &map, GST_MAP_READ);
+    g_string_append_len (text0, (const char *) map.data, map.size);
+    gst_buffer_unmap (b, &map);
+    gst_sample_unref (sample);
+    g_signal_emit_by_name (stuck, "pull-sample", &sample);
+  }
+  gst_object_unref (stuck);
+  GstMessage *m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+      GST_MESSAGE_ERROR | GST_MESSAGE_EOS);
+  ck_assert (m != NULL && GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS);
+  gst_message_unref (m);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (bus);
+  gst_object_unref (pipeline);
+
+  ck_assert_str_eq (text0->str, alone[0]);
+  g_autofree char *text1 = read_out (1);
+  ck_assert_str_eq (text1, alone[1]);
+  g_free (alone[0]);
+  g_free (alone[1]);
+}
+END_TEST
+
+/* A pool that holds one stream's first block: the second stream's prompt
+ * is refused, naming the property. */
+START_TEST (test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit)
+{
+  /* stories260K: 5 layers x (K, V) x 64 positions x 4 KV heads x 8 x 2 B (f16) */
+  const char *pool = "kv-pool-bytes=40960 context-length=256";
+  g_autoptr (GString) desc = g_string_new (NULL);
+  append_branch (desc, 0, pool, NULL);
+  append_branch (desc, 1, pool, NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert (r.error != NULL);
+  ck_assert_msg (g_error_matches (r.error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT),
+      "%s", r.error->message);
+  ck_assert_msg (strstr (r.error->message, "kv-pool-bytes"), "%s", r.error->message);
+  ck_assert (g_str_has_prefix (r.error_source, "prefill"));
+  run_clear (&r);
+}
+END_TEST
+
+/* The same pool with kv-full=preempt: both branches finish with their
+ * own text, each taking the block back from the other in turn. */
+START_TEST (test_full_kv_pool_preempts_and_every_branch_still_writes_its_text)
+{
+  char *alone[2];
+  for (guint i = 0; i < 2; i++) {
+    g_autoptr (GString) desc = g_string_new (NULL);
+    append_branch (desc, i, NULL, NULL);
+    Run r;
+    run_pipeline (desc->str, &r);
+    ck_assert (r.error == NULL);
+    run_clear (&r);
+    alone[i] = read_out (i);
+  }
+  const char *pool = "kv-pool-bytes=40960 context-length=256 kv-full=preempt";
+  g_autoptr (GString) desc = g_string_new (NULL);
+  append_branch (desc, 0, pool, NULL);
+  append_branch (desc, 1, pool, NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error == NULL, "%s", r.error ? r.error->message : "");
+  run_clear (&r);
+  for (guint i = 0; i < 2; i++) {
+    g_autofree char *text = read_out (i);
+    ck_assert_str_eq (text, alone[i]);
+    g_free (alone[i]);
+  }
+}
+END_TEST
+
+static Suite *
+many_streams_suite (void)
+{
+  Suite *s = suite_create ("many-streams");
+  TCase *tc = tcase_create ("many-streams");
+  gst_init (NULL, NULL);
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_set_timeout (tc, 300);
+  tcase_add_test (tc, test_eight_branches_share_one_engine_and_write_their_own_text);
+  tcase_add_test (tc, test_a_blocked_branch_does_not_stall_the_others);
+  tcase_add_test (tc, test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit);
+  tcase_add_test (tc, test_full_kv_pool_preempts_and_every_branch_still_writes_its_text);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+LLM_TEST_MAIN (many_streams_suite)
