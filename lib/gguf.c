@@ -151,9 +151,41 @@ format_error (GError **error, Reader *r, gsize at, const char *fmt, ...)
   return FALSE;
 }
 
+/* Longest part of a file-provided string an error message shows. */
+#define MAX_SHOWN 128
+
+char *
+llm_gguf_escape (const char *s, gssize len)
+{
+  gsize n = len < 0 ? strlen (s) : (gsize) len;
+  const char *p = s, *end = s + MIN (n, MAX_SHOWN);
+  GString *out = g_string_sized_new (end - p + 4);
+
+  while (p < end) {
+    guchar c = *p;
+    /* (gunichar) -1 and -2 say invalid or cut short */
+    gunichar u = c < 0x80 ? c : g_utf8_get_char_validated (p, end - p);
+    if (c == '\\') {
+      g_string_append (out, "\\\\");
+      p++;
+    } else if (u < 0x20 || u == 0x7f || u > 0x10ffff) {
+      g_string_append_printf (out, "\\x%02x", c);
+      p++;
+    } else {
+      const char *next = g_utf8_next_char (p);
+      g_string_append_len (out, p, next - p);
+      p = next;
+    }
+  }
+  if (n > MAX_SHOWN)
+    g_string_append (out, "...");
+  return g_string_free (out, FALSE);
+}
+
 /* Skips one array body (element type and count already read); validates
  * nested arrays and string lengths. When @str_offsets is non-NULL the
- * position of each string is recorded there. */
+ * position of each string is recorded there. @key is for messages,
+ * escaped. */
 static gboolean
 skip_array (Reader *r, guint32 elem_type, guint64 count, guint depth,
     guint64 *str_offsets, const char *key, GError **error)
@@ -229,15 +261,16 @@ read_kv (LlmGguf *g, Reader *r, Kv *kv, GError **error)
   if (memchr (key, 0, key_len) != NULL)
     return format_error (error, r, at, "metadata key contains a NUL byte");
   kv->key = g_strndup (key, key_len);
+  g_autofree char *shown = llm_gguf_escape (kv->key, -1);
 
   if (g_hash_table_contains (g->key_index, kv->key))
-    return format_error (error, r, at, "duplicate metadata key '%s'", kv->key);
+    return format_error (error, r, at, "duplicate metadata key '%s'", shown);
 
   gsize tat = r->pos;
   if (!read_u32 (r, &type, "metadata value type", error))
     return FALSE;
   if (type > LLM_GGUF_FLOAT64)
-    return format_error (error, r, tat, "key '%s' has unknown value type %u", kv->key, type);
+    return format_error (error, r, tat, "key '%s' has unknown value type %u", shown, type);
   kv->type = type;
   kv->value_offset = r->pos;
 
@@ -245,7 +278,7 @@ read_kv (LlmGguf *g, Reader *r, Kv *kv, GError **error)
     const char *s;
     guint64 len;
     if (!read_string (r, &s, &len, "string value", error)) {
-      g_prefix_error (error, "key '%s': ", kv->key);
+      g_prefix_error (error, "key '%s': ", shown);
       return FALSE;
     }
     return TRUE;
@@ -257,14 +290,14 @@ read_kv (LlmGguf *g, Reader *r, Kv *kv, GError **error)
         !read_u64 (r, &kv->count, "array count", error))
       return FALSE;
     if (elem > LLM_GGUF_FLOAT64)
-      return format_error (error, r, eat, "array '%s' has unknown element type %u", kv->key, elem);
+      return format_error (error, r, eat, "array '%s' has unknown element type %u", shown, elem);
     kv->elem_type = elem;
     kv->value_offset = r->pos;
     if (elem == LLM_GGUF_STRING && kv->count <= (r->size - r->pos) / 8)
       kv->str_offsets = g_new (guint64, kv->count ? kv->count : 1);
-    return skip_array (r, elem, kv->count, 1, kv->str_offsets, kv->key, error);
+    return skip_array (r, elem, kv->count, 1, kv->str_offsets, shown, error);
   }
-  if (!need (r, llm_gguf_value_type_size (type), kv->key, error))
+  if (!need (r, llm_gguf_value_type_size (type), shown, error))
     return FALSE;
   r->pos += llm_gguf_value_type_size (type);
   return TRUE;
@@ -287,15 +320,16 @@ read_tensor_info (LlmGguf *g, Reader *r, guint64 idx, LlmGgufTensor *t, GError *
   if (memchr (name, 0, name_len) != NULL)
     return format_error (error, r, at, "tensor %" G_GUINT64_FORMAT " name contains a NUL byte", idx);
   t->name = g_strndup (name, name_len);
+  g_autofree char *shown = llm_gguf_escape (t->name, -1);
   if (g_hash_table_contains (g->tensor_index, t->name))
-    return format_error (error, r, at, "duplicate tensor name '%s'", t->name);
+    return format_error (error, r, at, "duplicate tensor name '%s'", shown);
 
   gsize dat = r->pos;
   if (!read_u32 (r, &t->n_dims, "tensor dimension count", error))
     return FALSE;
   if (t->n_dims < 1 || t->n_dims > LLM_GGUF_MAX_DIMS)
     return format_error (error, r, dat, "tensor '%s' has %u dimensions; 1 to %d are allowed",
-        t->name, t->n_dims, LLM_GGUF_MAX_DIMS);
+        shown, t->n_dims, LLM_GGUF_MAX_DIMS);
   t->n_elems = 1;
   for (guint d = 0; d < LLM_GGUF_MAX_DIMS; d++) {
     t->ne[d] = 1;
@@ -306,9 +340,9 @@ read_tensor_info (LlmGguf *g, Reader *r, guint64 idx, LlmGgufTensor *t, GError *
       return FALSE;
     /* ggml stores dimensions as int64. */
     if (t->ne[d] > (guint64) G_MAXINT64)
-      return format_error (error, r, nat, "tensor '%s' dimension %u is negative", t->name, d);
+      return format_error (error, r, nat, "tensor '%s' dimension %u is negative", shown, d);
     if (t->ne[d] != 0 && t->n_elems > (guint64) G_MAXINT64 / t->ne[d])
-      return format_error (error, r, nat, "tensor '%s' element count overflows", t->name);
+      return format_error (error, r, nat, "tensor '%s' element count overflows", shown);
     t->n_elems *= t->ne[d];
   }
 
@@ -317,17 +351,17 @@ read_tensor_info (LlmGguf *g, Reader *r, guint64 idx, LlmGgufTensor *t, GError *
     return FALSE;
   guint32 block_elems;
   if (!llm_type_info (t->type, &block_elems, NULL))
-    return format_error (error, r, tat, "tensor '%s' has unknown type id %u", t->name, t->type);
+    return format_error (error, r, tat, "tensor '%s' has unknown type id %u", shown, t->type);
   if (t->ne[0] % block_elems != 0)
     return format_error (error, r, tat, "tensor '%s' row of %" G_GUINT64_FORMAT
-        " elements is not a multiple of the %s block size %u", t->name, t->ne[0],
+        " elements is not a multiple of the %s block size %u", shown, t->ne[0],
         llm_type_name (t->type), block_elems);
   guint64 row_bytes;
   if (!llm_type_row_bytes (t->type, t->ne[0], &row_bytes))
-    return format_error (error, r, tat, "tensor '%s' row size overflows", t->name);
+    return format_error (error, r, tat, "tensor '%s' row size overflows", shown);
   guint64 rows = t->ne[0] ? t->n_elems / t->ne[0] : 0;
   if (rows != 0 && row_bytes > G_MAXUINT64 / rows)
-    return format_error (error, r, tat, "tensor '%s' byte size overflows", t->name);
+    return format_error (error, r, tat, "tensor '%s' byte size overflows", shown);
   t->size = row_bytes * rows;
 
   if (!read_u64 (r, &t->offset, "tensor data offset", error))
@@ -421,14 +455,18 @@ parse (LlmGguf *g, GError **error)
   guint64 data_size = g->size - g->data_offset;
   for (guint64 i = 0; i < g->n_tensors; i++) {
     LlmGgufTensor *t = &g->tensors[i];
-    if (t->offset % g->alignment != 0)
-      return format_error (error, &r, g->data_offset, "tensor '%s' data offset %" G_GUINT64_FORMAT
-          " is not a multiple of the alignment %u", t->name, t->offset, g->alignment);
+    if (t->offset % g->alignment != 0) {
+      g_autofree char *shown = llm_gguf_escape (t->name, -1);
+      return format_error (error, &r, g->data_offset, "tensor '%s' data offset %"
+          G_GUINT64_FORMAT " is not a multiple of the alignment %u", shown, t->offset,
+          g->alignment);
+    }
     if (t->offset > data_size || t->size > data_size - t->offset) {
+      g_autofree char *shown = llm_gguf_escape (t->name, -1);
       g_set_error (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_TRUNCATED,
           "%s: tensor '%s' (%s, %" G_GUINT64_FORMAT " bytes at data offset %" G_GUINT64_FORMAT
           ") ends past the end of the file (%" G_GUINT64_FORMAT " bytes of tensor data)",
-          r.what_file, t->name, llm_type_name (t->type), t->size, t->offset, data_size);
+          r.what_file, shown, llm_type_name (t->type), t->size, t->offset, data_size);
       return FALSE;
     }
     t->offset += g->data_offset;
@@ -447,9 +485,12 @@ parse (LlmGguf *g, GError **error)
     const LlmGgufTensor *b = order->pdata[i];
     if (b->size == 0)
       continue;
-    if (reach != NULL && reach->offset + reach->size > b->offset)
-      return format_error (error, &r, b->offset, "tensors '%s' and '%s' overlap", reach->name,
-          b->name);
+    if (reach != NULL && reach->offset + reach->size > b->offset) {
+      g_autofree char *shown_a = llm_gguf_escape (reach->name, -1);
+      g_autofree char *shown_b = llm_gguf_escape (b->name, -1);
+      return format_error (error, &r, b->offset, "tensors '%s' and '%s' overlap", shown_a,
+          shown_b);
+    }
     if (reach == NULL || b->offset + b->size > reach->offset + reach->size)
       reach = b;
   }
@@ -569,9 +610,10 @@ get_kv (const LlmGguf *g, const char *key, GError **error)
 static gboolean
 type_error (const LlmGguf *g, const Kv *kv, const char *expected, GError **error)
 {
+  g_autofree char *shown = llm_gguf_escape (kv->key, -1);
   g_set_error (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_TYPE,
       "%s: metadata key '%s' has type %s, expected %s", g->path ? g->path : "GGUF",
-      kv->key, value_type_name (kv->type), expected);
+      shown, value_type_name (kv->type), expected);
   return FALSE;
 }
 

@@ -62,6 +62,13 @@ LlmGguf *llm_gguf_new_from_bytes (GBytes *bytes, GError **error);
 void llm_gguf_free (LlmGguf *gguf);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmGguf, llm_gguf_free)
 
+/* @s (@len bytes, or up to its NUL when @len is -1), a string read from a
+ * file, as text an error message can carry: valid UTF-8 stays as it is,
+ * every other byte and every control character becomes \xNN and a
+ * backslash \\; past 128 bytes it is cut and ends in "...". GStreamer
+ * refuses messages that are not UTF-8. Caller frees. */
+char *llm_gguf_escape (const char *s, gssize len);
+
 guint32 llm_gguf_version (const LlmGguf *gguf);
 guint32 llm_gguf_alignment (const LlmGguf *gguf);
 guint64 llm_gguf_data_offset (const LlmGguf *gguf);

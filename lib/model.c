@@ -181,9 +181,10 @@ load_hparams (Loader *l)
   else if (strcmp (arch, "qwen3") == 0)
     hp->arch = LLM_ARCH_QWEN3;
   else {
+    g_autofree char *shown = llm_gguf_escape (arch, -1);
     g_set_error (l->error, LLM_MODEL_ERROR, LLM_MODEL_ERROR_ARCH,
         "%s: architecture '%s' is not supported (supported: llama, qwen2, qwen3)",
-        m->path, arch);
+        m->path, shown);
     return FALSE;
   }
   l->arch = llm_arch_name (hp->arch);
@@ -231,8 +232,9 @@ load_hparams (Loader *l)
   g_autofree char *scaling_key = g_strdup_printf ("%s.rope.scaling.type", l->arch);
   g_autofree char *scaling = llm_gguf_dup_string (m->gguf, scaling_key, NULL);
   if (scaling != NULL && strcmp (scaling, "none") != 0 && strcmp (scaling, "linear") != 0) {
+    g_autofree char *shown = llm_gguf_escape (scaling, -1);
     g_set_error (l->error, LLM_MODEL_ERROR, LLM_MODEL_ERROR_KEY,
-        "%s: RoPE scaling '%s' is not supported (none, linear)", m->path, scaling);
+        "%s: RoPE scaling '%s' is not supported (none, linear)", m->path, shown);
     return FALSE;
   }
   if (factor > 0.0f && (scaling == NULL || strcmp (scaling, "linear") == 0))

@@ -141,9 +141,10 @@ read_pre (const LlmGguf *g, LlmVocab *v, GError **error)
       return TRUE;
     }
   }
+  g_autofree char *shown = llm_gguf_escape (pre, len);
   g_set_error (error, LLM_TOKENIZER_ERROR, LLM_TOKENIZER_ERROR_UNSUPPORTED,
-      "pre-tokenizer '%.*s' (%s) is not supported; supported: default, llama3/llama-bpe, "
-      "qwen2, gpt-2, deepseek-llm", (int) MIN (len, 64), pre, KEY_PRE);
+      "pre-tokenizer '%s' (%s) is not supported; supported: default, llama3/llama-bpe, "
+      "qwen2, gpt-2, deepseek-llm", shown, KEY_PRE);
   return FALSE;
 }
 
@@ -386,9 +387,10 @@ llm_vocab_new_from_gguf (const LlmGguf *g, GError **error)
     /* llama.cpp's defaults for gpt2 vocabularies, kept for agreement. */
     v->bos = 11; v->eos = 11; v->unk = -1;
   } else {
+    g_autofree char *shown = llm_gguf_escape (model, model_len);
     g_set_error (error, LLM_TOKENIZER_ERROR, LLM_TOKENIZER_ERROR_UNSUPPORTED,
-        "tokenizer model '%.*s' (%s) is not supported; supported: llama (SentencePiece), "
-        "gpt2 (byte-level BPE)", (int) MIN (model_len, 64), model, KEY_MODEL);
+        "tokenizer model '%s' (%s) is not supported; supported: llama (SentencePiece), "
+        "gpt2 (byte-level BPE)", shown, KEY_MODEL);
     llm_vocab_free (v);
     return NULL;
   }

@@ -682,6 +682,39 @@ START_TEST (test_tokenize_gguf_without_tokenizer_fails_saying_so)
 }
 END_TEST
 
+/* A string from the file that is not UTF-8 reaches the bus escaped, in
+ * the message and in its debug text (GStreamer drops a debug string that
+ * is not UTF-8). */
+START_TEST (test_tokenize_non_utf8_in_a_model_reaches_the_bus_escaped)
+{
+  g_autofree char *dir = g_dir_make_tmp ("llm-test-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "hostile.gguf", NULL);
+  g_autoptr (LlmGgufWriter) w = llm_gguf_writer_new ();
+  GError *error = NULL;
+  char *debug = NULL;
+
+  ck_assert (llm_gguf_writer_add_string (w, "general.architecture", "llama"));
+  ck_assert (llm_gguf_writer_add_string (w, "tokenizer.ggml.model", "sp\xff\xfem"));
+  ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s", error ? error->message : "");
+  GstElement *el = gst_element_factory_make ("llmtokenize", NULL);
+  g_object_set (el, "model", path, NULL);
+  ck_assert_int_eq (try_ready (el, &error, &debug), GST_STATE_CHANGE_FAILURE);
+  ck_assert (error != NULL);
+  ck_assert_msg (g_error_matches (error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_FAILED), "%s",
+      error->message);
+  ck_assert (g_utf8_validate (error->message, -1, NULL));
+  ck_assert_msg (strstr (error->message, "tokenizer model 'sp\\xff\\xfem'") != NULL, "%s",
+      error->message);
+  ck_assert_msg (debug != NULL, "the debug text was dropped");
+  ck_assert_msg (strstr (debug, "'sp\\xff\\xfem'") != NULL, "%s", debug);
+  g_error_free (error);
+  g_free (debug);
+  gst_object_unref (el);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+END_TEST
+
 /* ---- llmdetokenize ------------------------------------------------------ */
 
 START_TEST (test_detokenize_once_upon_a_time)
@@ -1007,6 +1040,7 @@ elements_suite (void)
   tcase_add_test (tok, test_tokenize_missing_model_fails_with_not_found);
   tcase_add_test (tok, test_tokenize_malformed_model_fails_naming_the_file);
   tcase_add_test (tok, test_tokenize_gguf_without_tokenizer_fails_saying_so);
+  tcase_add_test (tok, test_tokenize_non_utf8_in_a_model_reaches_the_bus_escaped);
   suite_add_tcase (s, tok);
 
   TCase *detok = tcase_create ("llmdetokenize");

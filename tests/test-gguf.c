@@ -1758,6 +1758,91 @@ START_TEST (test_header_with_tensors_but_no_data_section_is_rejected)
 }
 END_TEST
 
+/* =================== strings from the file in messages =================== */
+
+START_TEST (test_escape_keeps_utf8_and_spells_other_bytes_as_hex)
+{
+  const struct {
+    const char *in;
+    gssize len;
+    const char *out;
+  } cases[] = {
+    { "blk.0.attn_q.weight", -1, "blk.0.attn_q.weight" },
+    { "caf\xc3\xa9 \xe6\x97\xa5", -1, "caf\xc3\xa9 \xe6\x97\xa5" },
+    { "a\xff\xfe" "b", -1, "a\\xff\\xfeb" },
+    { "cut \xc3", -1, "cut \\xc3" },                /* a character cut short */
+    { "\xc0\x80", -1, "\\xc0\\x80" },             /* overlong NUL */
+    { "\xed\xa0\x80", -1, "\\xed\\xa0\\x80" },    /* UTF-16 surrogate */
+    { "line\nbreak\x7f", -1, "line\\x0abreak\\x7f" },
+    { "back\\slash", -1, "back\\\\slash" },
+    { "nul\0inside", 10, "nul\\x00inside" },
+    { "", -1, "" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *got = llm_gguf_escape (cases[i].in, cases[i].len);
+    ck_assert_msg (strcmp (got, cases[i].out) == 0, "case %u: \"%s\", expected \"%s\"", i,
+        got, cases[i].out);
+    ck_assert (g_utf8_validate (got, -1, NULL));
+  }
+
+  /* a hostile length is cut: 128 bytes shown, then "..." */
+  g_autofree char *x300 = g_strnfill (300, 'x');
+  g_autofree char *cut = llm_gguf_escape (x300, -1);
+  ck_assert_uint_eq (strlen (cut), 128 + 3);
+  ck_assert (g_str_has_suffix (cut, "x..."));
+}
+END_TEST
+
+/* Asserts @raw fails with @code and a valid UTF-8 message holding @needle. */
+static void
+expect_escaped_error (GByteArray *raw, LlmGgufError code, const char *needle)
+{
+  GError *error = load_fails (raw->data, raw->len);
+  ck_assert_msg (error->code == (gint) code, "error code %d, expected %d", error->code, code);
+  ck_assert_msg (g_utf8_validate (error->message, -1, NULL), "message is not UTF-8");
+  ck_assert_msg (strstr (error->message, needle) != NULL, "message lacks \"%s\": %s", needle,
+      error->message);
+  g_error_free (error);
+  g_byte_array_unref (raw);
+}
+
+/* Names and keys are bytes; a message quoting them must still be UTF-8,
+ * which GStreamer requires of the text it posts. */
+START_TEST (test_non_utf8_tensor_names_and_keys_are_escaped_in_errors)
+{
+  /* tensor data missing */
+  expect_escaped_error (raw_tensor_file ("blk.\xff\xfe.w", 1, (const guint64[]) { 8 },
+          LLM_TYPE_F32, 0, 31), LLM_GGUF_ERROR_TRUNCATED, "'blk.\\xff\\xfe.w'");
+  /* shape the type cannot hold */
+  expect_escaped_error (raw_tensor_file ("q\x80", 1, (const guint64[]) { 33 }, LLM_TYPE_Q8_0,
+          0, 64), LLM_GGUF_ERROR_FORMAT, "'q\\x80'");
+  /* a tensor twice */
+  GByteArray *b = raw_header (3, 2, 0);
+  raw_tensor (b, "w\xc3", 1, (const guint64[]) { 8 }, LLM_TYPE_F32, 0);
+  raw_tensor (b, "w\xc3", 1, (const guint64[]) { 8 }, LLM_TYPE_F32, 32);
+  raw_pad (b, 32);
+  raw_zeros (b, 64);
+  expect_escaped_error (b, LLM_GGUF_ERROR_FORMAT, "duplicate tensor name 'w\\xc3'");
+  /* overlapping tensors */
+  b = raw_header (3, 2, 0);
+  raw_tensor (b, "a\xfe", 1, (const guint64[]) { 16 }, LLM_TYPE_F32, 0);
+  raw_tensor (b, "b\xfd", 1, (const guint64[]) { 8 }, LLM_TYPE_F32, 32);
+  raw_pad (b, 32);
+  raw_zeros (b, 64);
+  expect_escaped_error (b, LLM_GGUF_ERROR_FORMAT, "'a\\xfe' and 'b\\xfd' overlap");
+  /* a key twice, and a key whose value runs past the end */
+  b = raw_header (3, 0, 2);
+  raw_kv_u32 (b, "k\xff", 1);
+  raw_kv_u32 (b, "k\xff", 2);
+  expect_escaped_error (b, LLM_GGUF_ERROR_FORMAT, "duplicate metadata key 'k\\xff'");
+  b = raw_header (3, 0, 1);
+  raw_str (b, "s\xf0\x9f");
+  raw_u32 (b, LLM_GGUF_STRING);
+  raw_u64 (b, 1000);
+  expect_escaped_error (b, LLM_GGUF_ERROR_TRUNCATED, "key 's\\xf0\\x9f'");
+}
+END_TEST
+
 /* =================== suite =================== */
 
 static Suite *
@@ -1851,6 +1936,8 @@ gguf_suite (void)
   tcase_add_test (val, test_overlap_hidden_behind_an_empty_tensor_is_still_rejected);
   tcase_add_test (val, test_tensors_may_share_no_bytes_but_may_appear_out_of_order);
   tcase_add_test (val, test_header_with_tensors_but_no_data_section_is_rejected);
+  tcase_add_test (val, test_escape_keeps_utf8_and_spells_other_bytes_as_hex);
+  tcase_add_test (val, test_non_utf8_tensor_names_and_keys_are_escaped_in_errors);
   suite_add_tcase (s, val);
 
   return s;

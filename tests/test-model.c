@@ -176,6 +176,7 @@ assert_load_fails (const Tiny *t, GQuark domain, int code, ...)
   g_print ("model error: %s\n", error->message);
   ck_assert_msg (g_error_matches (error, domain, code), "wrong error (%s %d): %s",
       g_quark_to_string (error->domain), error->code, error->message);
+  ck_assert_msg (g_utf8_validate (error->message, -1, NULL), "the message is not UTF-8");
   va_list ap;
   va_start (ap, code);
   for (const char *s = va_arg (ap, const char *); s; s = va_arg (ap, const char *))
@@ -206,6 +207,14 @@ START_TEST (test_model_unknown_architecture_is_named)
   Tiny t = { .arch = "gpt-j" };
   assert_load_fails (&t, LLM_MODEL_ERROR, LLM_MODEL_ERROR_ARCH, "'gpt-j'", "llama", "qwen2",
       "qwen3", NULL);
+}
+END_TEST
+
+/* Bytes of the file that are not UTF-8 are spelled \xNN in the message. */
+START_TEST (test_model_non_utf8_architecture_is_escaped)
+{
+  Tiny t = { .arch = "ll\xff\xfe" "ama" };
+  assert_load_fails (&t, LLM_MODEL_ERROR, LLM_MODEL_ERROR_ARCH, "'ll\\xff\\xfeama'", NULL);
 }
 END_TEST
 
@@ -572,6 +581,7 @@ model_suite (void)
   tcase_add_checked_fixture (errors, setup, teardown);
   tcase_add_test (errors, test_model_valid_tiny_model_loads);
   tcase_add_test (errors, test_model_unknown_architecture_is_named);
+  tcase_add_test (errors, test_model_non_utf8_architecture_is_escaped);
   tcase_add_test (errors, test_model_missing_block_count_is_named);
   tcase_add_test (errors, test_model_missing_tensor_is_named);
   tcase_add_test (errors, test_model_wrong_shape_is_named);
