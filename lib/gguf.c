@@ -6,7 +6,11 @@
  * exist. */
 #include "gguf.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 G_DEFINE_QUARK (llm-gguf-error-quark, llm_gguf_error)
 
@@ -515,14 +519,84 @@ open_bytes (GBytes *bytes, const char *path, GError **error)
   return g;
 }
 
+/* Returns -1. */
+static int
+io_error (GError **error, const char *path, int errsv)
+{
+  g_set_error (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO, "%s: cannot open: %s", path,
+      g_strerror (errsv));
+  return -1;
+}
+
+/* Only a regular file is a model. Another kind is refused by name, as
+ * mapping it fails in words about mmap and opening a FIFO blocks until a
+ * writer comes. */
+static gboolean
+check_regular (const char *path, const struct stat *st, GError **error)
+{
+  const char *kind;
+
+  if (S_ISREG (st->st_mode))
+    return TRUE;
+  if (S_ISDIR (st->st_mode)) {
+    g_set_error (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO, "%s: is a directory, not a model file",
+        path);
+    return FALSE;
+  }
+  if (S_ISFIFO (st->st_mode))
+    kind = "a named pipe (FIFO)";
+  else if (S_ISSOCK (st->st_mode))
+    kind = "a socket";
+  else if (S_ISCHR (st->st_mode) || S_ISBLK (st->st_mode))
+    kind = "a device";
+  else
+    kind = "a special file";
+  g_set_error (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO,
+      "%s: is not a regular file but %s; a model must be a file that can be mapped", path, kind);
+  return FALSE;
+}
+
+/* The type is checked before the open, so that a FIFO is never opened,
+ * and again on the open file, which the path may no longer name
+ * (O_NONBLOCK keeps a FIFO put there in between from blocking). Returns
+ * the descriptor, or -1 with @error set. */
+static int
+open_regular (const char *path, GError **error)
+{
+  struct stat st;
+
+  if (stat (path, &st) != 0)
+    return io_error (error, path, errno);
+  if (!check_regular (path, &st, error))
+    return -1;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return io_error (error, path, errno);
+  if (fstat (fd, &st) != 0) {
+    int errsv = errno;
+    close (fd);
+    return io_error (error, path, errsv);
+  }
+  if (!check_regular (path, &st, error)) {
+    close (fd);
+    return -1;
+  }
+  return fd;
+}
+
 LlmGguf *
 llm_gguf_open (const char *path, GError **error)
 {
+  int fd = open_regular (path, error);
+  if (fd < 0)
+    return NULL;
+
   GError *err = NULL;
-  GMappedFile *mf = g_mapped_file_new (path, FALSE, &err);
+  GMappedFile *mf = g_mapped_file_new_from_fd (fd, FALSE, &err);
+  close (fd);
   if (mf == NULL) {
-    g_set_error (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO, "cannot open model file '%s': %s",
-        path, err->message);
+    g_set_error (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO, "%s: cannot map: %s", path,
+        err->message);
     g_error_free (err);
     return NULL;
   }

@@ -53,7 +53,9 @@ typedef struct {
 typedef struct _LlmGguf LlmGguf;
 
 /* Maps @path read-only and validates it. Returns NULL and sets @error on any
- * problem; the message names the problem and its byte offset. */
+ * problem; the message names the problem and its byte offset. A path that
+ * is not a regular file (a directory, a FIFO) is LLM_GGUF_ERROR_IO saying
+ * so, and a FIFO is not opened (which would block). */
 LlmGguf *llm_gguf_open (const char *path, GError **error);
 
 /* Same over bytes in memory (takes a reference on @bytes). */

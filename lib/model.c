@@ -351,22 +351,34 @@ llm_model_get (const char *path, const char *device, GError **error)
   g_autofree char *key = g_strdup_printf ("%s\n%s", device, real);
 
   g_mutex_lock (&models_lock);
+  LlmModel *m = models ? g_hash_table_lookup (models, key) : NULL;
+  if (m != NULL)
+    llm_model_ref (m);
+  g_mutex_unlock (&models_lock);
+  if (m != NULL)
+    return m;
+
+  /* Loaded outside the lock, which guards only the table: a file slow to
+   * read (a network mount) holds up no other model's load. Two first
+   * loads of one file that race both read it; the later one to finish
+   * takes the earlier one's model and drops its own. */
+  LlmModel *loaded = load_path (path, error);
+  if (loaded == NULL)
+    return NULL;
+  g_mutex_lock (&models_lock);
   if (models == NULL)
     models = g_hash_table_new (g_str_hash, g_str_equal);
-  LlmModel *m = g_hash_table_lookup (models, key);
+  m = g_hash_table_lookup (models, key);
   if (m != NULL) {
     llm_model_ref (m);
-    g_mutex_unlock (&models_lock);
-    return m;
-  }
-  /* Loading under the lock: a second element asking for the same file
-   * waits for this load instead of mapping it twice. */
-  m = load_path (path, error);
-  if (m != NULL) {
-    m->key = g_strdup (key);
-    g_hash_table_insert (models, m->key, m);
+  } else {
+    loaded->key = g_strdup (key);
+    g_hash_table_insert (models, loaded->key, loaded);
+    m = g_steal_pointer (&loaded);
   }
   g_mutex_unlock (&models_lock);
+  /* not in the table: freed without taking the lock */
+  llm_model_unref (loaded);
   return m;
 }
 

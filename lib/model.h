@@ -68,7 +68,9 @@ typedef struct {
 
 /* Returns the model for (@path, @device), loading it on first use; every
  * caller gets a reference. @device is "cpu" (others: LLM_MODEL_ERROR_DEVICE
- * naming what is available). Errors name the key, tensor or type. */
+ * naming what is available). Errors name the key, tensor or type. Loads of
+ * other files go on while one loads; callers racing to load one file all
+ * get the same model. */
 LlmModel *llm_model_get (const char *path, const char *device, GError **error);
 /* Loads without sharing (tests). */
 LlmModel *llm_model_load (const char *path, GError **error);

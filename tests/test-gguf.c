@@ -359,6 +359,22 @@ START_TEST (test_opening_a_missing_file_is_an_io_error_naming_the_path)
 }
 END_TEST
 
+/* A directory is refused as one, not with mmap's words (FIFOs: test-model,
+ * where a regression cannot hang the suite). */
+START_TEST (test_opening_a_directory_says_it_is_one)
+{
+  g_autofree char *dir = g_dir_make_tmp ("llm-gguf-XXXXXX", NULL);
+  GError *error = NULL;
+
+  ck_assert_ptr_null (llm_gguf_open (dir, &error));
+  ck_assert (g_error_matches (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO));
+  g_autofree char *expected = g_strdup_printf ("%s: is a directory, not a model file", dir);
+  ck_assert_str_eq (error->message, expected);
+  g_clear_error (&error);
+  g_rmdir (dir);
+}
+END_TEST
+
 START_TEST (test_missing_and_mistyped_keys_are_reported_by_name)
 {
   g_autoptr (LlmGguf) g = open_data_file ("models/stories260K.gguf");
@@ -1857,6 +1873,7 @@ gguf_suite (void)
   tcase_add_loop_test (real, test_vocab_only_files_load_with_their_token_lists, 0,
       G_N_ELEMENTS (vocab_cases));
   tcase_add_test (real, test_opening_a_missing_file_is_an_io_error_naming_the_path);
+  tcase_add_test (real, test_opening_a_directory_says_it_is_one);
   tcase_add_test (real, test_missing_and_mistyped_keys_are_reported_by_name);
   suite_add_tcase (s, real);
 

@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
@@ -489,6 +490,9 @@ END_TEST
 typedef struct {
   const char *path;
   LlmModel *got[8];
+  GMutex lock;
+  GCond cond;
+  gboolean go;
 } Race;
 
 static gpointer
@@ -496,10 +500,17 @@ get_in_thread (gpointer data)
 {
   Race *r = ((gpointer *) data)[0];
   guint i = GPOINTER_TO_UINT (((gpointer *) data)[1]);
+  g_mutex_lock (&r->lock);
+  while (!r->go)
+    g_cond_wait (&r->cond, &r->lock);
+  g_mutex_unlock (&r->lock);
   r->got[i] = llm_model_get (r->path, "cpu", NULL);
   return NULL;
 }
 
+/* Loads run outside the table's lock, so first loads of one file race;
+ * every caller still ends with the one model, and the copies the losers
+ * loaded are gone. */
 START_TEST (test_model_concurrent_gets_share_one_load)
 {
   Tiny t = { 0 };
@@ -507,20 +518,133 @@ START_TEST (test_model_concurrent_gets_share_one_load)
   Race r = { path, { NULL } };
   GThread *threads[G_N_ELEMENTS (r.got)];
   gpointer args[G_N_ELEMENTS (r.got)][2];
+  g_mutex_init (&r.lock);
+  g_cond_init (&r.cond);
   for (guint i = 0; i < G_N_ELEMENTS (threads); i++) {
     args[i][0] = &r;
     args[i][1] = GUINT_TO_POINTER (i);
     threads[i] = g_thread_new ("get", get_in_thread, args[i]);
   }
+  g_mutex_lock (&r.lock);
+  r.go = TRUE;
+  g_cond_broadcast (&r.cond);
+  g_mutex_unlock (&r.lock);
   for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
     g_thread_join (threads[i]);
   for (guint i = 0; i < G_N_ELEMENTS (r.got); i++) {
     ck_assert (r.got[i] != NULL);
     ck_assert_ptr_eq (r.got[i], r.got[0]);
   }
+  ck_assert_int_eq (g_atomic_int_get (&r.got[0]->ref_count), G_N_ELEMENTS (r.got));
   for (guint i = 0; i < G_N_ELEMENTS (r.got); i++)
     llm_model_unref (r.got[i]);
   ck_assert (!is_mapped (path));
+  g_mutex_clear (&r.lock);
+  g_cond_clear (&r.cond);
+}
+END_TEST
+
+/* One llm_model_get in a thread of its own, for tests that must not hang
+ * if it blocks. */
+typedef struct {
+  char *path;
+  LlmModel *model;
+  GError *error;
+  gboolean done;
+  GMutex lock;
+  GCond cond;
+  GThread *thread;
+} Load;
+
+static gpointer
+load_thread (gpointer data)
+{
+  Load *l = data;
+  GError *error = NULL;
+  LlmModel *m = llm_model_get (l->path, "cpu", &error);
+  g_mutex_lock (&l->lock);
+  l->model = m;
+  l->error = error;
+  l->done = TRUE;
+  g_cond_signal (&l->cond);
+  g_mutex_unlock (&l->lock);
+  return NULL;
+}
+
+static Load *
+load_start (const char *path)
+{
+  Load *l = g_new0 (Load, 1);
+  l->path = g_strdup (path);
+  g_mutex_init (&l->lock);
+  g_cond_init (&l->cond);
+  l->thread = g_thread_new ("load", load_thread, l);
+  return l;
+}
+
+/* Whether the load finished within @seconds. */
+static gboolean
+load_wait (Load *l, int seconds)
+{
+  gint64 until = g_get_monotonic_time () + seconds * G_TIME_SPAN_SECOND;
+  g_mutex_lock (&l->lock);
+  while (!l->done && g_cond_wait_until (&l->cond, &l->lock, until))
+    ;
+  gboolean done = l->done;
+  g_mutex_unlock (&l->lock);
+  return done;
+}
+
+static void
+load_free (Load *l)
+{
+  g_thread_join (l->thread);
+  g_clear_pointer (&l->model, llm_model_unref);
+  g_clear_error (&l->error);
+  g_mutex_clear (&l->lock);
+  g_cond_clear (&l->cond);
+  g_free (l->path);
+  g_free (l);
+}
+
+/* Opening a FIFO blocks until a writer comes; it used to happen under the
+ * model table's lock, so every other load in the process waited too. The
+ * FIFO is refused at once now, and a load beside it goes through. Were a
+ * load to block, the test opens the FIFO for writing to free it and then
+ * fails, instead of hanging. */
+START_TEST (test_model_get_of_a_fifo_fails_at_once_and_holds_up_no_other_load)
+{
+  Tiny t = { 0 };
+  g_autofree char *ok = write_tiny (&t, "ok.gguf");
+  g_autofree char *fifo = g_build_filename (tmp_dir, "pipe.gguf", NULL);
+  ck_assert (mkfifo (fifo, 0600) == 0);
+
+  Load *a = load_start (fifo);
+  g_usleep (50 * 1000);   /* let it get into the load first */
+  Load *b = load_start (ok);
+  gboolean a_done = load_wait (a, 5), b_done = load_wait (b, 5);
+  if (!a_done) {
+    int fd = open (fifo, O_WRONLY | O_NONBLOCK);
+    if (fd >= 0)
+      close (fd);
+  }
+  ck_assert_msg (a_done, "llm_model_get blocked on a FIFO");
+  ck_assert_msg (b_done, "a FIFO being loaded held up the load of another model");
+
+  ck_assert_ptr_null (a->model);
+  ck_assert_msg (g_error_matches (a->error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO), "%s",
+      a->error->message);
+  g_autofree char *expected = g_strdup_printf ("%s: is not a regular file but a named pipe "
+      "(FIFO)", fifo);
+  ck_assert_msg (strstr (a->error->message, expected) != NULL, "%s", a->error->message);
+  ck_assert_msg (b->model != NULL, "%s", b->error ? b->error->message : "");
+  load_free (a);
+  load_free (b);
+
+  g_autoptr (GError) error = NULL;
+  ck_assert_ptr_null (llm_model_get (tmp_dir, "cpu", &error));
+  ck_assert (g_error_matches (error, LLM_GGUF_ERROR, LLM_GGUF_ERROR_IO));
+  ck_assert_msg (strstr (error->message, "is a directory") != NULL, "%s", error->message);
 }
 END_TEST
 
@@ -605,6 +729,7 @@ model_suite (void)
   tcase_add_test (sharing, test_model_get_unknown_device_lists_cpu);
   tcase_add_test (sharing, test_model_freed_with_last_reference);
   tcase_add_test (sharing, test_model_concurrent_gets_share_one_load);
+  tcase_add_test (sharing, test_model_get_of_a_fifo_fails_at_once_and_holds_up_no_other_load);
   suite_add_tcase (s, sharing);
 
   TCase *eval = tcase_create ("eval");
