@@ -2,6 +2,8 @@
 /* llmprefill ! llmdecode with a real model (stories260K), driven through
  * GstHarness: greedy output equals llama.cpp's, timing, statistics,
  * flushing, EOS, prompt replacement, errors and KV cache settings. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gst/check/gstharness.h>
@@ -155,6 +157,13 @@ harness_free (GstHarness *h, GstBus *bus)
   }
 }
 
+static int
+compare_gint64 (gconstpointer a, gconstpointer b)
+{
+  gint64 x = *(const gint64 *) a, y = *(const gint64 *) b;
+  return x < y ? -1 : x > y;
+}
+
 /* Pulls @n tokens and checks them against golden_ids. */
 static void
 expect_golden (GstHarness *h, guint n)
@@ -177,6 +186,8 @@ START_TEST (test_decode_greedy_matches_llama_cpp)
   ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, prompt_pts)), GST_FLOW_OK);
 
   GstClockTime expect_pts = prompt_pts;
+  /* every token after the first lasts the decode step that made it */
+  gint64 step_us[G_N_ELEMENTS (golden_ids) - 1];
   for (guint i = 0; i < G_N_ELEMENTS (golden_ids); i++) {
     GstBuffer *b = gst_harness_pull (h);
     ck_assert_msg (b != NULL, "token %u did not arrive", i);
@@ -187,6 +198,8 @@ START_TEST (test_decode_greedy_matches_llama_cpp)
     ck_assert (GST_BUFFER_DURATION_IS_VALID (b));
     ck_assert_uint_eq (GST_BUFFER_OFFSET (b), i);
     expect_pts += GST_BUFFER_DURATION (b);
+    if (i > 0)
+      step_us[i - 1] = GST_BUFFER_DURATION (b) / GST_USECOND;
     gst_buffer_unref (b);
   }
 
@@ -209,6 +222,18 @@ START_TEST (test_decode_greedy_matches_llama_cpp)
   ck_assert (mean > 0 && mean < 10000);
   ck_assert (p95 > 0 && p95 < 10000);
   ck_assert (stats_double (s, "tokens-per-s") > 0);
+  /* The statistics of those 63 steps: the mean and rate exactly, p95 the
+   * nearest-rank value within the 1/64 of lib/latency-stats.h. */
+  guint n_steps = G_N_ELEMENTS (step_us);
+  gint64 total_us = 0;
+  for (guint i = 0; i < n_steps; i++)
+    total_us += step_us[i];
+  ck_assert (mean == (double) total_us / n_steps / 1000.0);
+  ck_assert (stats_double (s, "tokens-per-s") == n_steps * 1e6 / total_us);
+  qsort (step_us, n_steps, sizeof step_us[0], compare_gint64);
+  double exact_p95 = step_us[(95 * n_steps + 99) / 100 - 1] / 1000.0;
+  ck_assert_msg (fabs (p95 - exact_p95) <= exact_p95 / 64, "p95 %.3f ms, exact %.3f ms", p95,
+      exact_p95);
   ck_assert (stats_double (s, "prompt-tokens-per-s") > 0);
   guint64 kv_bytes;
   ck_assert (gst_structure_get_uint64 (s, "kv-bytes", &kv_bytes));
