@@ -36,7 +36,10 @@
  * they do not (then they leave, late but in order), and when the stop
  * string completes, every token that overlaps it is dropped. Text that
  * shares a token with the start of the stop string (often the space before
- * a stop word) is dropped with it.
+ * a stop word) is dropped with it. However long the response, this takes
+ * memory for the longest stop string only: at most that many tokens are
+ * held (past that, which only tokens without text such as control tokens
+ * can cause, the oldest leave).
  *
  * Timing: the first token has the PTS of the prompt and lasts as long as
  * the prefill took (time to first token); every later token lasts the
@@ -73,6 +76,7 @@
 #include "llm-caps.h"
 #include "llm-meta.h"
 #include "session.h"
+#include "stop-matcher.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_llm_decode_debug);
 #define GST_CAT_DEFAULT gst_llm_decode_debug
@@ -122,7 +126,6 @@ enum {
 typedef struct {
   gint32 id;
   GstClockTime pts, duration;
-  gsize end;            /* where its text ends in the response text */
   guint index;          /* position in the response */
 } HeldToken;
 
@@ -150,8 +153,8 @@ struct _GstLlmDecode {
 
   /* task thread */
   GstClockTime last_end;        /* where the previous response's tokens ended */
-  GString *text;                /* the response so far, for stop strings */
-  GArray *held;                 /* HeldToken */
+  GString *piece;               /* scratch: the text of one token */
+  GArray *held;                 /* HeldToken, those the stop matcher holds */
   LlmLatencyStats steps;        /* wall time of the decode steps, us: fixed memory
                                  * however long generation runs */
 
@@ -268,90 +271,40 @@ push_token (GstLlmDecode *self, const HeldToken *t)
   return gst_pad_push (self->srcpad, out);
 }
 
-/* Pushes the held tokens whose text ends at or before @upto. */
+/* Pushes the first @n held tokens. */
 static GstFlowReturn
-push_held (GstLlmDecode *self, gsize upto)
+push_held (GstLlmDecode *self, guint n)
 {
   GstFlowReturn ret = GST_FLOW_OK;
-  guint n = 0;
+  guint i = 0;
 
-  while (n < self->held->len && ret == GST_FLOW_OK) {
-    const HeldToken *t = &g_array_index (self->held, HeldToken, n);
-    if (t->end > upto)
-      break;
-    ret = push_token (self, t);
-    n++;
-  }
-  g_array_remove_range (self->held, 0, n);
+  while (i < n && ret == GST_FLOW_OK)
+    ret = push_token (self, &g_array_index (self->held, HeldToken, i++));
+  g_array_remove_range (self->held, 0, i);
   return ret;
-}
-
-/* Earliest start of a stop string in the text from @from on, or -1. */
-static gssize
-find_stop (GstLlmDecode *self, char **stops, gsize from)
-{
-  gssize best = -1;
-
-  for (guint i = 0; stops[i]; i++) {
-    gsize len = strlen (stops[i]);
-    if (len == 0 || self->text->len < from + len)
-      continue;
-    const char *m = memmem (self->text->str + from, self->text->len - from, stops[i], len);
-    if (m && (best < 0 || m - self->text->str < best))
-      best = m - self->text->str;
-  }
-  return best;
-}
-
-/* Where the longest tail of the text that some stop string begins with
- * starts (the text's length when there is none). */
-static gsize
-partial_stop (GstLlmDecode *self, char **stops)
-{
-  const GString *text = self->text;
-  gsize best = text->len;
-
-  for (guint i = 0; stops[i]; i++) {
-    gsize len = strlen (stops[i]);
-    for (gsize k = MIN (len - (len > 0), text->len); k > 0; k--) {
-      if (text->len - k < best && memcmp (text->str + text->len - k, stops[i], k) == 0) {
-        best = text->len - k;
-        break;
-      }
-    }
-  }
-  return best;
 }
 
 /* Outputs token @id, or holds it while it may be part of a stop string.
  * Sets *@stopped when a stop string completed (the overlapping tokens are
  * dropped then). */
 static GstFlowReturn
-emit_token (GstLlmDecode *self, LlmTokenizer *tok, char **stops, gsize max_stop, gint32 id,
+emit_token (GstLlmDecode *self, LlmTokenizer *tok, LlmStopMatcher *stops, gint32 id,
     GstClockTime pts, GstClockTime duration, guint index, gboolean *stopped)
 {
-  gsize start = self->text->len;
+  HeldToken t = { id, pts, duration, index };
+  guint n_release;
 
+  g_string_truncate (self->piece, 0);
   if (tok)
-    llm_tokenizer_token_to_piece (tok, id, FALSE, self->text);
-  HeldToken t = { id, pts, duration, self->text->len, index };
+    llm_tokenizer_token_to_piece (tok, id, FALSE, self->piece);
   g_array_append_val (self->held, t);
-
-  if (stops == NULL)
-    return push_held (self, G_MAXSIZE);
-
-  /* A new match ends in the new text; earlier ones were found before. */
-  gsize from = start >= max_stop ? start - max_stop + 1 : 0;
-  gssize match = find_stop (self, stops, from);
-  if (match >= 0) {
-    GstFlowReturn ret = push_held (self, match);
-    GST_DEBUG_OBJECT (self, "stop string at byte %" G_GSSIZE_FORMAT "; dropping %u tokens",
-        match, self->held->len);
+  *stopped = llm_stop_matcher_add (stops, self->piece->str, self->piece->len, &n_release);
+  GstFlowReturn ret = push_held (self, n_release);
+  if (*stopped) {
+    GST_DEBUG_OBJECT (self, "stop string; dropping %u tokens", self->held->len);
     g_array_set_size (self->held, 0);
-    *stopped = TRUE;
-    return ret;
   }
-  return push_held (self, partial_stop (self, stops));
+  return ret;
 }
 
 static void
@@ -426,20 +379,18 @@ generate (GstLlmDecode *self, GstBuffer *state)
   }
 
   guint max_tokens;
-  char **stops;
+  gboolean has_stops;
   GST_OBJECT_LOCK (self);
   max_tokens = self->max_tokens;
-  stops = self->stop_strings && self->stop_strings[0] ? g_strdupv (self->stop_strings) : NULL;
+  has_stops = self->stop_strings && self->stop_strings[0];
+  LlmStopMatcher *stops = llm_stop_matcher_new ((const char *const *) self->stop_strings);
   GST_OBJECT_UNLOCK (self);
-  gsize max_stop = 0;
-  for (guint i = 0; stops && stops[i]; i++)
-    max_stop = MAX (max_stop, strlen (stops[i]));
 
   LlmSession *session = meta->session;
   LlmModel *model = llm_session_model (session);
   LlmTokenizer *tok = model->tokenizer;
   const LlmVocab *vocab = tok ? llm_tokenizer_vocab (tok) : NULL;
-  if (stops && tok == NULL)
+  if (has_stops && tok == NULL)
     GST_WARNING_OBJECT (self, "model %s has no tokenizer: stop-strings cannot match",
         model->path);
 
@@ -451,7 +402,6 @@ generate (GstLlmDecode *self, GstBuffer *state)
   GstClockTime duration =
       MAX (meta->first_token_time_us - meta->prompt_time_us, 0) * GST_USECOND;
 
-  g_string_truncate (self->text, 0);
   g_array_set_size (self->held, 0);
   llm_latency_stats_clear (&self->steps);
 
@@ -473,7 +423,8 @@ generate (GstLlmDecode *self, GstBuffer *state)
       break;
     }
     gboolean stopped = FALSE;
-    ret = emit_token (self, tok, stops, max_stop, token, pts, duration, generated, &stopped);
+    ret = emit_token (self, has_stops ? tok : NULL, stops, token, pts, duration, generated,
+        &stopped);
     generated++;
     if (GST_CLOCK_TIME_IS_VALID (pts))
       pts += duration;
@@ -516,7 +467,7 @@ generate (GstLlmDecode *self, GstBuffer *state)
 
   /* Held tokens that began no stop string are output after all. */
   if (ret == GST_FLOW_OK && !cancelled)
-    ret = push_held (self, G_MAXSIZE);
+    ret = push_held (self, self->held->len);
   g_array_set_size (self->held, 0);
   self->last_end = pts;
 
@@ -546,7 +497,7 @@ generate (GstLlmDecode *self, GstBuffer *state)
 
   /* Last: dropping the buffer gives the session back to llmprefill. */
   g_array_unref (ids);
-  g_strfreev (stops);
+  llm_stop_matcher_free (stops);
   gst_buffer_unref (state);
   return ret;
 }
@@ -807,7 +758,6 @@ gst_llm_decode_change_state (GstElement *element, GstStateChange transition)
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     /* what pads deactivation left: scratch of the last response */
-    g_string_truncate (self->text, 0);
     g_array_set_size (self->held, 0);
     llm_latency_stats_clear (&self->steps);
   } else if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
@@ -894,7 +844,7 @@ gst_llm_decode_finalize (GObject *object)
   clear_queue (self, FALSE, &dropped);
   g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
   g_strfreev (self->stop_strings);
-  g_string_free (self->text, TRUE);
+  g_string_free (self->piece, TRUE);
   g_array_unref (self->held);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
@@ -927,7 +877,7 @@ gst_llm_decode_init (GstLlmDecode *self)
   g_queue_init (&self->queue);
   self->srcresult = GST_FLOW_FLUSHING;
   self->last_end = GST_CLOCK_TIME_NONE;
-  self->text = g_string_new (NULL);
+  self->piece = g_string_new (NULL);
   self->held = g_array_new (FALSE, FALSE, sizeof (HeldToken));
   llm_latency_stats_clear (&self->steps);
 }
