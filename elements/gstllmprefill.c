@@ -974,6 +974,35 @@ report_load_error (GstLlmPrefill *self, const char *path, const GError *error)
   }
 }
 
+/* The window policies size the cache by kv-window (plus kv-sink), so a
+ * context-length set below that contradicts them: refused, not silently
+ * overridden. Left at 0, context-length lets the window set the size. */
+static gboolean
+check_window_fits (GstLlmPrefill *self, const LlmKvConfig *kv)
+{
+  guint ctx = kv->context_length;
+  guint sink = kv->policy == LLM_KV_POLICY_SINK_WINDOW ? kv->sink : 0;
+
+  if (kv->policy == LLM_KV_POLICY_FULL || ctx == 0
+      || (sink < ctx && (guint64) kv->window + sink <= ctx))
+    return TRUE;
+  if (sink >= ctx) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("kv-sink=%u leaves no room for a window in context-length=%u. Lower kv-sink or "
+            "raise context-length.", sink, ctx), ("kv-policy=sink-window"));
+    return FALSE;
+  }
+  g_autofree char *what = sink > 0
+      ? g_strdup_printf ("kv-window=%u plus kv-sink=%u", kv->window, sink)
+      : g_strdup_printf ("kv-window=%u", kv->window);
+  GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+      ("%s is larger than context-length=%u. Set kv-window to at most %u, raise "
+          "context-length, or leave context-length at 0 to let kv-window set the cache size.",
+          what, ctx, ctx - sink),
+      ("kv-policy=%s", kv->policy == LLM_KV_POLICY_SINK_WINDOW ? "sink-window" : "window"));
+  return FALSE;
+}
+
 static gboolean
 load_model (GstLlmPrefill *self)
 {
@@ -1013,6 +1042,12 @@ load_model (GstLlmPrefill *self)
     g_free (model);
     g_free (device);
     GST_LLM_ELEMENT_ERROR_NO_MODEL (self);
+    return FALSE;
+  }
+  if (!check_window_fits (self, &c->kv)) {
+    g_clear_pointer (&context_engine, llm_engine_unref);
+    g_free (model);
+    g_free (device);
     return FALSE;
   }
 
@@ -1496,13 +1531,18 @@ gst_llm_prefill_class_init (GstLlmPrefillClass *klass)
    * GstLlmPrefill:context-length:
    *
    * Positions the KV cache holds with kv-policy=full; 0 takes the
-   * context length the model was trained with.
+   * context length the model was trained with. With the window policies
+   * it is the most the cache may hold: kv-window (plus kv-sink for
+   * sink-window) larger than a context-length set here fails the change
+   * to READY with an error naming both; left at 0, kv-window alone sets
+   * the size.
    *
    * Since: 0.1
    */
   g_object_class_install_property (gobject_class, PROP_CONTEXT_LENGTH,
       g_param_spec_uint ("context-length", "Context length",
-          "Positions the KV cache holds (0 = the model's training context)",
+          "Positions the KV cache holds (0 = the model's training context); with the window "
+          "policies, kv-window (+ kv-sink) must fit in it when set",
           0, G_MAXINT32, DEFAULT_CONTEXT_LENGTH, rw));
 
   /**
@@ -1534,13 +1574,16 @@ gst_llm_prefill_class_init (GstLlmPrefillClass *klass)
    * GstLlmPrefill:kv-window:
    *
    * Newest positions the window policies keep; 0 fills the context
-   * length (less kv-sink for sink-window).
+   * length (less kv-sink for sink-window). When context-length is set
+   * too, kv-window (plus kv-sink) must fit in it, or the change to READY
+   * fails; with context-length 0 any window goes.
    *
    * Since: 0.1
    */
   g_object_class_install_property (gobject_class, PROP_KV_WINDOW,
       g_param_spec_uint ("kv-window", "KV window",
-          "Newest positions kept by kv-policy window and sink-window (0 = context-length)",
+          "Newest positions kept by kv-policy window and sink-window (0 = context-length); "
+          "must fit in context-length (less kv-sink) when that is set",
           0, G_MAXINT32, DEFAULT_KV_WINDOW, rw));
 
   /**

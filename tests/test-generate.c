@@ -767,6 +767,71 @@ START_TEST (test_prefill_kv_type_the_model_cannot_use_fails_the_state_change)
 }
 END_TEST
 
+/* Sets an llmprefill with @props (a launch-line fragment) to READY:
+ * NULL when that works, else the error's text, which must be RESOURCE
+ * SETTINGS. */
+static char *
+ready_with (const char *props)
+{
+  char *desc = g_strdup_printf ("llmprefill model=\"%s\" n-threads=1 %s", model_path, props);
+  GError *error = NULL;
+  GstElement *e = gst_parse_launch (desc, &error);
+  ck_assert_msg (e != NULL, "%s: %s", desc, error ? error->message : "");
+  g_free (desc);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (e, bus);
+  char *text = NULL;
+  if (gst_element_set_state (e, GST_STATE_READY) == GST_STATE_CHANGE_FAILURE) {
+    GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    ck_assert_msg (m != NULL, "%s: failed without an error message", props);
+    gst_message_parse_error (m, &error, NULL);
+    ck_assert_msg (g_error_matches (error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS),
+        "%s: %s error %d: %s", props, g_quark_to_string (error->domain), error->code,
+        error->message);
+    text = g_strdup (error->message);
+    g_clear_error (&error);
+    gst_message_unref (m);
+  }
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+  return text;
+}
+
+/* A window that does not fit in a context-length the user set is refused
+ * at READY, naming both (it used to override context-length silently);
+ * with context-length left at 0 the window sets the cache size. */
+START_TEST (test_prefill_window_larger_than_context_length_fails_the_state_change)
+{
+  char *text = ready_with ("kv-policy=window context-length=64 kv-window=128");
+  ck_assert_msg (text != NULL, "a 128-position window in a 64-position context was accepted");
+  ck_assert_str_eq (text, "kv-window=128 is larger than context-length=64. Set kv-window to "
+      "at most 64, raise context-length, or leave context-length at 0 to let kv-window set "
+      "the cache size.");
+  g_free (text);
+
+  text = ready_with ("kv-policy=sink-window context-length=64 kv-window=62 kv-sink=4");
+  ck_assert_msg (text != NULL, "62 + 4 positions in a 64-position context were accepted");
+  ck_assert_msg (strstr (text, "kv-window=62 plus kv-sink=4 is larger than "
+          "context-length=64. Set kv-window to at most 60") != NULL, "%s", text);
+  g_free (text);
+
+  text = ready_with ("kv-policy=sink-window context-length=4 kv-sink=4");
+  ck_assert_msg (text != NULL, "4 sink positions in a 4-position context were accepted");
+  ck_assert_msg (strstr (text, "kv-sink=4 leaves no room for a window in context-length=4")
+      != NULL, "%s", text);
+  g_free (text);
+
+  /* what fits, or what context-length does not limit */
+  ck_assert_ptr_null (ready_with ("kv-policy=sink-window context-length=64 kv-window=60 "
+          "kv-sink=4"));
+  ck_assert_ptr_null (ready_with ("kv-policy=window context-length=64 kv-window=64"));
+  ck_assert_ptr_null (ready_with ("kv-policy=window kv-window=4096"));
+  ck_assert_ptr_null (ready_with ("kv-policy=full context-length=64 kv-window=128"));
+}
+END_TEST
+
 START_TEST (test_prefill_refuses_another_vocabulary)
 {
   GstElement *e = gst_element_factory_make ("llmprefill", NULL);
@@ -826,6 +891,7 @@ generate_suite (void)
   tcase_add_test (tc, test_prefill_missing_model_fails_the_state_change);
   tcase_add_test (tc, test_prefill_invalid_device_fails_the_state_change);
   tcase_add_test (tc, test_prefill_kv_type_the_model_cannot_use_fails_the_state_change);
+  tcase_add_test (tc, test_prefill_window_larger_than_context_length_fails_the_state_change);
   tcase_add_test (tc, test_prefill_refuses_another_vocabulary);
   suite_add_tcase (s, tc);
   return s;
