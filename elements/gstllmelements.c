@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "llm-caps.h"
 #include "tokenizer.h"
 
 GST_DEBUG_CATEGORY (gst_llm_debug);
@@ -105,6 +106,39 @@ gst_llm_element_error_load (GstElement *element, const char *path,
   GST_WARNING_OBJECT (element, "%s", text);
   gst_element_message_full (element, GST_MESSAGE_ERROR, GST_RESOURCE_ERROR, code,
       text, debug, file, function, line);
+}
+
+/* The vocab field of token or state caps. */
+static const char *
+caps_vocab (const GstCaps *caps)
+{
+  if (gst_caps_is_any (caps) || gst_caps_get_size (caps) == 0)
+    return NULL;
+  const char *vocab = gst_structure_get_string (gst_caps_get_structure (caps, 0),
+      GST_LLM_CAPS_FIELD_VOCAB);
+  return vocab ? vocab : "?";
+}
+
+gboolean
+gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCaps *ours,
+    const char *model, const char *file, const char *function, int line)
+{
+  GstCaps *theirs = gst_pad_peer_query_caps (srcpad, NULL);
+  gboolean mismatch = theirs && !gst_caps_can_intersect (ours, theirs);
+
+  if (mismatch) {
+    char *text = g_strdup_printf ("The token ids of \"%s\" (vocab=%s) are not of the "
+        "vocabulary the elements downstream expect (vocab=%s). Give both elements the same "
+        "model, or models with the same tokenizer.", model, caps_vocab (ours),
+        caps_vocab (theirs));
+    char *debug = gst_info_strdup_printf ("we give %" GST_PTR_FORMAT ", downstream accepts %"
+        GST_PTR_FORMAT, ours, theirs);
+    GST_WARNING_OBJECT (element, "%s", text);
+    gst_element_message_full (element, GST_MESSAGE_ERROR, GST_CORE_ERROR,
+        GST_CORE_ERROR_NEGOTIATION, text, debug, file, function, line);
+  }
+  gst_clear_caps (&theirs);
+  return mismatch;
 }
 
 gsize

@@ -44,6 +44,20 @@ gsize gst_llm_utf8_unfinished_tail (const char *text, gsize len);
 gboolean gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime ours,
     gboolean *live);
 
+/* After negotiation through @srcpad failed: if the elements downstream
+ * want token ids of another vocabulary than @ours (our caps, whose vocab
+ * field names ours) posts a CORE NEGOTIATION ERROR on @element naming
+ * both vocabularies and @model, and returns TRUE. FALSE, posting nothing,
+ * when the refusal has another cause: the generic not-negotiated error
+ * says nothing about models, and sticky caps are retried with every
+ * event, so callers post this once. */
+#define GST_LLM_ELEMENT_ERROR_VOCAB(element, srcpad, ours, model) \
+  gst_llm_element_error_vocab (GST_ELEMENT (element), (srcpad), (ours), (model), \
+      __FILE__, GST_FUNCTION, __LINE__)
+
+gboolean gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCaps *ours,
+    const char *model, const char *file, const char *function, int line);
+
 /* Posts an ERROR for an element started without its `model` property. */
 #define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \
   GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, \

@@ -344,6 +344,7 @@ struct _GstLlmPrefill {
   SessionPool *pool;
 
   /* streaming thread */
+  gboolean vocab_error_posted;  /* one vocabulary error per run is enough */
   GArray *prompt;               /* gint32, ids of the prompt so far (event mode) */
   GstClockTime prompt_pts;
   GstClockTime prompt_end;
@@ -622,6 +623,23 @@ post_latency_if_grown (GstLlmPrefill *self, GstClockTime took)
         gst_message_new_latency (GST_OBJECT (self)));
 }
 
+static GstCaps *own_caps (GstLlmPrefill *self, const char *media_type);
+
+/* Downstream refused our caps, or a buffer as not negotiated: if it wants
+ * another vocabulary (llmdetokenize of another model after llmdecode),
+ * says so by name, once per run. TRUE when that error was posted. */
+static gboolean
+report_refusal (GstLlmPrefill *self)
+{
+  if (!self->vocab_error_posted) {
+    GstCaps *ours = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
+    self->vocab_error_posted = GST_LLM_ELEMENT_ERROR_VOCAB (self, self->srcpad, ours,
+        self->llm->path);
+    gst_caps_unref (ours);
+  }
+  return self->vocab_error_posted;
+}
+
 /* Feeds one prompt and pushes the state buffer with its first token. */
 static GstFlowReturn
 run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts,
@@ -709,7 +727,10 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   GST_BUFFER_DURATION (out) = duration;
   pool_lease (self->pool, slot, out);
 
-  return gst_pad_push (self->srcpad, out);
+  GstFlowReturn ret = gst_pad_push (self->srcpad, out);
+  if (ret == GST_FLOW_NOT_NEGOTIATED)
+    report_refusal (self);
+  return ret;
 }
 
 static void
@@ -802,6 +823,8 @@ ensure_src_caps (GstLlmPrefill *self)
   GstCaps *caps = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
   gboolean ok = gst_pad_set_caps (self->srcpad, caps);
   gst_caps_unref (caps);
+  if (!ok)
+    report_refusal (self);
   return ok;
 }
 
@@ -825,7 +848,25 @@ set_sink_caps (GstLlmPrefill *self, GstCaps *caps)
   GstCaps *src = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
   gboolean ok = gst_pad_set_caps (self->srcpad, src);
   gst_caps_unref (src);
+  if (!ok)
+    report_refusal (self);
   return ok;
+}
+
+/* EOS or llm-end-of-prompt ends the prompt. An event handler cannot
+ * return the flow of the push this makes, so a fatal one is posted as a
+ * source would, and the event goes no further: the pipeline ends with the
+ * error rather than an EOS that hides it. */
+static gboolean
+finish_prompt_at_event (GstLlmPrefill *self)
+{
+  GstFlowReturn ret = finish_prompt (self);
+
+  if (ret == GST_FLOW_NOT_NEGOTIATED && report_refusal (self))
+    return FALSE;
+  if (ret == GST_FLOW_NOT_LINKED || ret == GST_FLOW_NOT_NEGOTIATED)
+    GST_ELEMENT_FLOW_ERROR (self, ret);
+  return ret == GST_FLOW_OK || ret == GST_FLOW_FLUSHING || ret == GST_FLOW_EOS;
 }
 
 static gboolean
@@ -857,13 +898,13 @@ gst_llm_prefill_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       break;
     case GST_EVENT_EOS:
       /* EOS ends the last prompt in either mode's sense: nothing follows */
-      if (finish_prompt (self) == GST_FLOW_ERROR) {
+      if (!finish_prompt_at_event (self)) {
         gst_event_unref (event);
         return FALSE;
       }
       break;
     case GST_EVENT_CUSTOM_DOWNSTREAM:
-      if (gst_llm_event_is_end_of_prompt (event) && finish_prompt (self) == GST_FLOW_ERROR) {
+      if (gst_llm_event_is_end_of_prompt (event) && !finish_prompt_at_event (self)) {
         gst_event_unref (event);
         return FALSE;
       }
@@ -1164,6 +1205,7 @@ gst_llm_prefill_change_state (GstElement *element, GstStateChange transition)
     case GST_STATE_CHANGE_READY_TO_PAUSED:
       pool_set_flushing (self->pool, FALSE);
       clear_prompt (self);
+      self->vocab_error_posted = FALSE;
       break;
     case GST_STATE_CHANGE_PAUSED_TO_READY:
       /* a chain waiting for a session must let the pads deactivate */

@@ -324,30 +324,17 @@ own_tokens_caps (GstLlmTokenize *self)
   return caps;
 }
 
-/* Negotiation failed. If downstream wants another vocabulary, say so in
- * words, once: the generic not-negotiated error from upstream says nothing
- * about models, and sticky caps are retried with every event. */
+/* Negotiation failed: if downstream wants another vocabulary, say so in
+ * words, once. */
 static void
 report_vocab_mismatch (GstLlmTokenize *self)
 {
-  GstPad *srcpad = GST_BASE_TRANSFORM_SRC_PAD (self);
-
   if (self->mismatch_reported)
     return;
 
   GstCaps *ours = own_tokens_caps (self);
-  GstCaps *theirs = gst_pad_peer_query_caps (srcpad, NULL);
-  if (theirs && !gst_caps_can_intersect (ours, theirs)) {
-    const char *vocab = gst_llm_caps_get_vocab (theirs);
-    self->mismatch_reported = TRUE;
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
-        ("The token ids of \"%s\" (vocab=%s) are not of the vocabulary the next "
-            "element expects (vocab=%s). Give both elements the same model, or models "
-            "with the same tokenizer.", self->loaded_model, gst_llm_caps_get_vocab (ours),
-            vocab ? vocab : "?"),
-        ("we give %" GST_PTR_FORMAT ", downstream accepts %" GST_PTR_FORMAT, ours, theirs));
-  }
-  gst_clear_caps (&theirs);
+  self->mismatch_reported = GST_LLM_ELEMENT_ERROR_VOCAB (self, GST_BASE_TRANSFORM_SRC_PAD (self),
+      ours, self->loaded_model);
   gst_caps_unref (ours);
 }
 

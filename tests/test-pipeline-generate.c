@@ -8,6 +8,7 @@
 #include <gst/gst.h>
 
 #include "llm-check.h"
+#include "tokenizer.h"
 
 /* llama.cpp's greedy 64 tokens after "Once upon a time", as text. */
 #define STORY ", there was a little girl named Lily. She loved to play outside in the " \
@@ -233,6 +234,48 @@ START_TEST (test_pipeline_other_vocabulary_fails_to_link)
 }
 END_TEST
 
+/* The vocabulary of llmdetokenize after llmdecode differs from the one
+ * llmprefill generates in: the pipeline ends with the same kind of error
+ * as a mismatch before llmprefill (CORE NEGOTIATION, both vocabularies
+ * named), from llmprefill, in either prompt mode; it used to end with EOS
+ * and no output. */
+START_TEST (test_pipeline_other_vocabulary_after_decode_is_a_negotiation_error)
+{
+  char *other = llm_test_data_path ("models/TinyStories-656K-Q8_0.gguf");
+  char *prompt = write_file ("prompt.txt", "Once upon a time", -1);
+  const char *modes[] = { "event", "buffer" };
+  GError *error = NULL;
+  LlmTokenizer *ours = llm_tokenizer_new_from_file (model_path, &error);
+  LlmTokenizer *theirs = llm_tokenizer_new_from_file (other, &error);
+  ck_assert (ours && theirs);
+
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++) {
+    char *desc = g_strdup_printf ("filesrc location=\"%s\" ! llmtokenize model=\"%s\" "
+        "! llmprefill name=prefill model=\"%s\" prompt-mode=%s ! llmdecode max-tokens=8 "
+        "! llmdetokenize model=\"%s\" ! fakesink", prompt, model_path, model_path, modes[i],
+        other);
+    RunResult r;
+    run_pipeline (desc, &r);
+    ck_assert_msg (r.error != NULL, "prompt-mode=%s: the pipeline ended without an error",
+        modes[i]);
+    ck_assert_str_eq (r.error_source, "prefill");
+    ck_assert_msg (g_error_matches (r.error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION),
+        "%s", r.error->message);
+    g_autofree char *expected = g_strdup_printf ("The token ids of \"%s\" (vocab=%s) are not "
+        "of the vocabulary the elements downstream expect (vocab=%s).", model_path,
+        llm_tokenizer_vocab (ours)->hash, llm_tokenizer_vocab (theirs)->hash);
+    ck_assert_msg (g_str_has_prefix (r.error->message, expected), "%s", r.error->message);
+    run_result_clear (&r);
+    g_free (desc);
+  }
+
+  llm_tokenizer_free (ours);
+  llm_tokenizer_free (theirs);
+  g_free (prompt);
+  g_free (other);
+}
+END_TEST
+
 static Suite *
 pipeline_generate_suite (void)
 {
@@ -246,6 +289,7 @@ pipeline_generate_suite (void)
   tcase_add_test (tc, test_pipeline_prompt_keeps_its_trailing_newline);
   tcase_add_test (tc, test_pipeline_malformed_model_posts_an_error);
   tcase_add_test (tc, test_pipeline_other_vocabulary_fails_to_link);
+  tcase_add_test (tc, test_pipeline_other_vocabulary_after_decode_is_a_negotiation_error);
   suite_add_tcase (s, tc);
   return s;
 }
