@@ -1066,8 +1066,8 @@ load_model (GstLlmPrefill *self)
   eo.kv_full = (LlmKvFullPolicy) self->kv_full;
   eo.max_prefill_chunk = self->max_prefill_chunk;
   eo.max_batch_wait_us = (guint) MIN (self->max_batch_wait / GST_USECOND, G_MAXUINT);
-  LlmEngine *context_engine = self->context_engine ? llm_engine_ref (self->context_engine)
-      : NULL;
+  g_autoptr (LlmEngine) context_engine =
+      self->context_engine ? llm_engine_ref (self->context_engine) : NULL;
   llm_sampler_params_init (&c->sampler);
   c->sampler.temperature = self->temperature;
   c->sampler.top_k = self->top_k;
