@@ -39,6 +39,7 @@ struct _LlmSeq {
   guint64 evicted0;           /* evictions before the current call */
   gint64 last_used_us;
   gboolean in_eval;           /* may not be preempted */
+  gboolean pending;           /* has a request in the scheduler: not idle */
   gboolean preempted;
 };
 
@@ -51,11 +52,13 @@ typedef struct {
   float *logits;
 } LlmEvalRow;
 
-/* Rows [first, first + n) of one sequence, and what went wrong for it. */
+/* Rows [first, first + n) of one sequence, how many were evaluated and
+ * what went wrong for it. */
 typedef struct {
   LlmSeq *seq;
   guint first, n;
   GError *error;
+  guint done;
 } LlmEvalSegment;
 
 /* Splits @rows into segments (adjacent rows of one sequence) into

@@ -182,7 +182,7 @@ llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments, GError *
 {
   g_array_set_size (segments, 0);
   for (guint i = 0; i < n; ) {
-    LlmEvalSegment seg = { rows[i].seq, i, 0, NULL };
+    LlmEvalSegment seg = { rows[i].seq, i, 0, NULL, 0 };
     while (i < n && rows[i].seq == seg.seq) {
       seg.n++;
       i++;
@@ -238,7 +238,9 @@ check_segment (LlmEngine *e, const LlmEvalRow *rows, const LlmEvalSegment *seg,
   return TRUE;
 }
 
-/* The longest-idle sequence holding KV that is not in this evaluation. */
+/* The longest-idle sequence holding KV that is not in this evaluation;
+ * one waiting in the scheduler for its next chunk only if no idle one is
+ * left. */
 static LlmSeq *
 preempt_victim (LlmEngine *e)
 {
@@ -247,7 +249,8 @@ preempt_victim (LlmEngine *e)
     LlmSeq *s = l->data;
     if (s->in_eval || llm_kv_cache_bytes (s->kv) == 0)
       continue;
-    if (victim == NULL || s->last_used_us < victim->last_used_us)
+    if (victim == NULL || (victim->pending && !s->pending)
+        || (victim->pending == s->pending && s->last_used_us < victim->last_used_us))
       victim = s;
   }
   return victim;
@@ -284,7 +287,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
   g_mutex_lock (&e->eval_lock);
   const gint64 now = g_get_monotonic_time ();
   for (guint s = 0; s < n_segs; s++) {
-    segs[s].seq->in_eval = TRUE;
+    segs[s].done = 0;
     segs[s].seq->evicted0 = llm_kv_cache_n_evicted (segs[s].seq->kv);
     if (!check_segment (e, rows, &segs[s], &segs[s].error))
       continue;
@@ -309,8 +312,17 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
       }
       const guint take = MIN (seg->n - done_in_seg, LLM_FORWARD_CHUNK - n_rows);
       LlmSeq *seq = seg->seq;
+      /* A sequence of this call whose rows have not started may have
+       * been preempted for an earlier one's. */
+      if (seq->preempted) {
+        g_set_error (&seg->error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED,
+            "the sequence's KV cache was given to another stream (kv-pool-bytes is full); "
+            "clear it and feed its tokens again");
+        continue;
+      }
       if (!reserve (e, seq, take, &seg->error))
         continue;
+      seq->in_eval = TRUE;
       /* An eviction just now moved the sequence's positions down. */
       const guint32 shift = (guint32) (llm_kv_cache_n_evicted (seq->kv) - seq->evicted0);
       pieces[n_pieces] = (LlmFwdPiece) { seq->kv, llm_kv_cache_n (seq->kv), n_rows, take };
@@ -332,6 +344,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
       LlmEvalSegment *seg = &segs[piece_seg[p]];
       if (ok) {
         llm_kv_cache_commit (seg->seq->kv, pieces[p].n);
+        seg->done += pieces[p].n;
       } else if (seg->error == NULL) {
         seg->error = g_error_copy (err);
       }

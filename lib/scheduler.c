@@ -23,7 +23,12 @@ typedef struct {
   gboolean all_logits;
   GError *error;
   gboolean finished;
+  guint deferred;             /* forwards it could not get KV memory in */
 } SchedRequest;
+
+/* Forwards a request may wait for KV memory that the streams running
+ * beside it hold (kv-full=preempt) before it fails. */
+#define MAX_DEFERRALS 64
 
 /* Rows of @r for this forward, at most @room. */
 static guint
@@ -44,16 +49,17 @@ lead_one_forward (LlmEngine *e)
   SchedRequest *reqs[LLM_FORWARD_CHUNK];
   guint n_rows = 0, n_segs = 0;
 
-  /* Decode steps first (one row each): they are what streams wait on
-   * between tokens; prompts fill the rest of the chunk. */
-  for (int pass = 0; pass < 2; pass++) {
+  /* Requests that found no KV memory last time first (they may preempt
+   * the others then); then decode steps (one row each), which streams
+   * wait on between tokens; prompts fill the rest of the chunk. */
+  for (int pass = 0; pass < 3; pass++) {
     for (GList *l = e->pending.head; l && n_rows < LLM_FORWARD_CHUNK; l = l->next) {
       SchedRequest *r = l->data;
-      const gboolean step = r->n - r->done == 1;
-      if (r->finished || step != (pass == 0))
+      const int kind = r->deferred > 0 ? 0 : r->n - r->done == 1 ? 1 : 2;
+      if (r->finished || kind != pass)
         continue;
       const guint take = take_rows (e, r, LLM_FORWARD_CHUNK - n_rows);
-      segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL };
+      segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL, 0 };
       reqs[n_segs++] = r;
       for (guint i = 0; i < take; i++) {
         const guint k = r->done + i;
@@ -73,7 +79,17 @@ lead_one_forward (LlmEngine *e)
 
   for (guint s = 0; s < n_segs; s++) {
     SchedRequest *r = reqs[s];
-    r->done += segs[s].n;
+    r->done += segs[s].done;
+    /* The memory is held by streams of this very forward: next time it
+     * goes first and can take it from them. */
+    if (n_segs > 1 && e->opts.kv_full == LLM_KV_FULL_PREEMPT
+        && g_error_matches (segs[s].error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
+        && r->deferred < MAX_DEFERRALS) {
+      g_clear_error (&segs[s].error);
+      r->deferred++;
+      continue;
+    }
+    r->deferred = 0;
     if (segs[s].error) {
       r->error = segs[s].error;
       r->finished = TRUE;
@@ -97,6 +113,7 @@ llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, flo
     .logits = logits, .all_logits = all_logits,
   };
   g_mutex_lock (&e->sched_lock);
+  seq->pending = TRUE;
   g_queue_push_tail (&e->pending, &req);
   g_cond_broadcast (&e->sched_cond);
   while (!req.finished) {
@@ -122,6 +139,7 @@ llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, flo
     e->leader = FALSE;
     g_cond_broadcast (&e->sched_cond);
   }
+  seq->pending = FALSE;
   g_mutex_unlock (&e->sched_lock);
 
   if (req.error) {

@@ -86,17 +86,17 @@ llm_session_seq (LlmSession *s)
   return s->seq;
 }
 
-/* After a window policy evicted, the cache holds the sink's ids and the
- * newest ones (evictions always take the oldest positions past the
- * sink), so the history drops what lies between. */
+/* A window policy dropped @count positions during a feed: always the
+ * oldest past the sink, so the history drops the same ids. (Counted from
+ * the cache's evictions, not read off its length: another stream may
+ * preempt the cache as soon as the feed returns.) */
 static void
-follow_evictions (LlmSession *s)
+follow_evictions (LlmSession *s, guint64 count)
 {
-  const guint n = llm_seq_n (s->seq);
-  if (s->ids->len <= n)
-    return;
-  const guint sink = MIN (s->sink, n);
-  g_array_remove_range (s->ids, sink, s->ids->len - n);
+  const guint sink = MIN (s->sink, s->ids->len);
+  count = MIN (count, (guint64) (s->ids->len - sink));
+  if (count > 0)
+    g_array_remove_range (s->ids, sink, (guint) count);
 }
 
 /* The repetition penalty sees the last repeat_last_n ids of the history. */
@@ -110,26 +110,35 @@ refill_sampler_history (LlmSession *s)
     llm_sampler_accept (s->sampler, g_array_index (s->ids, gint32, i));
 }
 
+/* Times a feed recomputes a preempted cache before it gives up: another
+ * stream may take the cache again between two of our forwards. */
+#define MAX_RECOMPUTES 8
+
 static gboolean
 feed_locked (LlmSession *s, const gint32 *ids, guint n, GError **error)
 {
   GError *err = NULL;
+  const guint64 evicted = llm_kv_cache_n_evicted (llm_seq_kv (s->seq));
   gboolean ok = llm_engine_submit (s->engine, s->seq, ids, n, s->logits, FALSE, &err);
-  if (!ok && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
-    /* Another stream took our cache: recompute it from the history. */
+  for (guint tries = 0; !ok && tries < MAX_RECOMPUTES
+      && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED); tries++) {
+    /* Another stream took our cache: recompute it from the history and
+     * the new ids in one request, so it is not idle in between. */
     g_clear_error (&err);
     llm_seq_clear (s->seq);
-    ok = llm_engine_submit (s->engine, s->seq, (const gint32 *) s->ids->data, s->ids->len,
-        NULL, FALSE, &err);
-    if (ok)
-      ok = llm_engine_submit (s->engine, s->seq, ids, n, s->logits, FALSE, &err);
+    g_autoptr (GArray) all = g_array_sized_new (FALSE, FALSE, sizeof (gint32),
+        s->ids->len + n);
+    g_array_append_vals (all, s->ids->data, s->ids->len);
+    g_array_append_vals (all, ids, n);
+    ok = llm_engine_submit (s->engine, s->seq, (const gint32 *) all->data, all->len,
+        s->logits, FALSE, &err);
   }
   if (!ok) {
     g_propagate_error (error, err);
     return FALSE;
   }
   g_array_append_vals (s->ids, ids, n);
-  follow_evictions (s);
+  follow_evictions (s, llm_kv_cache_n_evicted (llm_seq_kv (s->seq)) - evicted);
   for (guint i = 0; i < n; i++)
     llm_sampler_accept (s->sampler, ids[i]);
   s->have_logits = TRUE;

@@ -460,6 +460,40 @@ START_TEST (test_full_kv_pool_preempts_the_idle_stream_which_recomputes)
 }
 END_TEST
 
+/* Two streams on their own threads, a pool for one: they take the block
+ * from each other all along and still give their ids. */
+START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
+{
+  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autoptr (LlmSeq) p = new_seq (solo, &kv_f16);
+  g_autofree float *l = g_new (float, m->hp.n_vocab);
+  gint32 one = 1;
+  feed (p, &one, 1, l);
+  for (int round = 0; round < 20; round++) {
+    g_autoptr (LlmEngine) e = new_engine (m, llm_seq_kv_bytes (p), LLM_KV_FULL_PREEMPT, 0);
+    enum { N = 2 };
+    Stream st[N];
+    GThread *threads[N];
+    for (guint i = 0; i < N; i++) {
+      st[i] = (Stream) { e, i, { 0 }, NULL };
+      threads[i] = g_thread_new ("stream", stream_main, &st[i]);
+    }
+    for (guint i = 0; i < N; i++)
+      g_thread_join (threads[i]);
+    for (guint i = 0; i < N; i++) {
+      ck_assert_msg (st[i].error == NULL, "round %d stream %u: %s", round, i,
+          st[i].error->message);
+      Alone alone;
+      run_alone (solo, i, &alone);
+      ck_assert_msg (memcmp (st[i].ids, alone.ids, sizeof alone.ids) == 0,
+          "round %d stream %u differs from alone", round, i);
+      g_free (alone.logits);
+    }
+  }
+}
+END_TEST
+
 /* --- sessions -------------------------------------------------------- */
 
 static LlmSession *
@@ -566,6 +600,7 @@ engine_suite (void)
   tcase_add_test (sched, test_concurrent_streams_share_forwards_and_keep_their_ids);
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
+  tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);
   suite_add_tcase (s, sched);
 
   TCase *session = tcase_create ("session");
