@@ -2,15 +2,29 @@
 /* Pieces of gst-llm-bench, one job per file: gst-llm-bench.c measures the
  * engine and prints results, bench-make-model.c writes random-weight
  * models, bench-bandwidth.c measures the memory read bandwidth that bounds
- * decoding, bench-pipeline.c measures through the GStreamer elements. */
+ * decoding, bench-pipeline.c measures through the GStreamer elements,
+ * bench-streams.c measures many streams decoding on one engine. */
 #pragma once
 
 #include <glib.h>
 
+#include "engine.h"
 #include "kvcache.h"
 #include "model.h"
 
 G_BEGIN_DECLS
+
+/* --- gst-llm-bench.c: helpers the other files share --- */
+
+/* CLOCK_MONOTONIC in milliseconds. */
+double bench_now_ms (void);
+/* Nearest-rank percentile @p (0..100) of @n values; sorts @v. NAN when
+ * @n is 0. */
+double bench_percentile (double *v, guint n, double p);
+/* The greedy choice: index of the largest of @n logits. */
+gint32 bench_argmax (const float *x, guint n);
+/* @n ids drawn uniformly from the vocabulary. */
+void bench_fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab);
 
 /* --- bench-make-model.c --- */
 
@@ -55,5 +69,46 @@ typedef struct {
 gboolean bench_pipeline_run (const char *model_path, const gint32 *prompt, guint n_prompt,
     guint n_gen, int n_threads, LlmKvType kv_type, guint context_length,
     BenchPipelineResult *result, GError **error);
+
+/* --- bench-streams.c --- */
+
+typedef enum {
+  BENCH_STREAMS_LOCKSTEP,     /* one llm_engine_eval of N rows per decode step */
+  BENCH_STREAMS_SCHEDULER,    /* N threads through llm_engine_submit */
+} BenchStreamsMode;
+
+typedef struct {
+  guint n_streams, n_prompt, n_gen;   /* n_prompt and n_gen at least 1 */
+  int n_threads;
+  LlmKvType kv_type;
+  double duration_s;          /* scheduler window; 0: until N x n_gen x 3 decode
+                               * tokens and at least a second */
+  guint max_batch_wait_us;    /* the engine's option of that name */
+  guint32 seed;
+  gboolean warmup;            /* an untimed forward first */
+} BenchStreamsSetting;
+
+typedef struct {
+  double tg_tokens_per_s;     /* decode tokens of all streams / their time */
+  double itl_ms_p50, itl_ms_p95;      /* time between two tokens of one stream */
+  double ppN_tokens_per_s;    /* lock-step: N rows of prompt in one forward */
+  /* Scheduler only (NAN or 0 in lock-step): */
+  double ttft_ms_p50, ttft_ms_p95;    /* prompts that came while others decoded */
+  guint n_ttft;
+  double rate_min_rel, rate_max_rel;  /* slowest, fastest stream / mean stream */
+  guint prompts;              /* prompts answered in the window */
+  double window_s;
+  /* Both: */
+  guint64 decode_tokens;
+  guint64 forwards, rows;     /* llm_engine_batch_stats over the run */
+  double rows_per_s;          /* all rows evaluated (prompts too) per second */
+  gsize kv_bytes;             /* llm_engine_kv_bytes at the end of the run */
+} BenchStreamsResult;
+
+/* Runs @s->n_streams streams on one new engine of @model in @mode (see
+ * bench-streams.c) and fills @result. FALSE with @error when the engine,
+ * a sequence or an evaluation fails. */
+gboolean bench_streams_run (LlmModel *model, const BenchStreamsSetting *s,
+    BenchStreamsMode mode, BenchStreamsResult *result, GError **error);
 
 G_END_DECLS

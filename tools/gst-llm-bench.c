@@ -6,7 +6,8 @@
  * lengths) each repetition cuts the KV cache back to --depth random tokens
  * (evaluated once per setting, untimed), evaluates a random prompt in one
  * call (pp, TTFT) and then generates greedily one token per call (tg,
- * ITL). */
+ * ITL). --streams runs many streams on one engine instead
+ * (bench-streams.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,9 @@
 
 typedef struct {
   char **models;
-  char **prompt_lens, **gen_lens, **thread_counts, **kv_types, **depths;
+  char **prompt_lens, **gen_lens, **thread_counts, **kv_types, **depths, **streams;
+  double duration;
+  int max_batch_wait_us;
   int reps;
   gboolean json;
   gboolean no_warmup;
@@ -59,10 +62,10 @@ typedef struct {
   char *pipe_error;
 } Result;
 
-/* --- small helpers --- */
+/* --- small helpers (bench.h; bench-streams.c uses them too) --- */
 
-static double
-now_ms (void)
+double
+bench_now_ms (void)
 {
   struct timespec ts;
   clock_gettime (CLOCK_MONOTONIC, &ts);
@@ -93,9 +96,8 @@ cmp_double (const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
-/* Nearest-rank percentile; sorts @v. */
-static double
-percentile (double *v, guint n, double p)
+double
+bench_percentile (double *v, guint n, double p)
 {
   if (n == 0)
     return NAN;
@@ -104,14 +106,23 @@ percentile (double *v, guint n, double p)
   return v[rank > 0 ? rank - 1 : 0];
 }
 
-static gint32
-argmax (const float *x, guint n)
+gint32
+bench_argmax (const float *x, guint n)
 {
   guint best = 0;
   for (guint i = 1; i < n; i++)
     if (x[i] > x[best])
       best = i;
   return (gint32) best;
+}
+
+/* Any id of the vocabulary, as llama-bench does: speed does not depend on
+ * which tokens, only on how many. */
+void
+bench_fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab)
+{
+  for (guint i = 0; i < n; i++)
+    ids[i] = g_rand_int_range (rand, 0, (gint32) n_vocab);
 }
 
 /* Peak resident memory since the last reset_peak_rss(): VmHWM, which
@@ -162,6 +173,16 @@ parse_uint_list (char **args, const char *def, const char *what, GArray *out, GE
     }
   }
   return TRUE;
+}
+
+/* Whether a list of parse_uint_list holds a 0. */
+static gboolean
+has_zero (GArray *list)
+{
+  for (guint i = 0; i < list->len; i++)
+    if (g_array_index (list, guint, i) == 0)
+      return TRUE;
+  return FALSE;
 }
 
 static gboolean
@@ -249,15 +270,6 @@ model_info (const LlmModel *m)
 
 /* --- the measurement --- */
 
-/* Any id of the vocabulary, as llama-bench does: speed does not depend on
- * which tokens, only on how many. */
-static void
-fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab)
-{
-  for (guint i = 0; i < n; i++)
-    ids[i] = g_rand_int_range (rand, 0, (gint32) n_vocab);
-}
-
 /* One repetition's figures; a setting without prompt or generation leaves
  * the matching ones unset. */
 typedef struct {
@@ -274,30 +286,30 @@ run_rep (LlmSeq *ctx, const Setting *s, GRand *rand, const gint32 *prompt, float
   const guint n_vocab = llm_engine_model (llm_seq_engine (ctx))->hp.n_vocab;
   gint32 next;
   if (s->n_prompt > 0) {
-    double t0 = now_ms ();
+    double t0 = bench_now_ms ();
     if (!llm_seq_eval_tokens (ctx, prompt, s->n_prompt, logits, FALSE, error))
       return FALSE;
-    double t1 = now_ms ();
-    next = argmax (logits, n_vocab);
-    double t2 = now_ms ();
+    double t1 = bench_now_ms ();
+    next = bench_argmax (logits, n_vocab);
+    double t2 = bench_now_ms ();
     rep->pp = s->n_prompt / ((t1 - t0) / 1e3);
     rep->ttft = t2 - t0;
   } else {
-    fill_random (rand, &next, 1, n_vocab);
+    bench_fill_random (rand, &next, 1, n_vocab);
   }
   if (s->n_gen > 0) {
     double total = 0;
     for (guint i = 0; i < s->n_gen; i++) {
-      double t0 = now_ms ();
+      double t0 = bench_now_ms ();
       if (!llm_seq_eval_tokens (ctx, &next, 1, logits, FALSE, error))
         return FALSE;
-      next = argmax (logits, n_vocab);
-      itl[i] = now_ms () - t0;
+      next = bench_argmax (logits, n_vocab);
+      itl[i] = bench_now_ms () - t0;
       total += itl[i];
     }
     rep->tg = s->n_gen / (total / 1e3);
     rep->itl_mean = total / s->n_gen;
-    rep->itl_p95 = percentile (itl, s->n_gen, 95);
+    rep->itl_p95 = bench_percentile (itl, s->n_gen, 95);
   }
   return TRUE;
 }
@@ -322,7 +334,7 @@ prepare_context (LlmModel *model, const Setting *s, const Options *o, GRand *ran
    * first repetition does not pay for page faults. */
   if (!o->no_warmup) {
     gint32 w[8];
-    fill_random (rand, w, G_N_ELEMENTS (w), n_vocab);
+    bench_fill_random (rand, w, G_N_ELEMENTS (w), n_vocab);
     if (!llm_seq_eval_tokens (ctx, w, G_N_ELEMENTS (w), logits, FALSE, error))
       return NULL;
     llm_kv_cache_clear (kv);
@@ -332,7 +344,7 @@ prepare_context (LlmModel *model, const Setting *s, const Options *o, GRand *ran
    * (filling 4096 positions takes longer than what is measured after). */
   if (s->depth > 0) {
     g_autofree gint32 *ids = g_new (gint32, s->depth);
-    fill_random (rand, ids, s->depth, n_vocab);
+    bench_fill_random (rand, ids, s->depth, n_vocab);
     if (!llm_seq_eval_tokens (ctx, ids, s->depth, NULL, FALSE, error))
       return NULL;
   }
@@ -358,7 +370,7 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
       *itl_p95 = g_new (double, o->reps);
   for (int r = 0; r < o->reps; r++) {
     llm_kv_cache_truncate (kv, s->depth);
-    fill_random (rand, prompt, s->n_prompt, n_vocab);
+    bench_fill_random (rand, prompt, s->n_prompt, n_vocab);
     Rep rep;
     if (!run_rep (ctx, s, rand, prompt, logits, itl, &rep, error))
       return FALSE;
@@ -410,7 +422,7 @@ run_pipeline (LlmModel *model, const Setting *s, const Options *o, Result *res)
       *ip = g_new (double, o->reps), *over = g_new (double, o->reps);
   guint n = 0;
   for (int r = 0; r < o->reps; r++) {
-    fill_random (rand, prompt, s->n_prompt, n_vocab);
+    bench_fill_random (rand, prompt, s->n_prompt, n_vocab);
     llm_kv_cache_clear (llm_seq_kv (ctx));
     Rep direct;
     BenchPipelineResult pr;
@@ -498,9 +510,9 @@ roofline (const LlmModel *m, const Setting *s, const Result *r, double bandwidth
   return rf;
 }
 
-static void
-print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Result *r,
-    const Roofline *rf)
+/* An object's first fields, what every line says: model, machine, setting. */
+static GString *
+json_begin (const LlmModel *m, const ModelInfo *info, const Setting *s)
 {
   GString *o = g_string_new ("{\"model\": ");
   json_string (o, info->name);
@@ -518,6 +530,23 @@ print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
   json_string (o, llm_kernels_active ());
   g_string_append (o, ", \"kv_type\": ");
   json_string (o, llm_kv_type_name (s->kv_type));
+  return o;
+}
+
+static void
+json_end (GString *o)
+{
+  g_string_append (o, "}");
+  g_print ("%s\n", o->str);
+  fflush (stdout);
+  g_string_free (o, TRUE);
+}
+
+static void
+print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Result *r,
+    const Roofline *rf)
+{
+  GString *o = json_begin (m, info, s);
   json_int (o, "depth", s->depth);
   json_int (o, "n_prompt", s->n_prompt);
   json_int (o, "n_gen", s->n_gen);
@@ -552,10 +581,7 @@ print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
     g_string_append (o, ", \"pipeline_error\": ");
     json_string (o, r->pipe_error);
   }
-  g_string_append (o, "}");
-  g_print ("%s\n", o->str);
-  fflush (stdout);
-  g_string_free (o, TRUE);
+  json_end (o);
 }
 
 static char *
@@ -621,6 +647,137 @@ print_rows (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
   fflush (stdout);
 }
 
+/* --- output of --streams --- */
+
+/* One (N, mode) run and what it is compared with. */
+typedef struct {
+  guint n_streams, max_batch_wait_us;
+  BenchStreamsMode mode;
+  BenchStreamsResult r;
+  double limit;               /* pp-N of the lock-step run of this N */
+  guint64 peak_rss;
+} StreamsRow;
+
+static const char *
+streams_mode_name (BenchStreamsMode mode)
+{
+  return mode == BENCH_STREAMS_LOCKSTEP ? "lockstep" : "scheduler";
+}
+
+static void
+print_streams_json (const LlmModel *m, const ModelInfo *info, const Setting *s,
+    const StreamsRow *row)
+{
+  const BenchStreamsResult *r = &row->r;
+  GString *o = json_begin (m, info, s);
+  json_int (o, "n_prompt", s->n_prompt);
+  json_int (o, "n_gen", s->n_gen);
+  json_int (o, "n_streams", row->n_streams);
+  json_int (o, "max_batch_wait_us", row->max_batch_wait_us);
+  g_string_append (o, ", \"mode\": ");
+  json_string (o, streams_mode_name (row->mode));
+  json_number (o, "tg_tokens_per_s", r->tg_tokens_per_s);
+  json_number (o, "tg_tokens_per_s_per_stream", r->tg_tokens_per_s / row->n_streams);
+  json_number (o, "itl_ms_p50", r->itl_ms_p50);
+  json_number (o, "itl_ms_p95", r->itl_ms_p95);
+  json_number (o, "ppN_tokens_per_s", row->limit);
+  json_number (o, "ppN_fraction", r->tg_tokens_per_s / row->limit);
+  if (row->mode == BENCH_STREAMS_SCHEDULER) {
+    json_number (o, "ttft_ms_p50", r->ttft_ms_p50);
+    json_number (o, "ttft_ms_p95", r->ttft_ms_p95);
+    json_int (o, "ttft_samples", r->n_ttft);
+    json_number (o, "stream_rate_min_rel", r->rate_min_rel);
+    json_number (o, "stream_rate_max_rel", r->rate_max_rel);
+    json_int (o, "prompts", r->prompts);
+  }
+  json_int (o, "decode_tokens", r->decode_tokens);
+  json_number (o, "window_s", r->window_s);
+  json_int (o, "forwards", r->forwards);
+  json_number (o, "rows_per_forward", r->forwards ? (double) r->rows / r->forwards : NAN);
+  json_number (o, "rows_per_s", r->rows_per_s);
+  json_int (o, "peak_rss_bytes", row->peak_rss);
+  json_int (o, "kv_bytes", r->kv_bytes);
+  json_end (o);
+}
+
+static void
+print_streams_header (void)
+{
+  g_print ("| model | type | th | kv | streams | mode | test | t/s | t/s per stream "
+      "| ITL ms p50 | ITL ms p95 | pp-N limit t/s | of limit | TTFT ms p50 | TTFT ms p95 "
+      "| rows/forward | stream t/s min..max | peak RSS MiB | KV MiB |\n");
+  g_print ("|---|---|--:|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+}
+
+/* "-" where a figure does not apply or could not be had. */
+static char *
+fmt_or_dash (const char *fmt, double v)
+{
+  return isfinite (v) ? g_strdup_printf (fmt, v) : g_strdup ("-");
+}
+
+static void
+print_streams_row (const ModelInfo *info, const Setting *s, const StreamsRow *row)
+{
+  const BenchStreamsResult *r = &row->r;
+  const gboolean sched = row->mode == BENCH_STREAMS_SCHEDULER;
+  g_autofree char *limit = fmt_or_dash ("%.1f", row->limit);
+  g_autofree char *frac = fmt_or_dash ("%.0f%%", 100 * r->tg_tokens_per_s / row->limit);
+  g_autofree char *t50 = fmt_or_dash ("%.1f", r->ttft_ms_p50);
+  g_autofree char *t95 = fmt_or_dash ("%.1f", r->ttft_ms_p95);
+  g_autofree char *rpf = fmt_or_dash ("%.2f", r->forwards ? (double) r->rows / r->forwards
+      : NAN);
+  g_autofree char *spread = sched
+      ? g_strdup_printf ("%.2f..%.2f", r->rate_min_rel, r->rate_max_rel) : g_strdup ("-");
+  g_print ("| %s | %s | %u | %s | %u | %s | pp%u+tg%u | %.1f | %.2f | %.2f | %.2f | %s | %s "
+      "| %s | %s | %s | %s | %.0f | %.1f |\n", info->name, info->type, s->threads,
+      llm_kv_type_name (s->kv_type), row->n_streams, streams_mode_name (row->mode),
+      s->n_prompt, s->n_gen, r->tg_tokens_per_s, r->tg_tokens_per_s / row->n_streams,
+      r->itl_ms_p50, r->itl_ms_p95, limit, frac, t50, t95, rpf, spread,
+      row->peak_rss / 1048576.0, r->kv_bytes / 1048576.0);
+  fflush (stdout);
+}
+
+/* Both modes at every N of --streams for one setting; FALSE after the
+ * first failure (printed). */
+static gboolean
+run_streams (LlmModel *model, const ModelInfo *info, const Setting *s, const Options *o,
+    GArray *streams)
+{
+  for (guint i = 0; i < streams->len; i++) {
+    BenchStreamsSetting bs = {
+      .n_streams = g_array_index (streams, guint, i),
+      .n_prompt = s->n_prompt, .n_gen = s->n_gen,
+      .n_threads = (int) s->threads, .kv_type = s->kv_type,
+      .duration_s = o->duration, .max_batch_wait_us = (guint) o->max_batch_wait_us,
+      .seed = (guint32) o->seed, .warmup = !o->no_warmup,
+    };
+    double limit = NAN;
+    for (BenchStreamsMode mode = BENCH_STREAMS_LOCKSTEP; mode <= BENCH_STREAMS_SCHEDULER;
+        mode++) {
+      StreamsRow row = { .n_streams = bs.n_streams, .mode = mode,
+        .max_batch_wait_us = bs.max_batch_wait_us };
+      GError *error = NULL;
+      reset_peak_rss ();
+      if (!bench_streams_run (model, &bs, mode, &row.r, &error)) {
+        g_printerr ("gst-llm-bench: %s: %u streams, %s: %s\n", info->name, bs.n_streams,
+            streams_mode_name (mode), error->message);
+        g_error_free (error);
+        return FALSE;
+      }
+      row.peak_rss = peak_rss_bytes ();
+      if (mode == BENCH_STREAMS_LOCKSTEP)
+        limit = row.r.ppN_tokens_per_s;
+      row.limit = limit;
+      if (o->json)
+        print_streams_json (model, info, s, &row);
+      else
+        print_streams_row (info, s, &row);
+    }
+  }
+  return TRUE;
+}
+
 /* --- main --- */
 
 static const char *summary =
@@ -648,6 +805,31 @@ static const char *summary =
     "timing tokens as they reach the sink, and prints the elements' overhead on\n"
     "decode time: ITL through the pipeline against ITL of direct calls on the same\n"
     "prompt, run just before it, per repetition. --depth does not apply there.\n"
+    "\n"
+    "--streams N[,N...] measures N streams decoding at once on one engine instead,\n"
+    "each N twice (-p and -n default to 32 here; -r and --depth do not apply):\n"
+    "  lockstep   N sequences, each prefilled with its own random prompt of -p\n"
+    "             tokens, then -n steps of one llm_engine_eval over N rows (one per\n"
+    "             stream, greedy on its own logits). t/s is all streams' tokens over\n"
+    "             the steps' time; every stream's ITL is the step time. The pp-N\n"
+    "             limit, measured on the same engine, is one forward of N prompt\n"
+    "             rows that all want logits (median of 5): what a forward of N rows\n"
+    "             can do at best; 'of limit' is how close batched decode comes.\n"
+    "  scheduler  N threads, each prefilling through llm_engine_submit and then\n"
+    "             generating -n tokens one submit per token; a stream that is done\n"
+    "             starts a new random prompt, so prompts keep arriving while the\n"
+    "             others decode (stream i's first response is (i+1)/N of -n, to\n"
+    "             spread the arrivals). The window ends after N x n x 3 decode\n"
+    "             tokens of all streams and at least a second, or after --duration\n"
+    "             seconds; its t/s is decode tokens over the window, which also\n"
+    "             holds the prefills of the prompts that arrived (rows_per_s in\n"
+    "             JSON counts both). TTFT counts the prompts after each stream's\n"
+    "             first; rows/forward comes from the engine's batch counts (prompt\n"
+    "             rows included); the spread is the slowest and fastest stream's\n"
+    "             t/s over the mean. 'of limit' compares with lockstep's pp-N.\n"
+    "             --max-batch-wait sets the engine's option of that name: how\n"
+    "             long a lone step waits for the other streams' steps.\n"
+    "Peak RSS and KV bytes are per run; each run has an engine of its own.\n"
     "\n"
     "Making benchmark models:\n"
     "  gst-llm-bench --make-model SHAPE --type TYPE -o FILE [--seed N] [-t N]\n"
@@ -692,6 +874,12 @@ main (int argc, char **argv)
       "Skip the untimed warm-up evaluation", NULL },
     { "pipeline", 0, 0, G_OPTION_ARG_NONE, &o.pipeline,
       "Also measure through the GStreamer elements", NULL },
+    { "streams", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.streams,
+      "Streams decoding at once on one engine, instead of one (see above)", "N[,N...]" },
+    { "duration", 0, 0, G_OPTION_ARG_DOUBLE, &o.duration,
+      "With --streams: the scheduler's window in seconds (default: by tokens)", "SECONDS" },
+    { "max-batch-wait", 0, 0, G_OPTION_ARG_INT, &o.max_batch_wait_us,
+      "With --streams: how long a lone step waits for company, us (default 0)", "US" },
     { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &o.bandwidth_mib,
       "Bandwidth test buffer, MiB (default 512; 0: none)", "N" },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &o.seed,
@@ -724,6 +912,7 @@ main (int argc, char **argv)
   g_strfreev (o.thread_counts);
   g_strfreev (o.kv_types);
   g_strfreev (o.depths);
+  g_strfreev (o.streams);
   g_free (o.make_shape);
   g_free (o.make_type);
   g_free (o.output);
@@ -740,6 +929,7 @@ bench_main (const Options *opt)
   g_autoptr (GArray) gens = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) depths = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) kvs = g_array_new (FALSE, FALSE, sizeof (LlmKvType));
+  g_autoptr (GArray) streams = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autofree char *ncpu = g_strdup_printf ("%u", g_get_num_processors ());
   if (!parse_uint_list (o.thread_counts, ncpu, "--threads", threads, &error))
     return usage_error (error);
@@ -765,16 +955,32 @@ bench_main (const Options *opt)
     return 2;
   }
 
-  if (!parse_uint_list (o.prompt_lens, "512", "-p", prompts, &error) ||
-      !parse_uint_list (o.gen_lens, "128", "-n", gens, &error) ||
+  /* Many streams multiply the work: shorter defaults. */
+  const gboolean many = o.streams != NULL;
+  if (!parse_uint_list (o.prompt_lens, many ? "32" : "512", "-p", prompts, &error) ||
+      !parse_uint_list (o.gen_lens, many ? "32" : "128", "-n", gens, &error) ||
       !parse_uint_list (o.depths, "0", "--depth", depths, &error) ||
-      !parse_kv_list (o.kv_types, kvs, &error))
+      !parse_kv_list (o.kv_types, kvs, &error) ||
+      (many && !parse_uint_list (o.streams, NULL, "--streams", streams, &error)))
     return usage_error (error);
-  for (guint i = 0; i < threads->len; i++)
-    if (g_array_index (threads, guint, i) == 0) {
-      g_printerr ("gst-llm-bench: --threads must be at least 1\n");
+  if (many) {
+    if (has_zero (streams) || has_zero (prompts) || has_zero (gens)) {
+      g_printerr ("gst-llm-bench: --streams needs --streams, -p and -n above 0\n");
       return 2;
     }
+    if (depths->len != 1 || g_array_index (depths, guint, 0) != 0 || o.pipeline) {
+      g_printerr ("gst-llm-bench: --depth and --pipeline do not go with --streams\n");
+      return 2;
+    }
+  }
+  if (o.duration < 0 || o.max_batch_wait_us < 0) {
+    g_printerr ("gst-llm-bench: --duration and --max-batch-wait must not be negative\n");
+    return 2;
+  }
+  if (has_zero (threads)) {
+    g_printerr ("gst-llm-bench: --threads must be at least 1\n");
+    return 2;
+  }
 
   /* Bandwidth per thread count, measured before any model is mapped. */
   g_autofree double *bw = g_new0 (double, threads->len);
@@ -793,7 +999,10 @@ bench_main (const Options *opt)
   }
   if (!o.json) {
     g_print ("kernels: %s\n\n", llm_kernels_active ());
-    print_table_header ();
+    if (many)
+      print_streams_header ();
+    else
+      print_table_header ();
   }
 
   int status = 0;
@@ -820,6 +1029,11 @@ bench_main (const Options *opt)
               };
               if (s.n_prompt == 0 && s.n_gen == 0)
                 continue;
+              if (many) {
+                if (!run_streams (model, &info, &s, &o, streams))
+                  status = 1;
+                continue;
+              }
               Result r = { 0 };
               if (!run_setting (model, &s, &o, &r, &error)) {
                 g_printerr ("gst-llm-bench: %s: %s\n", info.name, error->message);
