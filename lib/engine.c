@@ -25,17 +25,24 @@ llm_engine_options_init (LlmEngineOptions *opts)
   };
 }
 
+/* @opts (NULL: the defaults) with out-of-range values replaced. */
+static void
+resolve_options (const LlmEngineOptions *opts, LlmEngineOptions *o)
+{
+  if (opts)
+    *o = *opts;
+  else
+    llm_engine_options_init (o);
+  if (o->max_prefill_chunk == 0 || o->max_prefill_chunk > LLM_FORWARD_CHUNK)
+    o->max_prefill_chunk = DEFAULT_PREFILL_CHUNK;
+}
+
 LlmEngine *
 llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
 {
   g_return_val_if_fail (model != NULL, NULL);
   LlmEngineOptions o;
-  if (opts)
-    o = *opts;
-  else
-    llm_engine_options_init (&o);
-  if (o.max_prefill_chunk == 0 || o.max_prefill_chunk > LLM_FORWARD_CHUNK)
-    o.max_prefill_chunk = DEFAULT_PREFILL_CHUNK;
+  resolve_options (opts, &o);
 
   LlmWorkers *workers = llm_workers_get (o.n_threads, error);
   if (workers == NULL)
@@ -74,12 +81,7 @@ LlmEngine *
 llm_engine_get (LlmModel *model, const LlmEngineOptions *opts, GError **error)
 {
   LlmEngineOptions o;
-  if (opts)
-    o = *opts;
-  else
-    llm_engine_options_init (&o);
-  if (o.max_prefill_chunk == 0 || o.max_prefill_chunk > LLM_FORWARD_CHUNK)
-    o.max_prefill_chunk = DEFAULT_PREFILL_CHUNK;
+  resolve_options (opts, &o);
   /* "One per core" and the number of cores are the same engine. */
   const int n_threads = o.n_threads > 0 ? o.n_threads : 0;
   g_autofree char *key = engine_key (model, &o, n_threads);

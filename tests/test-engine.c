@@ -350,6 +350,20 @@ stream_main (gpointer data)
   return NULL;
 }
 
+/* Streams 0..n-1 of @e, each on a thread of its own, to the end. */
+static void
+run_streams (LlmEngine *e, Stream *st, guint n)
+{
+  GThread *threads[N_STREAMS];
+  g_assert (n <= N_STREAMS);
+  for (guint i = 0; i < n; i++) {
+    st[i] = (Stream) { e, i, { 0 }, NULL };
+    threads[i] = g_thread_new ("stream", stream_main, &st[i]);
+  }
+  for (guint i = 0; i < n; i++)
+    g_thread_join (threads[i]);
+}
+
 /* Streams on their own threads through the scheduler: each gets its own
  * ids, and their steps shared forwards. */
 START_TEST (test_concurrent_streams_share_forwards_and_keep_their_ids)
@@ -361,13 +375,7 @@ START_TEST (test_concurrent_streams_share_forwards_and_keep_their_ids)
   g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   enum { N = 8 };
   Stream st[N];
-  GThread *threads[N];
-  for (guint i = 0; i < N; i++) {
-    st[i] = (Stream) { e, i, { 0 }, NULL };
-    threads[i] = g_thread_new ("stream", stream_main, &st[i]);
-  }
-  for (guint i = 0; i < N; i++)
-    g_thread_join (threads[i]);
+  run_streams (e, st, N);
 
   guint64 forwards, rows;
   llm_engine_batch_stats (e, &forwards, &rows);
@@ -474,13 +482,7 @@ START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
     g_autoptr (LlmEngine) e = new_engine (m, llm_seq_kv_bytes (p), LLM_KV_FULL_PREEMPT, 0);
     enum { N = 2 };
     Stream st[N];
-    GThread *threads[N];
-    for (guint i = 0; i < N; i++) {
-      st[i] = (Stream) { e, i, { 0 }, NULL };
-      threads[i] = g_thread_new ("stream", stream_main, &st[i]);
-    }
-    for (guint i = 0; i < N; i++)
-      g_thread_join (threads[i]);
+    run_streams (e, st, N);
     for (guint i = 0; i < N; i++) {
       ck_assert_msg (st[i].error == NULL, "round %d stream %u: %s", round, i,
           st[i].error->message);
