@@ -39,7 +39,7 @@ struct _LlmSeq {
   guint64 evicted0;           /* evictions before the current call */
   gint64 last_used_us;
   gboolean in_eval;           /* may not be preempted */
-  gboolean pending;           /* has a request in the scheduler: not idle */
+  gint pending;               /* atomic: has a request in the scheduler, so not idle */
   gboolean preempted;
 };
 
@@ -60,6 +60,12 @@ typedef struct {
   GError *error;
   guint done;
 } LlmEvalSegment;
+
+/* Rows [@from, @from + @count) of @n tokens fed to @seq from position
+ * @pos0, into @out: @logits gets the last row's logits, or with
+ * @all_logits every row's (n x n_vocab). */
+void llm_engine_token_rows (LlmSeq *seq, const gint32 *tokens, guint n, guint32 pos0,
+    float *logits, gboolean all_logits, guint from, guint count, LlmEvalRow *out);
 
 /* Splits @rows into segments (adjacent rows of one sequence) into
  * @segments (at most @n entries); fails if a sequence has two runs. */

@@ -202,6 +202,14 @@ llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments, GError *
   return TRUE;
 }
 
+static void
+set_preempted_error (GError **error)
+{
+  g_set_error_literal (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED,
+      "the sequence's KV cache was given to another stream (kv-pool-bytes is full); "
+      "clear it and feed its tokens again");
+}
+
 /* A segment's rows before anything is reserved: tokens in the
  * vocabulary, positions consecutive from where the sequence is. */
 static gboolean
@@ -216,9 +224,7 @@ check_segment (LlmEngine *e, const LlmEvalRow *rows, const LlmEvalSegment *seg,
     return FALSE;
   }
   if (seq->preempted) {
-    g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED,
-        "the sequence's KV cache was given to another stream (kv-pool-bytes is full); "
-        "clear it and feed its tokens again");
+    set_preempted_error (error);
     return FALSE;
   }
   const guint32 next = llm_kv_cache_n (seq->kv) == 0 ? rows[seg->first].pos
@@ -247,13 +253,17 @@ static LlmSeq *
 preempt_victim (LlmEngine *e)
 {
   LlmSeq *victim = NULL;
+  gboolean victim_busy = FALSE;
   for (GList *l = e->seqs; l; l = l->next) {
     LlmSeq *s = l->data;
     if (s->in_eval || llm_kv_cache_bytes (s->kv) == 0)
       continue;
-    if (victim == NULL || (victim->pending && !s->pending)
-        || (victim->pending == s->pending && s->last_used_us < victim->last_used_us))
+    const gboolean busy = g_atomic_int_get (&s->pending);
+    if (victim == NULL || (victim_busy && !busy)
+        || (victim_busy == busy && s->last_used_us < victim->last_used_us)) {
       victim = s;
+      victim_busy = busy;
+    }
   }
   return victim;
 }
@@ -277,7 +287,6 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, GError **error)
     g_error_free (err);
     /* Its owner recomputes it from its history when it next runs. */
     llm_kv_cache_truncate (victim->kv, 0);
-    llm_kv_cache_clear (victim->kv);
     victim->preempted = TRUE;
   }
 }
@@ -317,9 +326,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
       /* A sequence of this call whose rows have not started may have
        * been preempted for an earlier one's. */
       if (seq->preempted) {
-        g_set_error (&seg->error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED,
-            "the sequence's KV cache was given to another stream (kv-pool-bytes is full); "
-            "clear it and feed its tokens again");
+        set_preempted_error (&seg->error);
         continue;
       }
       if (!reserve (e, seq, take, &seg->error))
@@ -397,27 +404,34 @@ llm_engine_eval (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits,
   return ok;
 }
 
+void
+llm_engine_token_rows (LlmSeq *seq, const gint32 *tokens, guint n, guint32 pos0,
+    float *logits, gboolean all_logits, guint from, guint count, LlmEvalRow *out)
+{
+  const gsize n_vocab = seq->engine->model->hp.n_vocab;
+  for (guint i = 0; i < count; i++) {
+    const guint k = from + i;
+    float *dst = NULL;
+    if (logits && all_logits)
+      dst = logits + k * n_vocab;
+    else if (logits && k == n - 1)
+      dst = logits;
+    out[i] = (LlmEvalRow) { seq, tokens[k], NULL, pos0 + k, dst };
+  }
+}
+
 gboolean
 llm_seq_eval_tokens (LlmSeq *seq, const gint32 *tokens, guint n, float *logits,
     gboolean all_logits, GError **error)
 {
   g_return_val_if_fail (seq != NULL && (tokens != NULL || n == 0), FALSE);
-  LlmEngine *e = seq->engine;
-  const gsize n_vocab = e->model->hp.n_vocab;
-  g_autofree LlmEvalRow *rows = g_new (LlmEvalRow, MAX (n, 1));
-  const guint32 pos = llm_seq_pos_next (seq);
-  for (guint i = 0; i < n; i++) {
-    float *dst = NULL;
-    if (logits && all_logits)
-      dst = logits + i * n_vocab;
-    else if (logits && i == n - 1)
-      dst = logits;
-    rows[i] = (LlmEvalRow) { seq, tokens[i], NULL, pos + i, dst };
-  }
   if (n == 0)
     return TRUE;
-  LlmEvalSegment seg = { seq, 0, n, NULL };
-  llm_engine_eval_segments (e, rows, &seg, 1);
+  g_autofree LlmEvalRow *rows = g_new (LlmEvalRow, n);
+  llm_engine_token_rows (seq, tokens, n, llm_seq_pos_next (seq), logits, all_logits, 0, n,
+      rows);
+  LlmEvalSegment seg = { seq, 0, n, NULL, 0 };
+  llm_engine_eval_segments (seq->engine, rows, &seg, 1);
   if (seg.error) {
     g_propagate_error (error, seg.error);
     return FALSE;

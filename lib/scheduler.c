@@ -11,8 +11,6 @@
  * never held up for more than one chunk. */
 #include "engine-private.h"
 
-#include <string.h>
-
 typedef struct {
   LlmSeq *seq;
   const gint32 *tokens;
@@ -43,7 +41,6 @@ take_rows (const LlmEngine *e, const SchedRequest *r, guint room)
 static void
 lead_one_forward (LlmEngine *e)
 {
-  const gsize n_vocab = e->model->hp.n_vocab;
   LlmEvalRow rows[LLM_FORWARD_CHUNK];
   LlmEvalSegment segs[LLM_FORWARD_CHUNK];
   SchedRequest *reqs[LLM_FORWARD_CHUNK];
@@ -61,15 +58,9 @@ lead_one_forward (LlmEngine *e)
       const guint take = take_rows (e, r, LLM_FORWARD_CHUNK - n_rows);
       segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL, 0 };
       reqs[n_segs++] = r;
-      for (guint i = 0; i < take; i++) {
-        const guint k = r->done + i;
-        float *dst = NULL;
-        if (r->logits && r->all_logits)
-          dst = r->logits + k * n_vocab;
-        else if (r->logits && k == r->n - 1)
-          dst = r->logits;
-        rows[n_rows++] = (LlmEvalRow) { r->seq, r->tokens[k], NULL, r->pos0 + k, dst };
-      }
+      llm_engine_token_rows (r->seq, r->tokens, r->n, r->pos0, r->logits, r->all_logits,
+          r->done, take, rows + n_rows);
+      n_rows += take;
     }
   }
   g_mutex_unlock (&e->sched_lock);
@@ -113,7 +104,7 @@ llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, flo
     .logits = logits, .all_logits = all_logits,
   };
   g_mutex_lock (&e->sched_lock);
-  seq->pending = TRUE;
+  g_atomic_int_set (&seq->pending, TRUE);
   g_queue_push_tail (&e->pending, &req);
   g_cond_broadcast (&e->sched_cond);
   while (!req.finished) {
@@ -139,7 +130,7 @@ llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, flo
     e->leader = FALSE;
     g_cond_broadcast (&e->sched_cond);
   }
-  seq->pending = FALSE;
+  g_atomic_int_set (&seq->pending, FALSE);
   g_mutex_unlock (&e->sched_lock);
 
   if (req.error) {

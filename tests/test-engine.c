@@ -393,17 +393,25 @@ END_TEST
 
 /* --- KV pool limit --------------------------------------------------- */
 
+/* Bytes of a kv_f16 sequence's first block of positions on @m (measured
+ * by feeding one token), so a pool of that size holds one stream. */
+static gsize
+one_block_bytes (LlmModel *m)
+{
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  g_autofree float *l = g_new (float, m->hp.n_vocab);
+  const gint32 one = 1;
+  feed (seq, &one, 1, l);
+  return llm_seq_kv_bytes (seq);
+}
+
 START_TEST (test_full_kv_pool_refuses_with_the_limit_named)
 {
   g_autoptr (LlmModel) m = load ("stories260K.gguf");
-  g_autoptr (LlmEngine) probe = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
-  g_autoptr (LlmSeq) p = new_seq (probe, &kv_f16);
+  g_autoptr (LlmEngine) e = new_engine (m, one_block_bytes (m), LLM_KV_FULL_REFUSE, 0);
   g_autofree float *l = g_new (float, m->hp.n_vocab);
   gint32 one = 1;
-  feed (p, &one, 1, l);
-  const gsize block = llm_seq_kv_bytes (p);   /* the first 64 positions */
-
-  g_autoptr (LlmEngine) e = new_engine (m, block, LLM_KV_FULL_REFUSE, 0);
   g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
   g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
   feed (a, &one, 1, l);
@@ -430,12 +438,7 @@ START_TEST (test_full_kv_pool_preempts_the_idle_stream_which_recomputes)
   Alone want0, want1;
   run_alone (solo, 0, &want0);
   run_alone (solo, 1, &want1);
-  g_autoptr (LlmSeq) p = new_seq (solo, &kv_f16);
-  g_autofree float *l = g_new (float, m->hp.n_vocab);
-  gint32 one = 1;
-  feed (p, &one, 1, l);
-
-  g_autoptr (LlmEngine) e = new_engine (m, llm_seq_kv_bytes (p), LLM_KV_FULL_PREEMPT, 0);
+  g_autoptr (LlmEngine) e = new_engine (m, one_block_bytes (m), LLM_KV_FULL_PREEMPT, 0);
   LlmSessionConfig cfg = { .kv = kv_f16 };
   llm_sampler_params_init (&cfg.sampler);
   cfg.sampler.temperature = 0.0f;
@@ -474,12 +477,9 @@ START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
 {
   g_autoptr (LlmModel) m = load ("stories260K.gguf");
   g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
-  g_autoptr (LlmSeq) p = new_seq (solo, &kv_f16);
-  g_autofree float *l = g_new (float, m->hp.n_vocab);
-  gint32 one = 1;
-  feed (p, &one, 1, l);
+  const gsize block = one_block_bytes (m);
   for (int round = 0; round < 20; round++) {
-    g_autoptr (LlmEngine) e = new_engine (m, llm_seq_kv_bytes (p), LLM_KV_FULL_PREEMPT, 0);
+    g_autoptr (LlmEngine) e = new_engine (m, block, LLM_KV_FULL_PREEMPT, 0);
     enum { N = 2 };
     Stream st[N];
     run_streams (e, st, N);

@@ -250,17 +250,26 @@ START_TEST (test_a_blocked_branch_does_not_stall_the_others)
 }
 END_TEST
 
+/* Branches 0 and 1 on an engine whose KV pool holds one stream's first
+ * block (stories260K: 5 layers x (K, V) x 64 positions x 4 KV heads x 8
+ * values x 2 B of f16), with @extra on both llmprefills. */
+static void
+run_two_branches_on_one_block (const char *extra, Run *r)
+{
+  g_autofree char *props = g_strdup_printf ("kv-pool-bytes=40960 context-length=256 %s",
+      extra);
+  g_autoptr (GString) desc = g_string_new (NULL);
+  append_branch (desc, 0, props, NULL);
+  append_branch (desc, 1, props, NULL);
+  run_pipeline (desc->str, r);
+}
+
 /* A pool that holds one stream's first block: the second stream's prompt
  * is refused, naming the property. */
 START_TEST (test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit)
 {
-  /* stories260K: 5 layers x (K, V) x 64 positions x 4 KV heads x 8 x 2 B (f16) */
-  const char *pool = "kv-pool-bytes=40960 context-length=256";
-  g_autoptr (GString) desc = g_string_new (NULL);
-  append_branch (desc, 0, pool, NULL);
-  append_branch (desc, 1, pool, NULL);
   Run r;
-  run_pipeline (desc->str, &r);
+  run_two_branches_on_one_block ("", &r);
   ck_assert (r.error != NULL);
   ck_assert_msg (g_error_matches (r.error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT),
       "%s", r.error->message);
@@ -276,12 +285,8 @@ START_TEST (test_full_kv_pool_preempts_and_every_branch_still_writes_its_text)
 {
   char *alone[2];
   texts_alone (alone, 2);
-  const char *pool = "kv-pool-bytes=40960 context-length=256 kv-full=preempt";
-  g_autoptr (GString) desc = g_string_new (NULL);
-  append_branch (desc, 0, pool, NULL);
-  append_branch (desc, 1, pool, NULL);
   Run r;
-  run_pipeline (desc->str, &r);
+  run_two_branches_on_one_block ("kv-full=preempt", &r);
   ck_assert_msg (r.error == NULL, "%s", r.error ? r.error->message : "");
   run_clear (&r);
   for (guint i = 0; i < 2; i++) {
