@@ -35,6 +35,9 @@ resolve_options (const LlmEngineOptions *opts, LlmEngineOptions *o)
     llm_engine_options_init (o);
   if (o->max_prefill_chunk == 0 || o->max_prefill_chunk > LLM_FORWARD_CHUNK)
     o->max_prefill_chunk = DEFAULT_PREFILL_CHUNK;
+  /* "One per core" and that many are the same engine. */
+  if (o->n_threads <= 0)
+    o->n_threads = llm_threadpool_default_threads ();
 }
 
 LlmEngine *
@@ -71,9 +74,9 @@ llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
 /* What makes two engines interchangeable: the model (itself shared per
  * file and device) and every option. */
 static char *
-engine_key (LlmModel *model, const LlmEngineOptions *o, int n_threads)
+engine_key (LlmModel *model, const LlmEngineOptions *o)
 {
-  return g_strdup_printf ("%p/%d/%" G_GSIZE_FORMAT "/%d/%u/%u", (void *) model, n_threads,
+  return g_strdup_printf ("%p/%d/%" G_GSIZE_FORMAT "/%d/%u/%u", (void *) model, o->n_threads,
       o->kv_pool_bytes, (int) o->kv_full, o->max_prefill_chunk, o->max_batch_wait_us);
 }
 
@@ -82,9 +85,7 @@ llm_engine_get (LlmModel *model, const LlmEngineOptions *opts, GError **error)
 {
   LlmEngineOptions o;
   resolve_options (opts, &o);
-  /* "One per core" and the number of cores are the same engine. */
-  const int n_threads = o.n_threads > 0 ? o.n_threads : 0;
-  g_autofree char *key = engine_key (model, &o, n_threads);
+  g_autofree char *key = engine_key (model, &o);
 
   g_mutex_lock (&engines_lock);
   if (engines == NULL)
@@ -286,7 +287,7 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, GError **error)
     }
     g_error_free (err);
     /* Its owner recomputes it from its history when it next runs. */
-    llm_kv_cache_truncate (victim->kv, 0);
+    llm_kv_cache_release (victim->kv);
     victim->preempted = TRUE;
   }
 }

@@ -94,7 +94,8 @@ guint32 llm_seq_n (const LlmSeq *seq);
 /* Position the next row takes: n, plus what a window policy shifted out.
  * Positions of a sequence are consecutive. */
 guint32 llm_seq_pos_next (const LlmSeq *seq);
-/* Keeps the first @n cached positions; costs nothing per kept block. */
+/* Keeps the first @n cached positions; costs nothing per kept block, and
+ * keeps the cut blocks for the positions that follow. */
 void llm_seq_truncate (LlmSeq *seq, guint32 n);
 /* Empties it, keeping its blocks for reuse. */
 void llm_seq_clear (LlmSeq *seq);

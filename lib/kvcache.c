@@ -444,6 +444,19 @@ release_blocks (LlmKvCache *kv, guint32 b_first)
   }
 }
 
+/* Gives back every block from the first shared one at or past @b_first
+ * (the blocks after it go too: they are refilled in order). */
+static void
+release_shared_from (LlmKvCache *kv, guint32 b_first)
+{
+  for (guint32 b = b_first; b < kv->n_blocks; b++) {
+    if (llm_kv_block_is_shared (kv->blocks[b])) {
+      release_blocks (kv, b);
+      return;
+    }
+  }
+}
+
 /* Drops positions [sink, sink + @count) and moves the rest down by @count;
  * keys were rotated for their old positions, so rotating them by -@count
  * makes them what a fresh rotation at the new position would give. */
@@ -626,10 +639,20 @@ llm_kv_cache_truncate (LlmKvCache *kv, guint32 n)
   } else {
     kv->n_reserved = MIN (kv->n_reserved, n - kv->n);
   }
-  /* Blocks wholly past what is left go back to the pool for other
-   * sequences; the surviving ones are untouched. */
+  /* The blocks are kept for the positions that follow (a speculative
+   * verifier cuts and refills every step), except those past the cut that
+   * a fork shares: ours would only be copied on the next write. */
   const guint64 end = (guint64) kv->n + kv->n_reserved;
-  release_blocks (kv, (guint32) ((end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS));
+  release_shared_from (kv, (guint32) ((end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS));
+}
+
+void
+llm_kv_cache_release (LlmKvCache *kv)
+{
+  g_return_if_fail (kv != NULL);
+  kv->n = 0;
+  kv->n_reserved = 0;
+  release_blocks (kv, 0);
 }
 
 LlmKvCache *
@@ -647,12 +670,6 @@ llm_kv_cache_fork (const LlmKvCache *kv)
   return f;
 }
 
-gsize
-llm_kv_cache_row_bytes (const LlmKvCache *kv)
-{
-  return kv->row_bytes;
-}
-
 /* The eviction count is a lifetime statistic of the session, so it
  * survives clearing. */
 void
@@ -663,10 +680,5 @@ llm_kv_cache_clear (LlmKvCache *kv)
   kv->n_reserved = 0;
   /* Blocks shared with a fork are the fork's to keep: ours would only be
    * copied on the next write. */
-  for (guint32 b = 0; b < kv->n_blocks; b++) {
-    if (llm_kv_block_is_shared (kv->blocks[b])) {
-      release_blocks (kv, b);
-      break;
-    }
-  }
+  release_shared_from (kv, 0);
 }

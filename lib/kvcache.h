@@ -117,14 +117,15 @@ void llm_kv_cache_attend_batch (const LlmKvCache *kv, guint layer, guint kv_head
     const LlmAttnQuery *queries, guint n_q, float scale, float *scratch);
 gsize llm_kv_cache_batch_scratch_floats (const LlmKvCache *kv, guint32 n_kv, guint n_q);
 
-/* Drops positions >= @n (speculative rejection, prompt edits); blocks
- * wholly past @n go back to the pool, the others are not touched. */
+/* Drops positions >= @n (speculative rejection, prompt edits); keeps the
+ * blocks for what follows, except those past @n that a fork shares. */
 void llm_kv_cache_truncate (LlmKvCache *kv, guint32 n);
+/* Empties the cache and gives every block back to its pool. */
+void llm_kv_cache_release (LlmKvCache *kv);
 /* A new cache holding the same positions, sharing @kv's blocks: whichever
  * of the two writes to a shared block later copies it first, so neither
  * sees the other's new positions. Same config and pool. */
 LlmKvCache *llm_kv_cache_fork (const LlmKvCache *kv);
-gsize llm_kv_cache_row_bytes (const LlmKvCache *kv);
 /* Empties the cache; keeps its memory for reuse. */
 void llm_kv_cache_clear (LlmKvCache *kv);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "workers.h"
-#include "forward.h"
+#include "engine.h"
 
 struct _LlmWorkers {
   gint ref_count;      /* under registry_lock */
@@ -15,14 +15,9 @@ static GHashTable *registry;  /* n_threads -> LlmWorkers* (not referenced) */
 LlmWorkers *
 llm_workers_get (int n_threads, GError **error)
 {
-  LlmThreadPool *pool = NULL;
-  if (n_threads <= 0) {
-    /* Resolve "one per core" so every such caller shares one pool. */
-    pool = llm_threadpool_new (0);
-    if (pool == NULL)
-      goto fail;
-    n_threads = llm_threadpool_n_threads (pool);
-  }
+  /* "One per core" and that many are one pool. */
+  if (n_threads <= 0)
+    n_threads = llm_threadpool_default_threads ();
 
   g_mutex_lock (&registry_lock);
   if (registry == NULL)
@@ -31,14 +26,14 @@ llm_workers_get (int n_threads, GError **error)
   if (w != NULL) {
     w->ref_count++;
     g_mutex_unlock (&registry_lock);
-    llm_threadpool_free (pool);
     return w;
   }
-  if (pool == NULL)
-    pool = llm_threadpool_new (n_threads);
+  LlmThreadPool *pool = llm_threadpool_new (n_threads);
   if (pool == NULL) {
     g_mutex_unlock (&registry_lock);
-    goto fail;
+    g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
+        "cannot start %d worker threads", n_threads);
+    return NULL;
   }
   w = g_new0 (LlmWorkers, 1);
   w->ref_count = 1;
@@ -48,11 +43,6 @@ llm_workers_get (int n_threads, GError **error)
   g_hash_table_insert (registry, GINT_TO_POINTER (n_threads), w);
   g_mutex_unlock (&registry_lock);
   return w;
-
-fail:
-  g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
-      "cannot start %d worker threads", n_threads);
-  return NULL;
 }
 
 void

@@ -730,6 +730,33 @@ START_TEST (test_bytes_are_allocated_as_the_cache_fills)
 }
 END_TEST
 
+/* A cut keeps the cache's blocks for the positions that follow (a
+ * verifier cuts and refills every step); releasing gives them all back,
+ * and a fork's shared blocks past a cut go back at once. */
+START_TEST (test_truncate_keeps_blocks_and_release_gives_them_back)
+{
+  const guint n_layers = 2, row_n = 4 * 32;
+  g_autoptr (LlmKvCache) kv = new_cache (LLM_KV_F16, LLM_KV_POLICY_FULL, 1024, 0,
+      n_layers, 4, 32, NULL);
+  const gsize block = n_layers * 2 * 64 * (gsize) row_n * 2;
+  ck_assert (llm_kv_cache_reserve (kv, 200, NULL));
+  llm_kv_cache_commit (kv, 200);
+  ck_assert_uint_eq (llm_kv_cache_bytes (kv), 4 * block);
+  llm_kv_cache_truncate (kv, 100);
+  ck_assert_uint_eq (llm_kv_cache_n (kv), 100);
+  ck_assert_uint_eq (llm_kv_cache_bytes (kv), 4 * block);
+
+  g_autoptr (LlmKvCache) fork = llm_kv_cache_fork (kv);
+  ck_assert_uint_eq (llm_kv_cache_bytes (fork), 4 * block);
+  llm_kv_cache_truncate (fork, 70);  /* blocks 0, 1 kept; 2, 3 shared past the cut */
+  ck_assert_uint_eq (llm_kv_cache_bytes (fork), 2 * block);
+  llm_kv_cache_release (kv);
+  ck_assert_uint_eq (llm_kv_cache_n (kv), 0);
+  ck_assert_uint_eq (llm_kv_cache_bytes (kv), 0);
+  ck_assert_uint_eq (llm_kv_cache_bytes (fork), 2 * block);
+}
+END_TEST
+
 /* The last block is cut to the capacity, so bytes never pass
  * capacity x rows even when capacity is not a multiple of the block. */
 START_TEST (test_bytes_never_exceed_the_capacity)
@@ -854,6 +881,7 @@ kvcache_suite (void)
   tcase_add_test (memory, test_truncate_drops_positions_from_n_on);
   tcase_add_test (memory, test_bytes_are_allocated_as_the_cache_fills);
   tcase_add_test (memory, test_bytes_never_exceed_the_capacity);
+  tcase_add_test (memory, test_truncate_keeps_blocks_and_release_gives_them_back);
   tcase_add_test (memory, test_allocation_failure_is_a_no_memory_error);
   suite_add_tcase (s, memory);
 

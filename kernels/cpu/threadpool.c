@@ -216,6 +216,12 @@ n_usable_cpus (void)
   return n > 0 ? (int) n : 1;
 }
 
+int
+llm_threadpool_default_threads (void)
+{
+  return n_usable_cpus ();
+}
+
 LlmThreadPool *
 llm_threadpool_new (int n_threads)
 {

@@ -15,6 +15,9 @@ typedef struct LlmThreadPool LlmThreadPool;
 /* @ith in [0, nth); the calling thread runs ith 0. */
 typedef void (*LlmTaskFn) (void *ctx, int ith, int nth);
 
+/* Threads "one per CPU" means: the CPUs this process may run on. */
+int llm_threadpool_default_threads (void);
+
 /* @n_threads <= 0 means one per online CPU. NULL if threads cannot start. */
 LlmThreadPool *llm_threadpool_new (int n_threads);
 void llm_threadpool_free (LlmThreadPool *pool);
