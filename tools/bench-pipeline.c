@@ -6,7 +6,6 @@
  * metas, events, thread hand-offs, stats). */
 #include "bench.h"
 
-#include <time.h>
 #include <gst/gst.h>
 #include <gst/app/gstappsink.h>
 #include <gst/app/gstappsrc.h>
@@ -18,19 +17,11 @@ typedef struct {
   GArray *arrivals;           /* double ms, one per token id */
 } Arrivals;
 
-static double
-now_ms (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 static GstFlowReturn
 on_sample (GstAppSink *sink, gpointer user_data)
 {
   Arrivals *a = user_data;
-  double t = now_ms ();
+  double t = bench_now_ms ();
   GstSample *sample = gst_app_sink_pull_sample (sink);
   if (sample == NULL)
     return GST_FLOW_EOS;
@@ -69,13 +60,6 @@ ensure_elements (GError **error)
   return TRUE;
 }
 
-static int
-cmp_double (gconstpointer a, gconstpointer b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
 gboolean
 bench_pipeline_run (const char *model_path, const gint32 *prompt, guint n_prompt, guint n_gen,
     int n_threads, LlmKvType kv_type, guint context_length, BenchPipelineResult *result,
@@ -111,7 +95,7 @@ bench_pipeline_run (const char *model_path, const gint32 *prompt, guint n_prompt
   /* NULL -> READY loads the model in this thread, before the clock starts. */
   if (gst_element_set_state (pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE)
     ok = FALSE;
-  double t_push = now_ms ();
+  double t_push = bench_now_ms ();
   if (ok) {
     gst_app_src_push_buffer (GST_APP_SRC (src), gst_llm_tokens_buffer_new (prompt, n_prompt));
     gst_app_src_end_of_stream (GST_APP_SRC (src));
@@ -150,17 +134,12 @@ bench_pipeline_run (const char *model_path, const gint32 *prompt, guint n_prompt
     result->ttft_ms = t[0] - t_push;
     result->pp_tokens_per_s = n_prompt / (result->ttft_ms / 1e3);
     if (n > 1) {
-      GArray *itl = g_array_sized_new (FALSE, FALSE, sizeof (double), n - 1);
-      for (guint i = 1; i < n; i++) {
-        double d = t[i] - t[i - 1];
-        g_array_append_val (itl, d);
-      }
+      g_autofree double *itl = g_new (double, n - 1);
+      for (guint i = 1; i < n; i++)
+        itl[i - 1] = t[i] - t[i - 1];
       result->itl_ms_mean = (t[n - 1] - t[0]) / (n - 1);
       result->tg_tokens_per_s = 1e3 / result->itl_ms_mean;
-      g_array_sort (itl, cmp_double);
-      guint rank = (guint) ((95 * (n - 1) + 99) / 100);
-      result->itl_ms_p95 = g_array_index (itl, double, rank > 0 ? rank - 1 : 0);
-      g_array_unref (itl);
+      result->itl_ms_p95 = bench_percentile (itl, n - 1, 95);
     } else {
       result->itl_ms_mean = result->itl_ms_p95 = result->tg_tokens_per_s = 0;
     }
