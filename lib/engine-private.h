@@ -15,6 +15,8 @@ struct _LlmEngine {
   LlmModel *model;
   LlmEngineOptions opts;
   LlmWorkers *workers;
+  LlmBackend *backend;
+  LlmWeights *weights;        /* prepared for the backend, shared per model */
   LlmForward *fwd;
   LlmKvPool *kv_pool;
 

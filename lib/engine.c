@@ -22,6 +22,7 @@ llm_engine_options_init (LlmEngineOptions *opts)
     .kv_full = LLM_KV_FULL_REFUSE,
     .max_prefill_chunk = DEFAULT_PREFILL_CHUNK,
     .max_batch_wait_us = 0,
+    .kernels = LLM_CPU_KERNELS_BEST,
   };
 }
 
@@ -51,8 +52,12 @@ llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
   if (workers == NULL)
     return NULL;
   o.n_threads = llm_workers_n_threads (workers);
-  LlmForward *fwd = llm_forward_new (model, o.n_threads, error);
+  LlmBackend *be = llm_backend_cpu_new (o.kernels, o.n_threads, error);
+  LlmWeights *weights = be ? llm_weights_get (model, be, error) : NULL;
+  LlmForward *fwd = weights ? llm_forward_new (model, be, weights, error) : NULL;
   if (fwd == NULL) {
+    llm_weights_unref (model, weights);
+    llm_backend_unref (be);
     llm_workers_unref (workers);
     return NULL;
   }
@@ -62,6 +67,8 @@ llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
   e->model = llm_model_ref (model);
   e->opts = o;
   e->workers = workers;
+  e->backend = be;
+  e->weights = weights;
   e->fwd = fwd;
   e->kv_pool = llm_kv_pool_new (o.kv_pool_bytes);
   g_mutex_init (&e->eval_lock);
@@ -76,8 +83,9 @@ llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
 static char *
 engine_key (LlmModel *model, const LlmEngineOptions *o)
 {
-  return g_strdup_printf ("%p/%d/%" G_GSIZE_FORMAT "/%d/%u/%u", (void *) model, o->n_threads,
-      o->kv_pool_bytes, (int) o->kv_full, o->max_prefill_chunk, o->max_batch_wait_us);
+  return g_strdup_printf ("%p/%d/%" G_GSIZE_FORMAT "/%d/%u/%u/%d", (void *) model,
+      o->n_threads, o->kv_pool_bytes, (int) o->kv_full, o->max_prefill_chunk,
+      o->max_batch_wait_us, (int) o->kernels);
 }
 
 LlmEngine *
@@ -133,6 +141,8 @@ llm_engine_unref (LlmEngine *e)
   }
   g_warn_if_fail (e->seqs == NULL);
   llm_forward_free (e->fwd);
+  llm_weights_unref (e->model, e->weights);
+  llm_backend_unref (e->backend);
   llm_workers_unref (e->workers);
   llm_kv_pool_unref (e->kv_pool);
   llm_model_unref (e->model);
@@ -153,6 +163,12 @@ const LlmEngineOptions *
 llm_engine_options (const LlmEngine *e)
 {
   return &e->opts;
+}
+
+const char *
+llm_engine_backend_name (const LlmEngine *e)
+{
+  return e->backend->ops->weights_key (e->backend);
 }
 
 int
@@ -348,7 +364,8 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
 
     GError *err = NULL;
     LlmThreadPool *pool = llm_workers_lock (e->workers);
-    ok = llm_forward_chunk (e->fwd, pool, chunk, n_rows, pieces, n_pieces, &err);
+    ok = llm_forward_chunk (e->fwd, llm_backend_cpu_queue (pool), chunk, n_rows, pieces,
+        n_pieces, &err);
     llm_workers_unlock (e->workers);
     for (guint p = 0; p < n_pieces; p++) {
       LlmEvalSegment *seg = &segs[piece_seg[p]];

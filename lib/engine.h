@@ -19,6 +19,7 @@
 #include <glib.h>
 #include "model.h"
 #include "kvcache.h"
+#include "backend.h"
 
 G_BEGIN_DECLS
 
@@ -50,6 +51,7 @@ typedef struct {
   LlmKvFullPolicy kv_full;
   guint max_prefill_chunk;    /* prompt rows per shared forward; 0: 128 */
   guint max_batch_wait_us;    /* how long a lone step waits for company; 0 */
+  LlmCpuKernelChoice kernels; /* BEST; tests pick SCALAR for the reference */
 } LlmEngineOptions;
 
 void llm_engine_options_init (LlmEngineOptions *opts);
@@ -69,6 +71,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmEngine, llm_engine_unref)
 LlmModel *llm_engine_model (const LlmEngine *e);
 const LlmEngineOptions *llm_engine_options (const LlmEngine *e);
 int llm_engine_n_threads (const LlmEngine *e);
+/* The backend and its kernels, e.g. "cpu/avx512". */
+const char *llm_engine_backend_name (const LlmEngine *e);
 /* KV bytes held by all of the engine's sequences now. */
 gsize llm_engine_kv_bytes (const LlmEngine *e);
 
@@ -81,6 +85,9 @@ LlmSeq *llm_seq_new (LlmEngine *e, const LlmKvConfig *kv, GError **error);
  * (tests and tools that run one stream); freeing it frees the engine. */
 LlmSeq *llm_seq_new_standalone (LlmModel *model, const LlmKvConfig *kv, int n_threads,
     GError **error);
+/* The same with every engine option (@opts NULL: the defaults). */
+LlmSeq *llm_seq_new_standalone_with (LlmModel *model, const LlmKvConfig *kv,
+    const LlmEngineOptions *opts, GError **error);
 void llm_seq_free (LlmSeq *seq);
 LlmEngine *llm_seq_engine (const LlmSeq *seq);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmSeq, llm_seq_free)

@@ -336,10 +336,11 @@ slice_ptr (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, guint h)
 }
 
 static void
-row_store (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, const float *src)
+row_store (const LlmKvCache *kv, const LlmCpuKernels *kern, guint8 *const *blocks,
+    guint32 pos, const float *src)
 {
   for (guint h = 0; h < kv->n_slices; h++)
-    llm_attn_row_store (kv->attn_type, src + h * kv->slice_n, slice_ptr (kv, blocks, pos, h),
+    llm_attn_row_store (kern, kv->attn_type, src + h * kv->slice_n, slice_ptr (kv, blocks, pos, h),
         kv->slice_n);
 }
 
@@ -473,7 +474,9 @@ evict (LlmKvCache *kv, guint32 count)
         row_load (kv, layer->k, src, kv->shift_row);
         llm_rope (kv->shift_row, kv->n_head_kv, kv->head_dim, kv->rope.n_rot,
             -(int64_t) count, kv->rope.freq_base, kv->rope.freq_scale, kv->rope.neox);
-        row_store (kv, layer->k, dst, kv->shift_row);
+        /* The reference store: every kernel set stores the same bytes,
+         * and an eviction has no backend at hand. */
+        row_store (kv, llm_cpu_kernels (LLM_CPU_ISA_SCALAR), layer->k, dst, kv->shift_row);
       } else {
         row_copy (kv, layer->k, dst, src);
       }
@@ -530,15 +533,16 @@ llm_kv_cache_reserve (LlmKvCache *kv, guint32 n_new, GError **error)
 }
 
 void
-llm_kv_cache_write (LlmKvCache *kv, guint layer, guint32 pos, const float *k, const float *v)
+llm_kv_cache_write (LlmKvCache *kv, const LlmCpuKernels *kern, guint layer, guint32 pos,
+    const float *k, const float *v)
 {
   g_return_if_fail (kv != NULL && k != NULL && v != NULL);
   g_return_if_fail (layer < kv->n_layers);
   g_return_if_fail (pos >= kv->n && pos - kv->n < kv->n_reserved);
 
   KvLayer *l = &kv->layers[layer];
-  row_store (kv, l->k, pos, k);
-  row_store (kv, l->v, pos, v);
+  row_store (kv, kern, l->k, pos, k);
+  row_store (kv, kern, l->v, pos, v);
 }
 
 void
@@ -599,7 +603,8 @@ attn_rows (const LlmKvCache *kv, guint layer, guint kv_head, LlmAttnRows *k, Llm
 }
 
 void
-llm_kv_cache_attend_batch (const LlmKvCache *kv, guint layer, guint kv_head,
+llm_kv_cache_attend_batch (const LlmKvCache *kv, const LlmCpuKernels *kern, guint layer,
+    guint kv_head,
     const LlmAttnQuery *queries, guint n_q, float scale, float *scratch)
 {
   g_return_if_fail (kv != NULL && (queries != NULL || n_q == 0) && scratch != NULL);
@@ -610,11 +615,12 @@ llm_kv_cache_attend_batch (const LlmKvCache *kv, guint layer, guint kv_head,
 
   LlmAttnRows k, v;
   const gsize offset = attn_rows (kv, layer, kv_head, &k, &v);
-  llm_attention_batch (&k, &v, offset, kv->head_dim, queries, n_q, scale, scratch);
+  llm_attention_batch (kern, &k, &v, offset, kv->head_dim, queries, n_q, scale, scratch);
 }
 
 void
-llm_kv_cache_attend (const LlmKvCache *kv, guint layer, guint head, guint n_head,
+llm_kv_cache_attend (const LlmKvCache *kv, const LlmCpuKernels *kern, guint layer,
+    guint head, guint n_head,
     const float *q, guint32 n_kv, float scale, float *out, float *scratch)
 {
   g_return_if_fail (kv != NULL && q != NULL && out != NULL && scratch != NULL);
@@ -626,7 +632,7 @@ llm_kv_cache_attend (const LlmKvCache *kv, guint layer, guint head, guint n_head
   const guint kv_head = head / (n_head / kv->n_head_kv);
   LlmAttnRows k, v;
   const gsize offset = attn_rows (kv, layer, kv_head, &k, &v);
-  llm_attention_head (&k, &v, offset, kv->head_dim, q, n_kv, scale, out, scratch);
+  llm_attention_head (kern, &k, &v, offset, kv->head_dim, q, n_kv, scale, out, scratch);
 }
 
 void

@@ -85,7 +85,7 @@ gboolean llm_kv_cache_reserve (LlmKvCache *kv, guint32 n_new, GError **error);
 /* Stores the key and value rows (n_head_kv * head_dim floats each; the key
  * already rotated for @pos) of cache position @pos (reserved, not yet
  * committed) in @layer. Threads may write different (layer, pos) at once. */
-void llm_kv_cache_write (LlmKvCache *kv, guint layer, guint32 pos,
+void llm_kv_cache_write (LlmKvCache *kv, const LlmCpuKernels *kern, guint layer, guint32 pos,
     const float *k, const float *v);
 
 /* Copies the key and value rows of cache position @pos (< n + reserved) of
@@ -103,7 +103,7 @@ void llm_kv_cache_commit (LlmKvCache *kv, guint32 n);
  * for the KV head serving query head @head (GQA: head / (n_head / n_head_kv)).
  * @scratch holds at least llm_kv_cache_scratch_floats(n_kv) floats; each
  * thread passes its own. */
-void llm_kv_cache_attend (const LlmKvCache *kv, guint layer, guint head, guint n_head,
+void llm_kv_cache_attend (const LlmKvCache *kv, const LlmCpuKernels *kern, guint layer, guint head, guint n_head,
     const float *q, guint32 n_kv, float scale, float *out, float *scratch);
 gsize llm_kv_cache_scratch_floats (const LlmKvCache *kv, guint32 n_kv);
 
@@ -113,7 +113,7 @@ gsize llm_kv_cache_scratch_floats (const LlmKvCache *kv, guint32 n_kv);
  * output is what llm_kv_cache_attend gives, bit for bit, but the rows are
  * read once per few queries. @scratch holds at least
  * llm_kv_cache_batch_scratch_floats (max n_kv, n_q) floats. */
-void llm_kv_cache_attend_batch (const LlmKvCache *kv, guint layer, guint kv_head,
+void llm_kv_cache_attend_batch (const LlmKvCache *kv, const LlmCpuKernels *kern, guint layer, guint kv_head,
     const LlmAttnQuery *queries, guint n_q, float scale, float *scratch);
 gsize llm_kv_cache_batch_scratch_floats (const LlmKvCache *kv, guint32 n_kv, guint n_q);
 

@@ -302,6 +302,7 @@ load_path (const char *path, GError **error)
 {
   LlmModel *m = g_new0 (LlmModel, 1);
   m->ref_count = 1;
+  g_mutex_init (&m->prepared_lock);
   m->path = g_strdup (path);
   m->device = g_strdup ("cpu");
   m->gguf = llm_gguf_open (path, error);
@@ -407,6 +408,9 @@ llm_model_unref (LlmModel *m)
   } else if (!g_atomic_int_dec_and_test (&m->ref_count)) {
     return;
   }
+  /* Every engine holds the model, and drops its prepared weights first. */
+  g_warn_if_fail (m->prepared == NULL);
+  g_mutex_clear (&m->prepared_lock);
   g_free (m->layers);
   llm_tokenizer_free (m->tokenizer);
   llm_gguf_free (m->gguf);

@@ -64,6 +64,8 @@ typedef struct {
   const LlmGgufTensor *tok_embd, *output_norm, *output;  /* output = tok_embd when tied */
   LlmLayer *layers;           /* [hp.n_layer] */
   gsize weight_bytes;         /* bytes read per token by a decode step */
+  GMutex prepared_lock;       /* private: the weights prepared per backend */
+  GSList *prepared;           /* private, under prepared_lock */
 } LlmModel;
 
 /* Returns the model for (@path, @device), loading it on first use; every

@@ -26,13 +26,20 @@ llm_seq_new (LlmEngine *e, const LlmKvConfig *kvc, GError **error)
 }
 
 LlmSeq *
+llm_seq_new_standalone_with (LlmModel *model, const LlmKvConfig *kv,
+    const LlmEngineOptions *opts, GError **error)
+{
+  g_autoptr (LlmEngine) e = llm_engine_new (model, opts, error);
+  return e ? llm_seq_new (e, kv, error) : NULL;
+}
+
+LlmSeq *
 llm_seq_new_standalone (LlmModel *model, const LlmKvConfig *kv, int n_threads, GError **error)
 {
   LlmEngineOptions opts;
   llm_engine_options_init (&opts);
   opts.n_threads = n_threads;
-  g_autoptr (LlmEngine) e = llm_engine_new (model, &opts, error);
-  return e ? llm_seq_new (e, kv, error) : NULL;
+  return llm_seq_new_standalone_with (model, kv, &opts, error);
 }
 
 void

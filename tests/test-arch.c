@@ -185,11 +185,15 @@ step_distance (const float *logits, const float *ref, guint n)
 }
 
 static Agreement
-compare (LlmModel *m, const Golden *g)
+compare (LlmModel *m, const Golden *g, gboolean reference)
 {
   LlmKvConfig kv = { .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
+  LlmEngineOptions eo;
+  llm_engine_options_init (&eo);
+  eo.n_threads = 2;
+  eo.kernels = reference ? LLM_CPU_KERNELS_SCALAR : LLM_CPU_KERNELS_BEST;
   g_autoptr (GError) error = NULL;
-  g_autoptr (LlmSeq) ctx = llm_seq_new_standalone (m, &kv, 2, &error);
+  g_autoptr (LlmSeq) ctx = llm_seq_new_standalone_with (m, &kv, &eo, &error);
   ck_assert_msg (ctx != NULL, "%s", error ? error->message : "");
   ck_assert_uint_eq (m->hp.n_vocab, g->n_vocab);
 
@@ -358,12 +362,10 @@ run_case (guint i, gboolean reference)
   ck_assert_uint_eq (m->layers[m->hp.n_layer - 1].w_down->type, c->down_type);
 
   double tol = reference ? c->ref_tol : c->tol;
-  llm_kernels_force_reference (reference);
-  Agreement a = compare (m, &g);
-  llm_kernels_force_reference (FALSE);
+  Agreement a = compare (m, &g, reference);
   g_print ("arch %s [%s kernels]: max |dlogp| %.3g at step %u (tolerance %g); greedy "
       "mismatches %u; our smallest margin %.3f\n", c->name,
-      reference ? "scalar" : llm_kernels_active (), a.worst, a.worst_step, tol,
+      llm_cpu_isa_name (reference ? LLM_CPU_ISA_SCALAR : llm_cpu_isa_best ()), a.worst, a.worst_step, tol,
       a.greedy_mismatches, a.min_margin);
   ck_assert_msg (a.greedy_mismatches == 0, "%s: greedy id differs from llama.cpp's at step %u",
       c->name, a.first_mismatch);
@@ -401,7 +403,7 @@ feature_matters (guint i, const Rewrite *r, const char *what, double at_least)
 
   g_autoptr (LlmModel) m = llm_model_load (path, &error);
   ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-  Agreement a = compare (m, &g);
+  Agreement a = compare (m, &g, FALSE);
   g_print ("arch %s %s: max |dlogp| %.3g at step %u, greedy mismatches %u (first at %d)\n",
       c->name, what, a.worst, a.worst_step, a.greedy_mismatches,
       a.first_mismatch == G_MAXUINT ? -1 : (int) a.first_mismatch);

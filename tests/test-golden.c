@@ -190,20 +190,24 @@ argmax (const float *x, guint n)
 }
 
 static LlmSeq *
-new_context (LlmModel *m, LlmKvType kv_type)
+new_context (LlmModel *m, LlmKvType kv_type, gboolean reference)
 {
   LlmKvConfig kv = { .type = kv_type, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
+  LlmEngineOptions eo;
+  llm_engine_options_init (&eo);
+  eo.n_threads = 1;
+  eo.kernels = reference ? LLM_CPU_KERNELS_SCALAR : LLM_CPU_KERNELS_BEST;
   g_autoptr (GError) error = NULL;
-  LlmSeq *ctx = llm_seq_new_standalone (m, &kv, 1, &error);
+  LlmSeq *ctx = llm_seq_new_standalone_with (m, &kv, &eo, &error);
   ck_assert_msg (ctx != NULL, "%s", error ? error->message : "");
   return ctx;
 }
 
 /* Teacher-forced comparison of every step; returns the largest difference. */
 static double
-compare_case (const GoldenCase *c, const Golden *g, LlmModel *m, double tol)
+compare_case (const GoldenCase *c, const Golden *g, LlmModel *m, gboolean reference, double tol)
 {
-  g_autoptr (LlmSeq) ctx = new_context (m, c->kv);
+  g_autoptr (LlmSeq) ctx = new_context (m, c->kv, reference);
   g_autoptr (GError) error = NULL;
   g_autofree float *logits = g_new (float, g->n_vocab);
   const float *steps = g_bytes_get_data (g->steps, NULL);
@@ -238,7 +242,7 @@ compare_case (const GoldenCase *c, const Golden *g, LlmModel *m, double tol)
           argmax (logits, g->n_vocab), g_array_index (g->greedy_ids, gint32, s), margin);
   }
   g_print ("golden %s [%s kernels]: max |dlogit| %.3g at step %u (tolerance %g)\n", c->name,
-      llm_kernels_active (), worst, worst_step, tol);
+      llm_engine_backend_name (llm_seq_engine (ctx)), worst, worst_step, tol);
   return worst;
 }
 
@@ -263,9 +267,7 @@ run_case (guint i, gboolean reference)
   ck_assert_mem_eq (ids->data, g.prompt_ids->data, ids->len * sizeof (gint32));
 
   /* (2), (3) logits and greedy ids, teacher-forced */
-  llm_kernels_force_reference (reference);
-  compare_case (c, &g, m, reference ? c->ref_tol : c->tol);
-  llm_kernels_force_reference (FALSE);
+  compare_case (c, &g, m, reference, reference ? c->ref_tol : c->tol);
   golden_clear (&g);
 }
 

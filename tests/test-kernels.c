@@ -66,12 +66,22 @@ now_s (void)
   return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
 }
 
+/* The kernels the calls below run: the fastest this CPU has, or the
+ * scalar reference that every fast one must agree with. */
+static const LlmCpuKernels *kern;
+
+static void
+use_reference (bool reference)
+{
+  kern = reference ? llm_cpu_kernels (LLM_CPU_ISA_SCALAR) : llm_cpu_kernels_best ();
+}
+
 static bool
 have_avx2 (void)
 {
-  llm_kernels_force_reference (false);
+  use_reference (false);
   /* "avx2" or "avx512" (which has AVX2 too). */
-  return strcmp (llm_kernels_active (), "scalar") != 0;
+  return llm_cpu_kernels_isa (kern) != LLM_CPU_ISA_SCALAR;
 }
 
 #define assert_close(got, want, tol) \
@@ -689,12 +699,12 @@ START_TEST (test_q8_0_dot_of_two_known_blocks)
     x.qs[j] = 2;
   }
   for (int pass = 0; pass < 2; pass++) {
-    llm_kernels_force_reference (pass == 0);
+    use_reference (pass == 0);
     float y = 0.0f;
-    llm_matvec (LLM_TYPE_Q8_0, &w, sizeof w, 32, 0, 1, &x, &y);
-    ck_assert_msg (y == -4.0f, "%s: %g", llm_kernels_active (), y);
+    llm_matvec (kern, LLM_TYPE_Q8_0, &w, sizeof w, 32, 0, 1, &x, &y);
+    ck_assert_msg (y == -4.0f, "%s: %g", llm_cpu_kernels_name (kern), y);
   }
-  llm_kernels_force_reference (false);
+  use_reference (false);
 }
 END_TEST
 
@@ -713,12 +723,12 @@ START_TEST (test_q4_0_dot_of_two_known_blocks)
     x.qs[j + 16] = 3;
   }
   for (int pass = 0; pass < 2; pass++) {
-    llm_kernels_force_reference (pass == 0);
+    use_reference (pass == 0);
     float y = 0.0f;
-    llm_matvec (LLM_TYPE_Q4_0, &w, sizeof w, 32, 0, 1, &x, &y);
-    ck_assert_msg (y == -32.0f, "%s: %g", llm_kernels_active (), y);
+    llm_matvec (kern, LLM_TYPE_Q4_0, &w, sizeof w, 32, 0, 1, &x, &y);
+    ck_assert_msg (y == -32.0f, "%s: %g", llm_cpu_kernels_name (kern), y);
   }
-  llm_kernels_force_reference (false);
+  use_reference (false);
 }
 END_TEST
 
@@ -730,14 +740,14 @@ START_TEST (test_f16_activations_are_rounded_to_half_first)
   const float x = 1.0f + 1.0f / 4096.0f;
   uint16_t xq;
   ck_assert_uint_eq (llm_matmul_act_bytes (LLM_TYPE_F16, 1), 2);
-  llm_matmul_convert (LLM_TYPE_F16, &x, 1, &xq);
+  llm_matmul_convert (kern, LLM_TYPE_F16, &x, 1, &xq);
   for (int pass = 0; pass < 2; pass++) {
-    llm_kernels_force_reference (pass == 0);
+    use_reference (pass == 0);
     float y = 0.0f;
-    llm_matvec (LLM_TYPE_F16, &w, 2, 1, 0, 1, &xq, &y);
+    llm_matvec (kern, LLM_TYPE_F16, &w, 2, 1, 0, 1, &xq, &y);
     ck_assert (y == 1.0f);
   }
-  llm_kernels_force_reference (false);
+  use_reference (false);
 }
 END_TEST
 
@@ -797,13 +807,13 @@ check_integer_dot (uint32_t wtype, size_t n, const void *w, size_t row_bytes, si
     for (int pass = 0; pass < 2; pass++) {
       if (pass == 1 && !have_avx2 ())
         break;
-      llm_kernels_force_reference (pass == 0);
-      llm_matvec (wtype, w, row_bytes, n, r, r + 1, xq, y);
+      use_reference (pass == 0);
+      llm_matvec (kern, wtype, w, row_bytes, n, r, r + 1, xq, y);
       ck_assert_msg (y[0] == (float) want, "%s %s n=%zu row %zu: %.1f, want %.1f",
-          llm_type_name (wtype), llm_kernels_active (), n, r, y[0], want);
+          llm_type_name (wtype), llm_cpu_kernels_name (kern), n, r, y[0], want);
     }
   }
-  llm_kernels_force_reference (false);
+  use_reference (false);
   g_free (wf);
   g_free (y);
 }
@@ -982,16 +992,16 @@ compare_with_reference (uint32_t wtype, size_t n, size_t rows, guint64 seed)
   float *x = g_new (float, n);
   fill_random (x, n, 2.0f);
   void *xq = g_malloc (llm_matmul_act_bytes (wtype, n));
-  llm_matmul_convert (wtype, x, n, xq);
+  llm_matmul_convert (kern, wtype, x, n, xq);
 
   float *xf = g_new (float, n), *wf = g_new (float, n);
   expand_activations (wtype, xq, n, xf);
   float *y_ref = g_new (float, rows), *y_fast = g_new (float, rows);
 
-  llm_kernels_force_reference (true);
-  llm_matvec (wtype, w, row_bytes, n, 0, rows, xq, y_ref);
-  llm_kernels_force_reference (false);
-  llm_matvec (wtype, w, row_bytes, n, 0, rows, xq, y_fast);
+  use_reference (true);
+  llm_matvec (kern, wtype, w, row_bytes, n, 0, rows, xq, y_ref);
+  use_reference (false);
+  llm_matvec (kern, wtype, w, row_bytes, n, 0, rows, xq, y_fast);
 
   for (size_t r = 0; r < rows; r++) {
     llm_dequantize_row (wtype, w, row_bytes, n, r, wf);
@@ -1108,22 +1118,22 @@ check_matmul_against_matvec (uint32_t wtype, size_t n, size_t rows, size_t r0, s
   float *x = g_new (float, n);
   for (size_t k = 0; k < n_tok; k++) {
     fill_random (x, n, 1.0f);
-    llm_matmul_convert (wtype, x, n, xq + k * stride);
+    llm_matmul_convert (kern, wtype, x, n, xq + k * stride);
   }
   float *y = g_new (float, n_tok * ldy);
   float *yv = g_new (float, rows), *yr = g_new (float, rows);
   float *wf = g_new (float, n), *xf = g_new (float, n);
   for (int pass = 0; pass < 2; pass++) {
     const gboolean reference = pass == 0;
-    llm_kernels_force_reference (reference);
+    use_reference (reference);
     for (size_t i = 0; i < n_tok * ldy; i++)
       y[i] = -12345.0f;
-    llm_matmul (wtype, w, row_bytes, n, r0, rows, xq, stride, n_tok, y, ldy);
+    llm_matmul (kern, wtype, w, row_bytes, n, r0, rows, xq, stride, n_tok, y, ldy);
     for (size_t k = 0; k < n_tok; k++) {
-      llm_matvec (wtype, w, row_bytes, n, r0, rows, xq + k * stride, yv);
-      llm_kernels_force_reference (true);
-      llm_matvec (wtype, w, row_bytes, n, r0, rows, xq + k * stride, yr);
-      llm_kernels_force_reference (reference);
+      llm_matvec (kern, wtype, w, row_bytes, n, r0, rows, xq + k * stride, yv);
+      use_reference (true);
+      llm_matvec (kern, wtype, w, row_bytes, n, r0, rows, xq + k * stride, yr);
+      use_reference (reference);
       expand_activations (wtype, xq + k * stride, n, xf);
       for (size_t r = 0; r < ldy; r++) {
         const float got = y[k * ldy + r];
@@ -1151,7 +1161,7 @@ check_matmul_against_matvec (uint32_t wtype, size_t n, size_t rows, size_t r0, s
       }
     }
   }
-  llm_kernels_force_reference (false);
+  use_reference (false);
   g_free (w);
   g_free (xq);
   g_free (x);
@@ -1219,10 +1229,10 @@ START_TEST (test_avx2_conversions_match_scalar_bytes)
     for (size_t k = 0; k < G_N_ELEMENTS (widths); k++) {
       const size_t bytes = llm_matmul_act_bytes (types[t], widths[k]);
       uint8_t *ref = g_malloc0 (bytes), *fast = g_malloc0 (bytes);
-      llm_kernels_force_reference (true);
-      llm_matmul_convert (types[t], x, widths[k], ref);
-      llm_kernels_force_reference (false);
-      llm_matmul_convert (types[t], x, widths[k], fast);
+      use_reference (true);
+      llm_matmul_convert (kern, types[t], x, widths[k], ref);
+      use_reference (false);
+      llm_matmul_convert (kern, types[t], x, widths[k], fast);
       for (size_t i = 0; i < bytes; i++)
         ck_assert_msg (ref[i] == fast[i], "%s n=%zu: byte %zu is %u, scalar %u",
             llm_type_name (types[t]), widths[k], i, fast[i], ref[i]);
@@ -1309,15 +1319,15 @@ START_TEST (test_activation_blocks_give_ggml_x86_bytes)
     const size_t stride = llm_matmul_act_bytes (gg_types[t], GG_N);
     g_autofree uint8_t *got = g_malloc (stride * GG_TOKENS);
     for (int pass = 0; pass < 2; pass++) {
-      llm_kernels_force_reference (pass == 0);
+      use_reference (pass == 0);
       for (size_t k = 0; k < GG_TOKENS; k++)
-        llm_matmul_convert (gg_types[t], x + k * GG_N, GG_N, got + k * stride);
+        llm_matmul_convert (kern, gg_types[t], x + k * GG_N, GG_N, got + k * stride);
       g_autofree char *what = g_strdup_printf ("%s activations (%s)",
-          llm_type_name (gg_types[t]), llm_kernels_active ());
+          llm_type_name (gg_types[t]), llm_cpu_kernels_name (kern));
       assert_same_bytes (got, want, what);
     }
   }
-  llm_kernels_force_reference (false);
+  use_reference (false);
 }
 END_TEST
 
@@ -1343,17 +1353,17 @@ START_TEST (test_q4_1_q5_0_q5_1_dots_equal_llama_cpp)
       const gboolean reference = pass == 0;
       if (!reference && !have_avx2 ())
         break;
-      llm_kernels_force_reference (reference);
-      llm_matmul (type, w, row_bytes, GG_N, 0, GG_ROWS, xq, stride, GG_TOKENS, y, GG_ROWS);
+      use_reference (reference);
+      llm_matmul (kern, type, w, row_bytes, GG_N, 0, GG_ROWS, xq, stride, GG_TOKENS, y, GG_ROWS);
       for (size_t k = 0; k < GG_TOKENS; k++) {
-        llm_matvec (type, w, row_bytes, GG_N, 0, GG_ROWS, xq + k * stride, yv);
+        llm_matvec (kern, type, w, row_bytes, GG_N, 0, GG_ROWS, xq + k * stride, yv);
         expand_activations (type, xq + k * stride, GG_N, xf);
         for (size_t r = 0; r < GG_ROWS; r++) {
           const float ref = want[r * GG_TOKENS + k];
           if (!reference) {
             ck_assert_msg (yv[r] == ref && y[k * GG_ROWS + r] == ref,
                 "%s row %zu token %zu [%s]: matvec %.9g, matmul %.9g, llama.cpp %.9g",
-                llm_type_name (type), r, k, llm_kernels_active (), yv[r], y[k * GG_ROWS + r],
+                llm_type_name (type), r, k, llm_cpu_kernels_name (kern), yv[r], y[k * GG_ROWS + r],
                 ref);
             continue;
           }
@@ -1368,7 +1378,7 @@ START_TEST (test_q4_1_q5_0_q5_1_dots_equal_llama_cpp)
       }
     }
   }
-  llm_kernels_force_reference (false);
+  use_reference (false);
 }
 END_TEST
 
@@ -1388,7 +1398,7 @@ shared_matmul_task (void *data, int ith, int nth)
   SharedMatmul *m = data;
   (void) ith;
   (void) nth;
-  llm_matmul_shared (m->wtype, m->w, m->row_bytes, m->n, 0, m->rows, m->xq, m->stride, m->n_tok,
+  llm_matmul_shared (kern, m->wtype, m->w, m->row_bytes, m->n, 0, m->rows, m->xq, m->stride, m->n_tok,
       m->y, m->rows, &m->next, 8);
 }
 
@@ -1413,14 +1423,14 @@ START_TEST (test_matmul_shared_by_threads_equals_one_thread)
     float *x = g_new (float, n);
     for (size_t k = 0; k < n_tok; k++) {
       fill_random (x, n, 1.0f);
-      llm_matmul_convert (types[t], x, n, xq + k * m.stride);
+      llm_matmul_convert (kern, types[t], x, n, xq + k * m.stride);
     }
     m.xq = xq;
     float *want = g_new (float, rows * n_tok);
     m.y = g_new (float, rows * n_tok);
     for (size_t i = 0; i < rows * n_tok; i++)
       m.y[i] = -12345.0f;
-    llm_matmul (types[t], w, row_bytes, n, 0, rows, xq, m.stride, n_tok, want, rows);
+    llm_matmul (kern, types[t], w, row_bytes, n, 0, rows, xq, m.stride, n_tok, want, rows);
     atomic_init (&m.next, 0);
     llm_threadpool_run (pool, shared_matmul_task, &m);
     ck_assert_msg (memcmp (want, m.y, rows * n_tok * sizeof (float)) == 0, "%s",
@@ -1578,19 +1588,19 @@ START_TEST (test_matvec_throughput_report)
     float *x = g_new (float, n), *y = g_new (float, rows);
     fill_random (x, n, 1.0f);
     void *xq = g_malloc (llm_matmul_act_bytes (types[t], n));
-    llm_matmul_convert (types[t], x, n, xq);
+    llm_matmul_convert (kern, types[t], x, n, xq);
     for (int pass = 0; pass < 2; pass++) {
-      llm_kernels_force_reference (pass == 0);
+      use_reference (pass == 0);
       int iters = 0;
       const double t0 = now_s ();
       double el;
       do {
-        llm_matvec (types[t], w, row_bytes, n, 0, rows, xq, y);
+        llm_matvec (kern, types[t], w, row_bytes, n, 0, rows, xq, y);
         iters++;
         el = now_s () - t0;
       } while (el < 0.3);
       g_print ("matvec %4s %-6s 1024x2816: %7.3f ms, %6.2f GB/s of weights\n",
-          llm_type_name (types[t]), llm_kernels_active (), el / iters * 1e3,
+          llm_type_name (types[t]), llm_cpu_kernels_name (kern), el / iters * 1e3,
           (double) (rows * row_bytes) * iters / el / 1e9);
     }
 
@@ -1604,16 +1614,16 @@ START_TEST (test_matvec_throughput_report)
     const double t0 = now_s ();
     double el;
     do {
-      llm_matmul (types[t], w, row_bytes, n, 0, rows, xs, stride, n_tok, ys, rows);
+      llm_matmul (kern, types[t], w, row_bytes, n, 0, rows, xs, stride, n_tok, ys, rows);
       iters++;
       el = now_s () - t0;
     } while (el < 0.3);
     g_print ("matmul %4s %-6s 1024x2816 x 64 tokens: %7.3f ms, %6.2f GMAC/s\n",
-        llm_type_name (types[t]), llm_kernels_active (), el / iters * 1e3,
+        llm_type_name (types[t]), llm_cpu_kernels_name (kern), el / iters * 1e3,
         (double) rows * n * n_tok * iters / el / 1e9);
     g_free (xs);
     g_free (ys);
-    llm_kernels_force_reference (false);
+    use_reference (false);
     g_free (w);
     g_free (x);
     g_free (y);
@@ -1625,6 +1635,7 @@ END_TEST
 static Suite *
 kernels_suite (void)
 {
+  use_reference (false);
   Suite *s = suite_create ("kernels");
 
   TCase *ops = tcase_create ("ops");

@@ -11,6 +11,10 @@
 #include "cpu/ops.h"
 #include "cpu/matmul.h"
 
+/* The kernels under test and the reference they must equal. */
+#define FAST llm_cpu_kernels_best ()
+#define SCALAR llm_cpu_kernels (LLM_CPU_ISA_SCALAR)
+
 /* --- helpers --- */
 
 static LlmKvCache *
@@ -47,7 +51,7 @@ append (LlmKvCache *kv, guint n_layers, gsize row_n, const float *k, const float
       error ? error->message : "?");
   const guint32 pos = llm_kv_cache_n (kv);
   for (guint l = 0; l < n_layers; l++)
-    llm_kv_cache_write (kv, l, pos, k + l * row_n, v + l * row_n);
+    llm_kv_cache_write (kv, FAST, l, pos, k + l * row_n, v + l * row_n);
   llm_kv_cache_commit (kv, 1);
   return pos;
 }
@@ -288,7 +292,7 @@ START_TEST (test_f32_attention_with_gqa_matches_double_precision)
   for (guint i = 0; i < G_N_ELEMENTS (n_kvs); i++) {
     for (guint h = 0; h < n_head; h++) {
       fill_random (rand, q, d, -2, 2);
-      llm_kv_cache_attend (kv, 0, h, n_head, q, n_kvs[i], scale, out, scratch);
+      llm_kv_cache_attend (kv, FAST, 0, h, n_head, q, n_kvs[i], scale, out, scratch);
       naive_attention (q, keys, values, row_n, h / 4 * d, d, n_kvs[i], scale, FALSE,
           want, absw);
       const double err = rel_error (out, want, d);
@@ -297,7 +301,7 @@ START_TEST (test_f32_attention_with_gqa_matches_double_precision)
   }
 
   /* One position: the output is that position's value row exactly. */
-  llm_kv_cache_attend (kv, 0, 7, n_head, q, 1, scale, out, scratch);
+  llm_kv_cache_attend (kv, FAST, 0, 7, n_head, q, 1, scale, out, scratch);
   ck_assert (memcmp (out, values + d, d * sizeof (float)) == 0);
 
   g_free (scratch);
@@ -321,9 +325,9 @@ START_TEST (test_mqa_heads_all_read_the_single_kv_head)
     append (kv, 1, d, keys + t * d, values + t * d);
   float scratch[5 + 2 * 32];
   ck_assert_uint_le (llm_kv_cache_scratch_floats (kv, 5), G_N_ELEMENTS (scratch));
-  llm_kv_cache_attend (kv, 0, 0, 6, q, 5, 0.3f, first, scratch);
+  llm_kv_cache_attend (kv, FAST, 0, 0, 6, q, 5, 0.3f, first, scratch);
   for (guint h = 1; h < 6; h++) {
-    llm_kv_cache_attend (kv, 0, h, 6, q, 5, 0.3f, out, scratch);
+    llm_kv_cache_attend (kv, FAST, 0, h, 6, q, 5, 0.3f, out, scratch);
     ck_assert (memcmp (out, first, sizeof out) == 0);
   }
   g_rand_free (rand);
@@ -346,14 +350,14 @@ START_TEST (test_causal_prefill_gives_each_query_its_own_prefix)
   ck_assert (llm_kv_cache_reserve (kv, n, NULL));
   for (guint32 t = 0; t < n; t++)
     for (guint l = 0; l < 2; l++)
-      llm_kv_cache_write (kv, l, t, keys + t * row_n, values + t * row_n);
+      llm_kv_cache_write (kv, FAST, l, t, keys + t * row_n, values + t * row_n);
   ck_assert_uint_eq (llm_kv_cache_n (kv), 0);
 
   float scratch[20 + 2 * 16];
   for (guint32 i = 0; i < n; i++) {
     fill_random (rand, q, n_head * d, -1, 1);
     for (guint h = 0; h < n_head; h++) {
-      llm_kv_cache_attend (kv, 1, h, n_head, q + h * d, i + 1, 0.25f, out, scratch);
+      llm_kv_cache_attend (kv, FAST, 1, h, n_head, q + h * d, i + 1, 0.25f, out, scratch);
       naive_attention (q + h * d, keys, values, row_n, h / 2 * d, d, i + 1, 0.25f, FALSE,
           want, absw);
       ck_assert_msg (rel_error (out, want, d) <= 1e-6, "query %u head %u", i, h);
@@ -392,7 +396,7 @@ START_TEST (test_f16_attention_rounds_like_llama_cpp)
   for (guint32 n_kv = 1; n_kv <= n; n_kv += 11) {
     for (guint h = 0; h < n_head; h++) {
       fill_random (rand, q, d, -3, 3);
-      llm_kv_cache_attend (kv, 0, h, n_head, q, n_kv, 0.125f, out, scratch);
+      llm_kv_cache_attend (kv, FAST, 0, h, n_head, q, n_kv, 0.125f, out, scratch);
       naive_attention (q, keys, values, row_n, h / 2 * d, d, n_kv, 0.125f, TRUE, want, absw);
       double mag = 0.0;
       for (guint i = 0; i < d; i++)
@@ -425,7 +429,7 @@ START_TEST (test_f16_probabilities_are_rounded_to_half_before_weighting)
     }
     for (int t = 0; t < 3; t++)
       append (kv, 1, 32, k, v);
-    llm_kv_cache_attend (kv, 0, 0, 1, q, 3, 1.0f, out, scratch);
+    llm_kv_cache_attend (kv, FAST, 0, 0, 1, q, 3, 1.0f, out, scratch);
     for (guint j = 0; j < 32; j++) {
       if (types[i] == LLM_KV_F16)
         ck_assert_float_eq (out[j], 0.999755859375f);
@@ -458,7 +462,7 @@ check_quantized_attention (LlmKvType type)
   float *scratch = g_new (float, llm_kv_cache_scratch_floats (kv, n));
   for (guint h = 0; h < n_head; h++) {
     fill_random (rand, q, d, -1, 1);
-    llm_kv_cache_attend (kv, 0, h, n_head, q, n, 0.11f, out, scratch);
+    llm_kv_cache_attend (kv, FAST, 0, h, n_head, q, n, 0.11f, out, scratch);
     naive_attention (q, keys, values, row_n, h / 2 * d, d, n, 0.11f, FALSE, want, absw);
     ck_assert_msg (rel_error (out, want, d) <= 1e-6, "%s head %u: %g",
         llm_kv_type_name (type), h, rel_error (out, want, d));
@@ -605,7 +609,7 @@ check_shift (LlmKvPolicy policy, guint32 sink, const LlmKvRope *rope)
     const guint32 pos = llm_kv_cache_n (kv);
     memcpy (k, raw[t], sizeof k);
     llm_rope (k, n_head_kv, d, rope->n_rot, pos, rope->freq_base, rope->freq_scale, rope->neox);
-    llm_kv_cache_write (kv, 0, pos, k, v);
+    llm_kv_cache_write (kv, FAST, 0, pos, k, v);
     llm_kv_cache_commit (kv, 1);
 
     const guint32 n = llm_kv_cache_n (kv);
@@ -685,7 +689,7 @@ START_TEST (test_truncate_drops_positions_from_n_on)
   }
   /* attention over 7 positions sees the new value, not the dropped ones */
   float q[32] = { 0 }, out[32], scratch[7 + 64];
-  llm_kv_cache_attend (kv, 0, 0, 1, q, 7, 1.0f, out, scratch);
+  llm_kv_cache_attend (kv, FAST, 0, 0, 1, q, 7, 1.0f, out, scratch);
   ck_assert_float_eq_tol (out[0], (0 + 1 + 2 + 3 + 4 + 5 + 100) / 7.0f, 1e-5f);
 
   /* truncating into an uncommitted reservation shrinks it */
@@ -820,16 +824,14 @@ START_TEST (test_fast_attention_equals_the_scalar_reference_bit_for_bit)
         for (guint j = 0; j < NQ; j++)
           queries[j] = (LlmAttnQuery) { q + j * d, fast + j * d, n_kvs[i] > 3 * j ? n_kvs[i] - 3 * j : 1 };
         for (guint kvh = 0; kvh < n_head_kv; kvh++) {
-          llm_kv_cache_attend_batch (kv, 0, kvh, queries, NQ, 0.125f, scratch);
-          llm_kernels_force_reference (TRUE);
+          llm_kv_cache_attend_batch (kv, FAST, 0, kvh, queries, NQ, 0.125f, scratch);
           for (guint j = 0; j < NQ; j++) {
-            llm_kv_cache_attend (kv, 0, kvh * (n_head / n_head_kv), n_head, q + j * d,
+            llm_kv_cache_attend (kv, SCALAR, 0, kvh * (n_head / n_head_kv), n_head, q + j * d,
                 queries[j].n_kv, 0.125f, ref, scratch);
             ck_assert_msg (memcmp (ref, fast + j * d, d * sizeof (float)) == 0,
                 "%s, head size %u, KV head %u, query %u over %u positions",
                 llm_kv_type_name (types[ti]), d, kvh, j, (guint) queries[j].n_kv);
           }
-          llm_kernels_force_reference (FALSE);
         }
       }
       g_free (scratch);

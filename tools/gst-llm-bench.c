@@ -19,6 +19,7 @@
 
 #include "bench.h"
 #include "engine.h"
+#include "cpu/isa.h"
 #include "ggml-type.h"
 #include "gguf.h"
 #include "kvcache.h"
@@ -527,7 +528,7 @@ json_begin (const LlmModel *m, const ModelInfo *info, const Setting *s)
   json_int (o, "weight_bytes_per_token", m->weight_bytes);
   json_int (o, "threads", s->threads);
   g_string_append (o, ", \"kernels\": ");
-  json_string (o, llm_kernels_active ());
+  json_string (o, llm_cpu_isa_name (llm_cpu_isa_best ()));
   g_string_append (o, ", \"kv_type\": ");
   json_string (o, llm_kv_type_name (s->kv_type));
   return o;
@@ -998,7 +999,7 @@ bench_main (const Options *opt)
     }
   }
   if (!o.json) {
-    g_print ("kernels: %s\n\n", llm_kernels_active ());
+    g_print ("kernels: %s\n\n", llm_cpu_isa_name (llm_cpu_isa_best ()));
     if (many)
       print_streams_header ();
     else

@@ -14,19 +14,14 @@
 #include "fp16.h"
 #include "matmul.h"
 #include "quantize.h"
+#include "kernels-table.h"
 #ifdef LLM_HAVE_AVX2
 #include "attention-avx2.h"
 #include "attention-avx512.h"
-
-/* The AVX2 kernels (attention-avx2.c) when the CPU has them and matmul's
- * kernels are not forced to the reference; they give the reference's
- * results bit for bit, so the choice changes speed only. */
-static bool
-use_avx2_cpu (void)
-{
-  return llm_kernels_use_avx2 ();
-}
 #endif
+
+/* The AVX2 and AVX-512 kernels give the reference's results bit for bit,
+ * so the table's instruction set changes speed only. */
 
 size_t
 llm_attn_row_bytes (LlmAttnType type, size_t n)
@@ -45,10 +40,11 @@ llm_attn_row_bytes (LlmAttnType type, size_t n)
 }
 
 void
-llm_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n)
+llm_attn_row_store (const LlmCpuKernels *kern, LlmAttnType type, const float *src, void *dst,
+    size_t n)
 {
 #ifdef LLM_HAVE_AVX2
-  if (use_avx2_cpu () && llm_avx2_attn_row_store (type, src, dst, n))
+  if (kern->isa >= LLM_CPU_ISA_AVX2 && llm_avx2_attn_row_store (type, src, dst, n))
     return;
 #endif
   switch (type) {
@@ -237,12 +233,12 @@ llm_attention_batch_scratch_floats (size_t n_kv, size_t head_dim, size_t n_q)
 }
 
 void
-llm_attention_batch (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+llm_attention_batch (const LlmCpuKernels *kern, const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale,
     float *scratch)
 {
 #ifdef LLM_HAVE_AVX512
-  if (llm_kernels_use_avx512 () && llm_avx512_attention_fits (k, v, offset, head_dim)) {
+  if (kern->isa >= LLM_CPU_ISA_AVX512 && llm_avx512_attention_fits (k, v, offset, head_dim)) {
     for (size_t i = 0; i < n_q; i += BATCH)
       llm_avx512_attention (k, v, offset, head_dim, queries + i,
           n_q - i < BATCH ? n_q - i : BATCH, scale, scratch);
@@ -250,7 +246,7 @@ llm_attention_batch (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
   }
 #endif
 #ifdef LLM_HAVE_AVX2
-  if (use_avx2_cpu () && llm_avx2_attention_fits (k, v, offset, head_dim)) {
+  if (kern->isa >= LLM_CPU_ISA_AVX2 && llm_avx2_attention_fits (k, v, offset, head_dim)) {
     for (size_t i = 0; i < n_q; i += AVX2_BATCH)
       llm_avx2_attention (k, v, offset, head_dim, queries + i,
           n_q - i < AVX2_BATCH ? n_q - i : AVX2_BATCH, scale, scratch);
@@ -263,12 +259,12 @@ llm_attention_batch (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
 }
 
 void
-llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+llm_attention_head (const LlmCpuKernels *kern, const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
     float *scratch)
 {
   /* One query: the AVX2 kernel needs n_kv + head_dim floats, within the
    * reference's n_kv + 2 * head_dim. */
   const LlmAttnQuery query = { q, out, n_kv };
-  llm_attention_batch (k, v, offset, head_dim, &query, 1, scale, scratch);
+  llm_attention_batch (kern, k, v, offset, head_dim, &query, 1, scale, scratch);
 }

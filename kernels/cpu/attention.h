@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Scaled dot-product attention of query heads over cached key and value
  * rows stored in F32, F16, Q8_0 or Q4_0: the scalar reference, and entry
- * points that use AVX2/F16C kernels when the CPU has them (bit-identical
- * to the reference). Rows are reached through a block table (paged), so
- * the cache never has to be contiguous. Pure C, no GLib. */
+ * points that run the AVX2/F16C or AVX-512 kernels of the LlmCpuKernels
+ * table they are given (bit-identical to the reference). Rows are reached
+ * through a block table (paged), so the cache never has to be contiguous. Pure C, no GLib. */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "matmul.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,7 +27,8 @@ size_t llm_attn_row_bytes (LlmAttnType type, size_t n);
 
 /* Stores @n floats as a row of @type at @dst (llm_attn_row_bytes (type, n)
  * bytes); for the block types @n is a multiple of 32. */
-void llm_attn_row_store (LlmAttnType type, const float *src, void *dst, size_t n);
+void llm_attn_row_store (const LlmCpuKernels *kern, LlmAttnType type, const float *src,
+    void *dst, size_t n);
 
 /* Reads values [@offset, @offset + @n) of a row of @type as floats. For the
  * block types the range need not be block-aligned. */
@@ -90,9 +93,9 @@ size_t llm_attention_scratch_floats (size_t n_kv, size_t head_dim);
  * holds llm_attention_scratch_floats (n_kv, head_dim) floats; nothing is
  * allocated. n_kv == 0 gives zeros. Uses the fast kernels when it can;
  * the result is the reference's bit for bit either way. */
-void llm_attention_head (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
-    size_t head_dim, const float *q, size_t n_kv, float scale, float *out,
-    float *scratch);
+void llm_attention_head (const LlmCpuKernels *kern, const LlmAttnRows *k,
+    const LlmAttnRows *v, size_t offset, size_t head_dim, const float *q, size_t n_kv,
+    float scale, float *out, float *scratch);
 
 /* The same, always with the scalar reference (llm_attn_scores, _softmax,
  * _accumulate). */
@@ -116,9 +119,9 @@ size_t llm_attention_batch_scratch_floats (size_t n_kv, size_t head_dim, size_t 
  * heads of one KV head, or one head at several tokens of a causal prefill):
  * each query's output equals llm_attention_head's bit for bit, but the
  * rows are loaded and converted once for up to 4 queries at a time. */
-void llm_attention_batch (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
-    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale,
-    float *scratch);
+void llm_attention_batch (const LlmCpuKernels *kern, const LlmAttnRows *k,
+    const LlmAttnRows *v, size_t offset, size_t head_dim, const LlmAttnQuery *queries,
+    size_t n_q, float scale, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -23,9 +23,9 @@
 #include "matmul-avx2.h"
 #include "quantize.h"
 
-#ifdef LLM_HAVE_AVX2
-#include <cpuid.h>
-#endif
+#include <pthread.h>
+
+#include "kernels-table.h"
 
 /* --- scalar reference dot products --- */
 
@@ -321,171 +321,75 @@ kind_of (uint32_t wtype)
   return NULL;
 }
 
-/* --- run-time choice of kernels --- */
+/* --- the kernel tables, one per instruction set --- */
 
-static atomic_bool force_reference;
+static LlmCpuKernels tables[LLM_CPU_N_ISA];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
+/* Each table starts from the reference kernels and takes every faster
+ * kernel its instruction set has; they give the same bits or (where
+ * matmul.h says so) the same exact integer sums. */
+static void
+fill_table (LlmCpuKernels *t, LlmCpuIsa isa)
+{
+  t->isa = isa;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    const WeightKind *k = &kinds[i];
+    LlmCpuWeightKernels *w = &t->w[k->wtype];
+    w->convert = k->convert;
+    w->dot = k->dot;
 #ifdef LLM_HAVE_AVX2
-/* cpuid, not __builtin_cpu_supports: clang does not know "f16c" there.
- * AVX needs the OS to save YMM state too (XCR0 bits 1 and 2). */
-static bool
-detect_avx2_fma_f16c (void)
-{
-  unsigned a, b, c, d;
-  if (!__get_cpuid (1, &a, &b, &c, &d))
-    return false;
-  const unsigned need1 = bit_FMA | bit_OSXSAVE | bit_AVX | bit_F16C;
-  if ((c & need1) != need1)
-    return false;
-  unsigned xcr0_lo, xcr0_hi;
-  __asm__ ("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
-  if ((xcr0_lo & 6) != 6)
-    return false;
-  if (__get_cpuid_max (0, NULL) < 7)
-    return false;
-  __cpuid_count (7, 0, a, b, c, d);
-  return (b & bit_AVX2) != 0;
-}
+    if (isa >= LLM_CPU_ISA_AVX2) {
+      if (llm_avx2_convert_fn (k->wtype) != NULL)
+        w->convert = llm_avx2_convert_fn (k->wtype);
+      if (llm_avx2_dot_fn (k->wtype) != NULL) {
+        w->dot = llm_avx2_dot_fn (k->wtype);
+        w->dot4 = llm_avx2_dot4_fn (k->wtype);
+      }
+      w->matvec = llm_avx2_matvec_fn (k->wtype);
+      w->gemm = llm_avx2_gemm_fn (k->wtype);
+    }
 #endif
-
-#if defined(LLM_HAVE_AVX2) || defined(LLM_HAVE_AVX512)
-/* @detect's answer, asked once: *@cached is -1 until then, else 0/1;
- * racing first calls compute the same answer. */
-static bool
-cached_flag (atomic_int *cached, bool (*detect) (void))
-{
-  int have = atomic_load_explicit (cached, memory_order_relaxed);
-  if (have < 0) {
-    have = detect () ? 1 : 0;
-    atomic_store_explicit (cached, have, memory_order_relaxed);
+#ifdef LLM_HAVE_AVX512
+    if (isa >= LLM_CPU_ISA_AVX512 && llm_avx512_gemm_fn (k->wtype) != NULL)
+      w->gemm = llm_avx512_gemm_fn (k->wtype);
+#endif
   }
-  return have == 1;
-}
-#endif
-
-static bool
-cpu_has_avx2 (void)
-{
-#ifdef LLM_HAVE_AVX2
-  static atomic_int cached = -1;
-  return cached_flag (&cached, detect_avx2_fma_f16c);
-#else
-  return false;
-#endif
 }
 
-static bool
-use_avx2 (void)
+static void
+fill_tables (void)
 {
-  return !atomic_load_explicit (&force_reference, memory_order_relaxed) && cpu_has_avx2 ();
+  for (int isa = 0; isa < LLM_CPU_N_ISA; isa++)
+    if (llm_cpu_isa_supported ((LlmCpuIsa) isa))
+      fill_table (&tables[isa], (LlmCpuIsa) isa);
 }
 
-#ifdef LLM_HAVE_AVX512
-/* AVX-512 F, BW, VL, DQ and VNNI, with the OS saving the opmask and ZMM
- * state (XCR0 bits 5-7 besides SSE/AVX's 1-2). */
-static bool
-detect_avx512_vnni (void)
+const LlmCpuKernels *
+llm_cpu_kernels (LlmCpuIsa isa)
 {
-  unsigned a, b, c, d;
-  if (!detect_avx2_fma_f16c ())
-    return false;
-  unsigned xcr0_lo, xcr0_hi;
-  __asm__ ("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
-  if ((xcr0_lo & 0xe6) != 0xe6)
-    return false;
-  __cpuid_count (7, 0, a, b, c, d);
-  const unsigned need_b = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
-  return (b & need_b) == need_b && (c & bit_AVX512VNNI) != 0;
-}
-#endif
-
-#ifdef LLM_HAVE_AVX512
-/* LLM_NO_AVX512 in the environment keeps the AVX2 kernels (to test and
- * compare them on a CPU that has both). */
-static bool
-avx512_wanted (void)
-{
-  return detect_avx512_vnni () && getenv ("LLM_NO_AVX512") == NULL;
-}
-#endif
-
-static bool
-use_avx512 (void)
-{
-#ifdef LLM_HAVE_AVX512
-  static atomic_int cached = -1;
-  return cached_flag (&cached, avx512_wanted) && use_avx2 ();
-#else
-  return false;
-#endif
+  if (!llm_cpu_isa_supported (isa))
+    return NULL;
+  pthread_once (&tables_once, fill_tables);
+  return &tables[isa];
 }
 
-/* The batched (prefill) kernel for @wtype on this CPU, or NULL. */
-static LlmGemmFn
-gemm_fn (uint32_t wtype)
+const LlmCpuKernels *
+llm_cpu_kernels_best (void)
 {
-#ifdef LLM_HAVE_AVX512
-  if (use_avx512 ()) {
-    const LlmGemmFn fast = llm_avx512_gemm_fn (wtype);
-    if (fast != NULL)
-      return fast;
-  }
-#endif
-#ifdef LLM_HAVE_AVX2
-  if (use_avx2 ())
-    return llm_avx2_gemm_fn (wtype);
-#endif
-  (void) wtype;
-  return NULL;
+  return llm_cpu_kernels (llm_cpu_isa_best ());
 }
 
-static LlmDotFn
-dot_fn (const WeightKind *k)
+LlmCpuIsa
+llm_cpu_kernels_isa (const LlmCpuKernels *kern)
 {
-#ifdef LLM_HAVE_AVX2
-  if (use_avx2 ()) {
-    LlmDotFn fast = llm_avx2_dot_fn (k->wtype);
-    if (fast != NULL)
-      return fast;
-  }
-#endif
-  return k->dot;
-}
-
-/* The four-token kernel matching dot_fn (k), or NULL. */
-static LlmDot4Fn
-dot4_fn (const WeightKind *k)
-{
-#ifdef LLM_HAVE_AVX2
-  if (use_avx2 () && llm_avx2_dot_fn (k->wtype) != NULL)
-    return llm_avx2_dot4_fn (k->wtype);
-#endif
-  (void) k;
-  return NULL;
-}
-
-void
-llm_kernels_force_reference (bool on)
-{
-  atomic_store (&force_reference, on);
-}
-
-bool
-llm_kernels_use_avx2 (void)
-{
-  return use_avx2 ();
-}
-
-bool
-llm_kernels_use_avx512 (void)
-{
-  return use_avx512 ();
+  return kern->isa;
 }
 
 const char *
-llm_kernels_active (void)
+llm_cpu_kernels_name (const LlmCpuKernels *kern)
 {
-  return use_avx512 () ? "avx512" : use_avx2 () ? "avx2" : "scalar";
+  return llm_cpu_isa_name (kern->isa);
 }
 
 /* --- public entry points --- */
@@ -512,47 +416,38 @@ llm_matmul_act_bytes (uint32_t wtype, size_t n)
   return k != NULL ? n / k->act_block_elems * k->act_block_bytes : 0;
 }
 
-void
-llm_matmul_convert (uint32_t wtype, const float *x, size_t n, void *out)
-{
-  const WeightKind *k = kind_of (wtype);
-  assert (k != NULL && n % k->act_block_elems == 0);
-  if (k == NULL)
-    return;
-#ifdef LLM_HAVE_AVX2
-  /* Same bytes as the scalar conversion, several times faster. */
-  if (use_avx2 ()) {
-    const LlmConvertFn fast = llm_avx2_convert_fn (wtype);
-    if (fast != NULL) {
-      fast (x, n, out);
-      return;
-    }
-  }
-#endif
-  k->convert (x, n, out);
-}
-
-void
-llm_matvec (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
-    size_t r0, size_t r1, const void *xq, float *y)
+/* The table's kernels for @wtype, or NULL for a type matmul does not run. */
+static const LlmCpuWeightKernels *
+weight_kernels (const LlmCpuKernels *kern, uint32_t wtype)
 {
   const WeightKind *k = kind_of (wtype);
   assert (k != NULL);
-  if (k == NULL)
+  return k != NULL ? &kern->w[wtype] : NULL;
+}
+
+void
+llm_matmul_convert (const LlmCpuKernels *kern, uint32_t wtype, const float *x, size_t n,
+    void *out)
+{
+  const LlmCpuWeightKernels *w = weight_kernels (kern, wtype);
+  if (w != NULL)
+    w->convert (x, n, out);
+}
+
+void
+llm_matvec (const LlmCpuKernels *kern, uint32_t wtype, const void *w, size_t row_bytes,
+    size_t n, size_t r0, size_t r1, const void *xq, float *y)
+{
+  const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
+  if (wk == NULL)
     return;
   const uint8_t *rows = w;
-#ifdef LLM_HAVE_AVX2
-  if (use_avx2 ()) {
-    const LlmMatvecFn matvec = llm_avx2_matvec_fn (wtype);
-    if (matvec != NULL) {
-      matvec (n, rows + r0 * row_bytes, row_bytes, r1 - r0, xq, y);
-      return;
-    }
+  if (wk->matvec != NULL) {
+    wk->matvec (n, rows + r0 * row_bytes, row_bytes, r1 - r0, xq, y);
+    return;
   }
-#endif
-  const LlmDotFn dot = dot_fn (k);
   for (size_t r = r0; r < r1; r++)
-    y[r - r0] = dot (n, rows + r * row_bytes, xq);
+    y[r - r0] = wk->dot (n, rows + r * row_bytes, xq);
 }
 
 /* Tokens per pass over the weight rows: enough converted activations to
@@ -560,20 +455,19 @@ llm_matvec (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
 #define MATMUL_ACT_BUDGET (256 * 1024)
 
 void
-llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
-    size_t r0, size_t r1, const void *xq, size_t xq_stride, size_t n_tok,
+llm_matmul (const LlmCpuKernels *kern, uint32_t wtype, const void *w, size_t row_bytes,
+    size_t n, size_t r0, size_t r1, const void *xq, size_t xq_stride, size_t n_tok,
     float *y, size_t ldy)
 {
-  const WeightKind *k = kind_of (wtype);
-  assert (k != NULL);
-  if (k == NULL)
+  const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
+  if (wk == NULL)
     return;
   /* Register-tiled batched kernels (gemm-avx2.c, gemm-avx512.c). */
-  const LlmGemmFn gemm = gemm_fn (wtype);
-  if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, NULL, 0))
+  if (wk->gemm != NULL &&
+      wk->gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, NULL, 0))
     return;
-  const LlmDotFn dot = dot_fn (k);
-  const LlmDot4Fn dot4 = dot4_fn (k);
+  const LlmDotFn dot = wk->dot;
+  const LlmDot4Fn dot4 = wk->dot4;
   const uint8_t *rows = w;
   const uint8_t *acts = xq;
 
@@ -605,20 +499,23 @@ llm_matmul (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
 /* The batched kernels claim rows themselves (and do their per-product
  * setup once per thread); otherwise each claim goes through llm_matmul. */
 void
-llm_matmul_shared (uint32_t wtype, const void *w, size_t row_bytes, size_t n, size_t r0,
-    size_t r1, const void *xq, size_t xq_stride, size_t n_tok, float *y, size_t ldy,
-    atomic_size_t *next, size_t step)
+llm_matmul_shared (const LlmCpuKernels *kern, uint32_t wtype, const void *w, size_t row_bytes,
+    size_t n, size_t r0, size_t r1, const void *xq, size_t xq_stride, size_t n_tok, float *y,
+    size_t ldy, atomic_size_t *next, size_t step)
 {
   assert (step > 0);
-  const LlmGemmFn gemm = gemm_fn (wtype);
-  if (gemm != NULL && gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, next, step))
+  const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
+  if (wk == NULL)
+    return;
+  if (wk->gemm != NULL &&
+      wk->gemm (n, w, row_bytes, r0, r1, xq, xq_stride, n_tok, y, ldy, next, step))
     return;
   for (;;) {
     const size_t ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
     if (ra >= r1)
       break;
-    llm_matmul (wtype, w, row_bytes, n, ra, ra + step < r1 ? ra + step : r1, xq, xq_stride,
-        n_tok, y, ldy);
+    llm_matmul (kern, wtype, w, row_bytes, n, ra, ra + step < r1 ? ra + step : r1, xq,
+        xq_stride, n_tok, y, ldy);
   }
 }
 

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* cpuid, not __builtin_cpu_supports: clang does not know "f16c" there. */
+#include "isa.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#if defined(LLM_HAVE_AVX2)
+#include <cpuid.h>
+
+/* AVX needs the OS to save YMM state too (XCR0 bits 1 and 2). */
+static bool
+detect_avx2_fma_f16c (void)
+{
+  unsigned a, b, c, d;
+  if (!__get_cpuid (1, &a, &b, &c, &d))
+    return false;
+  const unsigned need1 = bit_FMA | bit_OSXSAVE | bit_AVX | bit_F16C;
+  if ((c & need1) != need1)
+    return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ ("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
+  if ((xcr0_lo & 6) != 6)
+    return false;
+  if (__get_cpuid_max (0, NULL) < 7)
+    return false;
+  __cpuid_count (7, 0, a, b, c, d);
+  return (b & bit_AVX2) != 0;
+}
+#endif
+
+#if defined(LLM_HAVE_AVX512)
+/* The opmask and ZMM state saved too: XCR0 bits 5-7 besides 1-2. */
+static bool
+detect_avx512_vnni (void)
+{
+  unsigned a, b, c, d;
+  if (!detect_avx2_fma_f16c ())
+    return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ ("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
+  if ((xcr0_lo & 0xe6) != 0xe6)
+    return false;
+  __cpuid_count (7, 0, a, b, c, d);
+  const unsigned need_b = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
+  return (b & need_b) == need_b && (c & bit_AVX512VNNI) != 0;
+}
+#endif
+
+/* Bit i set: ISA i supported; -1 until asked. Racing first calls compute
+ * the same answer. */
+static int
+supported_mask (void)
+{
+  static atomic_int cached = -1;
+  int mask = atomic_load_explicit (&cached, memory_order_relaxed);
+  if (mask < 0) {
+    mask = 1 << LLM_CPU_ISA_SCALAR;
+#if defined(LLM_HAVE_AVX2)
+    if (detect_avx2_fma_f16c ())
+      mask |= 1 << LLM_CPU_ISA_AVX2;
+#endif
+#if defined(LLM_HAVE_AVX512)
+    if (detect_avx512_vnni ())
+      mask |= 1 << LLM_CPU_ISA_AVX512;
+#endif
+    atomic_store_explicit (&cached, mask, memory_order_relaxed);
+  }
+  return mask;
+}
+
+bool
+llm_cpu_isa_supported (LlmCpuIsa isa)
+{
+  return (unsigned) isa < LLM_CPU_N_ISA && (supported_mask () & (1 << isa)) != 0;
+}
+
+LlmCpuIsa
+llm_cpu_isa_best (void)
+{
+  if (llm_cpu_isa_supported (LLM_CPU_ISA_AVX512) && getenv ("LLM_NO_AVX512") == NULL)
+    return LLM_CPU_ISA_AVX512;
+  if (llm_cpu_isa_supported (LLM_CPU_ISA_AVX2))
+    return LLM_CPU_ISA_AVX2;
+  return LLM_CPU_ISA_SCALAR;
+}
+
+const char *
+llm_cpu_isa_name (LlmCpuIsa isa)
+{
+  switch (isa) {
+    case LLM_CPU_ISA_AVX512:
+      return "avx512";
+    case LLM_CPU_ISA_AVX2:
+      return "avx2";
+    case LLM_CPU_ISA_SCALAR:
+      break;
+  }
+  return "scalar";
+}

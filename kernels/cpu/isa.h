@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Which instruction sets the CPU kernels may use, asked of the CPU once.
+ * Everything that picks a kernel takes an LlmCpuKernels table (matmul.h)
+ * built for one of these, so the choice is made when a backend is created
+ * and never again per call. Pure C, no GLib. */
+#pragma once
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  LLM_CPU_ISA_SCALAR,   /* the reference kernels, any CPU */
+  LLM_CPU_ISA_AVX2,     /* AVX2, FMA and F16C (AVX-VNNI where present) */
+  LLM_CPU_ISA_AVX512,   /* the AVX2 set plus AVX-512 F/BW/VL/DQ and VNNI */
+} LlmCpuIsa;
+
+#define LLM_CPU_N_ISA 3
+
+/* Whether this CPU (and the OS's saving of its register state) runs the
+ * kernels of @isa, and whether this build has them. */
+bool llm_cpu_isa_supported (LlmCpuIsa isa);
+
+/* The fastest supported one; LLM_NO_AVX512 in the environment keeps the
+ * AVX2 kernels (to test and compare them on a CPU that has both). */
+LlmCpuIsa llm_cpu_isa_best (void);
+
+/* "scalar", "avx2", "avx512". */
+const char *llm_cpu_isa_name (LlmCpuIsa isa);
+
+#ifdef __cplusplus
+}
+#endif

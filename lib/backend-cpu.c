@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The CPU backend: backend.h's table over the kernels in kernels/cpu.
+ *
+ * Buffers are host memory. The queue is the engine's worker pool: every
+ * op runs on it and has finished when it returns, so sync has nothing to
+ * wait for. The kernel set (scalar, AVX2, AVX-512) is chosen when the
+ * backend is made and kept in one const table, so no op asks the CPU
+ * anything. Matrix products split the weight rows over the workers;
+ * per-row stages (norms, RoPE, SwiGLU, residuals, cache stores) split the
+ * rows of a batch and run inline for a decode step, where waking the pool
+ * would cost more than the work. */
+#include "backend.h"
+#include "forward.h"
+#include "cpu/attention.h"
+#include "cpu/matmul.h"
+#include "cpu/ops.h"
+#include "cpu/threadpool.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+G_DEFINE_QUARK (llm-backend-error-quark, llm_backend_error)
+
+typedef struct {
+  LlmBackend parent;
+  const LlmCpuKernels *kern;
+  int max_threads;
+  char *weights_key;
+
+  /* scratch, reserved for the chunk shape */
+  guint8 *xq;                 /* activations converted for the weights */
+  gsize xq_bytes;
+  float **att_scratch;        /* per thread */
+  gsize att_scratch_floats;
+} CpuBackend;
+
+#define CPU(be) ((CpuBackend *) (be))
+#define POOL(q) ((LlmThreadPool *) (q))
+
+/* --- memory ---------------------------------------------------------- */
+
+static void *
+cpu_alloc (LlmBackend *be, gsize bytes, GError **error)
+{
+  (void) be;
+  void *p = g_try_malloc (MAX (bytes, 1));
+  if (p == NULL)
+    g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+        "out of memory for %" G_GSIZE_FORMAT " bytes of forward-pass scratch", bytes);
+  return p;
+}
+
+static void
+cpu_free (LlmBackend *be, void *buf)
+{
+  (void) be;
+  g_free (buf);
+}
+
+static void
+cpu_copy (LlmBackend *be, LlmBackendQueue *q, void *dst, const void *src, gsize bytes)
+{
+  (void) be, (void) q;
+  memcpy (dst, src, bytes);
+}
+
+static void
+cpu_sync (LlmBackend *be, LlmBackendQueue *q)
+{
+  (void) be, (void) q;
+}
+
+/* --- weights --------------------------------------------------------- */
+
+/* Norms and biases become floats once, so no op dequantises them per
+ * call; matrices are used in place from the mapping. */
+static gboolean
+cpu_prepare_weight (LlmBackend *be, LlmWeight *w, gboolean is_vector, GError **error)
+{
+  (void) be;
+  if (is_vector) {
+    float *f = g_try_new (float, w->n);
+    if (f == NULL) {
+      g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+          "out of memory for a %u-value norm or bias row", w->n);
+      return FALSE;
+    }
+    llm_dequantize_row (w->type, w->host, w->row_bytes, w->n, 0, f);
+    w->data = f;
+    w->layout = LLM_TYPE_F32;
+    return TRUE;
+  }
+  w->data = NULL;
+  w->layout = 0;
+  return TRUE;
+}
+
+static void
+cpu_release_weight (LlmBackend *be, LlmWeight *w)
+{
+  (void) be;
+  g_free (w->data);
+  w->data = NULL;
+}
+
+static const char *
+cpu_weights_key (LlmBackend *be)
+{
+  return CPU (be)->weights_key;
+}
+
+/* --- scratch --------------------------------------------------------- */
+
+static gboolean
+ensure_xq (CpuBackend *c, gsize bytes)
+{
+  if (bytes <= c->xq_bytes)
+    return TRUE;
+  g_free (c->xq);
+  c->xq = g_try_malloc (bytes);
+  c->xq_bytes = c->xq ? bytes : 0;
+  return c->xq != NULL;
+}
+
+/* Queries per attention work item: see attention_task. */
+#define ATT_QUERIES 8
+
+static gboolean
+cpu_reserve (LlmBackend *be, guint n_rows, gsize width, guint32 n_kv,
+    const LlmKvCache *kv_like, GError **error)
+{
+  CpuBackend *c = CPU (be);
+  /* F32 is the widest conversion per value; the 64 bytes cover a block
+   * type's rounding. */
+  const gsize xq = (gsize) n_rows * (width * sizeof (float) + 64);
+  if (!ensure_xq (c, xq)) {
+    g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+        "out of memory for %" G_GSIZE_FORMAT " bytes of converted activations", xq);
+    return FALSE;
+  }
+  if (kv_like == NULL)
+    return TRUE;
+  const gsize need = llm_kv_cache_batch_scratch_floats (kv_like, n_kv, ATT_QUERIES);
+  if (need <= c->att_scratch_floats)
+    return TRUE;
+  for (int i = 0; i < c->max_threads; i++) {
+    g_free (c->att_scratch[i]);
+    c->att_scratch[i] = g_try_new (float, need);
+    if (c->att_scratch[i] == NULL) {
+      c->att_scratch_floats = 0;
+      g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+          "out of memory for attention scratch (%" G_GSIZE_FORMAT " floats)", need);
+      return FALSE;
+    }
+  }
+  c->att_scratch_floats = need;
+  return TRUE;
+}
+
+/* --- matrix products ------------------------------------------------- */
+
+typedef struct {
+  const LlmCpuKernels *kern;
+  const LlmWeight *w;
+  const void *xq;
+  gsize xq_stride, n_tok;
+  float *y;
+  /* Batches: rows are handed out @rows_per_item at a time from @next. */
+  gsize rows_per_item;
+  atomic_size_t next;
+} MatTask;
+
+static void
+matmul_task (void *data, int ith, int nth)
+{
+  MatTask *t = data;
+  const LlmWeight *w = t->w;
+  if (t->n_tok == 1) {
+    gsize r0, r1;
+    llm_split_range (w->rows, ith, nth, &r0, &r1);
+    if (r0 < r1)
+      llm_matvec (t->kern, w->type, w->host, w->row_bytes, w->n, r0, r1, t->xq, t->y + r0);
+    return;
+  }
+  /* A batch is compute-bound: a thread that finishes early, or was
+   * descheduled on a busy machine, leaves its remaining rows to the
+   * others instead of holding the whole product up. */
+  llm_matmul_shared (t->kern, w->type, w->host, w->row_bytes, w->n, 0, w->rows, t->xq,
+      t->xq_stride, t->n_tok, t->y, w->rows, &t->next, t->rows_per_item);
+}
+
+typedef struct {
+  const LlmCpuKernels *kern;
+  guint32 wtype;
+  const float *x;
+  gsize n, n_tok, xq_bytes;
+  guint8 *xq;
+} ConvertTask;
+
+static void
+convert_task (void *data, int ith, int nth)
+{
+  const ConvertTask *c = data;
+  gsize t0, t1;
+  llm_split_range (c->n_tok, ith, nth, &t0, &t1);
+  for (gsize t = t0; t < t1; t++)
+    llm_matmul_convert (c->kern, c->wtype, c->x + t * c->n, c->n, c->xq + t * c->xq_bytes);
+}
+
+/* The products that read one input share its conversion when their
+ * weights take the same one (Q, K, V of one type; gate and up). */
+static void
+cpu_matmul (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n_tok,
+    const LlmWeight *const *ws, float *const *ys, guint n_w)
+{
+  CpuBackend *c = CPU (be);
+  LlmThreadPool *pool = POOL (q);
+  guint32 have_dot = G_MAXUINT32;
+  gsize have_n = 0;
+
+  for (guint i = 0; i < n_w; i++) {
+    const LlmWeight *w = ws[i];
+    const gsize xq_stride = llm_matmul_act_bytes (w->type, w->n);
+    const guint32 dot = llm_matmul_dot_type (w->type);
+    if (dot != have_dot || w->n != have_n) {
+      g_return_if_fail (xq_stride * n_tok <= c->xq_bytes);  /* see cpu_reserve */
+      ConvertTask ct = { c->kern, w->type, x, w->n, n_tok, xq_stride, c->xq };
+      if (n_tok < 4)
+        convert_task (&ct, 0, 1);
+      else
+        llm_threadpool_run (pool, convert_task, &ct);
+      have_dot = dot;
+      have_n = w->n;
+    }
+    MatTask task = {
+      .kern = c->kern, .w = w, .xq = c->xq, .xq_stride = xq_stride, .n_tok = n_tok,
+      .y = ys[i],
+    };
+    /* About eight items per thread, whole multiples of 16 rows (the
+     * largest row tile, Q4_0's). */
+    const gsize items = 8 * (gsize) llm_threadpool_n_threads (pool);
+    task.rows_per_item = MAX ((gsize) 16, (w->rows + items - 1) / items + 15) / 16 * 16;
+    atomic_init (&task.next, 0);
+    llm_threadpool_run (pool, matmul_task, &task);
+  }
+}
+
+/* --- per-row stages -------------------------------------------------- */
+
+/* Below this many rows (a decode step) a stage runs inline. */
+#define PER_ROW_MIN 4
+
+typedef void (*RowFn) (const void *args, guint t0, guint t1);
+
+typedef struct {
+  RowFn fn;
+  const void *args;
+  guint n;
+} RowTask;
+
+static void
+row_task (void *data, int ith, int nth)
+{
+  const RowTask *t = data;
+  gsize t0, t1;
+  llm_split_range (t->n, ith, nth, &t0, &t1);
+  if (t0 < t1)
+    t->fn (t->args, t0, t1);
+}
+
+static void
+per_row (LlmBackendQueue *q, guint n, RowFn fn, const void *args)
+{
+  if (n < PER_ROW_MIN) {
+    fn (args, 0, n);
+    return;
+  }
+  RowTask task = { fn, args, n };
+  llm_threadpool_run (POOL (q), row_task, &task);
+}
+
+typedef struct {
+  const float *x, *w;
+  float *out;
+  gsize width;
+  float eps;
+} NormArgs;
+
+static void
+rmsnorm_rows (const void *args, guint t0, guint t1)
+{
+  const NormArgs *a = args;
+  for (guint t = t0; t < t1; t++)
+    llm_rmsnorm (a->out + t * a->width, a->x + t * a->width, a->w, a->width, a->eps);
+}
+
+static void
+cpu_rmsnorm (LlmBackend *be, LlmBackendQueue *q, const float *x, const LlmWeight *w,
+    float *out, guint n, gsize width, float eps)
+{
+  (void) be;
+  const NormArgs a = { x, w ? w->data : NULL, out, width, eps };
+  per_row (q, n, rmsnorm_rows, &a);
+}
+
+static void
+cpu_add_bias (LlmBackend *be, LlmBackendQueue *q, float *y, const LlmWeight *b, guint n)
+{
+  (void) be, (void) q;
+  for (guint t = 0; t < n; t++)
+    llm_add (y + (gsize) t * b->n, y + (gsize) t * b->n, b->data, b->n);
+}
+
+typedef struct {
+  float *x;
+  const float *y;
+  gsize width;
+} AddArgs;
+
+static void
+add_rows (const void *args, guint t0, guint t1)
+{
+  const AddArgs *a = args;
+  for (guint t = t0; t < t1; t++)
+    llm_add (a->x + t * a->width, a->x + t * a->width, a->y + t * a->width, a->width);
+}
+
+static void
+cpu_add (LlmBackend *be, LlmBackendQueue *q, float *x, const float *y, guint n, gsize width)
+{
+  (void) be;
+  const AddArgs a = { x, y, width };
+  per_row (q, n, add_rows, &a);
+}
+
+static void
+swiglu_rows (const void *args, guint t0, guint t1)
+{
+  const AddArgs *a = args;
+  for (guint t = t0; t < t1; t++)
+    llm_swiglu (a->x + t * a->width, a->x + t * a->width, a->y + t * a->width, a->width);
+}
+
+static void
+cpu_swiglu (LlmBackend *be, LlmBackendQueue *q, float *gate, const float *up, guint n,
+    gsize width)
+{
+  (void) be;
+  const AddArgs a = { gate, up, width };
+  per_row (q, n, swiglu_rows, &a);
+}
+
+typedef struct {
+  float *x;
+  guint n_heads, head_dim;
+  const guint32 *pos;
+  const LlmRopeParams *rope;
+} RopeArgs;
+
+static void
+rope_rows (const void *args, guint t0, guint t1)
+{
+  const RopeArgs *a = args;
+  const gsize width = (gsize) a->n_heads * a->head_dim;
+  for (guint t = t0; t < t1; t++)
+    llm_rope (a->x + t * width, a->n_heads, a->head_dim, a->rope->n_rot, a->pos[t],
+        a->rope->freq_base, a->rope->freq_scale, a->rope->neox);
+}
+
+static void
+cpu_rope (LlmBackend *be, LlmBackendQueue *q, float *x, guint n, guint n_heads,
+    guint head_dim, const guint32 *pos, const LlmRopeParams *rope)
+{
+  (void) be;
+  const RopeArgs a = { x, n_heads, head_dim, pos, rope };
+  per_row (q, n, rope_rows, &a);
+}
+
+typedef struct {
+  const LlmCpuKernels *kern;
+  guint layer;
+  const LlmFwdPiece *pieces;
+  const float *k, *v;
+  gsize kv_dim;
+} StoreArgs;
+
+/* Rows of different slots: no locking needed. */
+static void
+store_rows (const void *args, guint t0, guint t1)
+{
+  const StoreArgs *a = args;
+  guint p = 0;
+  for (guint t = t0; t < t1; t++) {
+    while (t >= a->pieces[p].row0 + a->pieces[p].n)
+      p++;
+    const LlmFwdPiece *piece = &a->pieces[p];
+    llm_kv_cache_write (piece->kv, a->kern, a->layer, piece->slot0 + (t - piece->row0),
+        a->k + t * a->kv_dim, a->v + t * a->kv_dim);
+  }
+}
+
+static void
+cpu_kv_store (LlmBackend *be, LlmBackendQueue *q, guint layer, const LlmFwdPiece *pieces,
+    guint n_pieces, const float *k, const float *v, gsize kv_dim)
+{
+  const LlmFwdPiece *last = &pieces[n_pieces - 1];
+  const StoreArgs a = { CPU (be)->kern, layer, pieces, k, v, kv_dim };
+  per_row (q, last->row0 + last->n, store_rows, &a);
+}
+
+/* --- attention ------------------------------------------------------- */
+
+/* Work items: up to ATT_QUERIES queries that read the same KV head, so
+ * the kernel converts each cache row once for all of them: the query
+ * heads of a GQA group at one row, or (few heads per group) those heads at
+ * several consecutive rows. Items are handed out from a shared counter,
+ * so a thread that finishes early, or was descheduled, evens the load
+ * out: one KV head after another (the threads then share its rows in
+ * cache), and within a head the longest causal rows first. */
+typedef struct {
+  guint n_tok_blocks;
+  guint first_item;
+} AttPiece;
+
+typedef struct {
+  CpuBackend *c;
+  guint layer;
+  const LlmAttnShape *shape;
+  const LlmFwdPiece *pieces;
+  guint n_pieces;
+  const float *query;
+  float *out;
+  guint group;            /* query heads per KV head */
+  guint heads_per_item;   /* of one group */
+  guint subs;             /* items per group and row block */
+  guint toks_per_item;
+  AttPiece *items;
+  guint n_items;
+  atomic_uint next;
+} AttTask;
+
+/* The piece item @i belongs to: the last whose first item is <= i. */
+static guint
+att_piece_of (const AttTask *a, guint i)
+{
+  guint lo = 0, hi = a->n_pieces;
+  while (hi - lo > 1) {
+    const guint mid = (lo + hi) / 2;
+    if (a->items[mid].first_item <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static void
+attention_task (void *data, int ith, int nth)
+{
+  AttTask *a = data;
+  (void) nth;
+  const guint head_dim = a->shape->head_dim;
+  const gsize q_dim = (gsize) a->shape->n_head * head_dim;
+  float *scratch = a->c->att_scratch[ith];
+
+  for (;;) {
+    const guint item = atomic_fetch_add_explicit (&a->next, 1, memory_order_relaxed);
+    if (item >= a->n_items)
+      break;
+    const guint pi = att_piece_of (a, item);
+    const LlmFwdPiece *piece = &a->pieces[pi];
+    const guint n_tok_blocks = a->items[pi].n_tok_blocks;
+    const guint i = item - a->items[pi].first_item;
+    const guint kvh = i / (n_tok_blocks * a->subs);
+    const guint tb = n_tok_blocks - 1 - i / a->subs % n_tok_blocks;
+    const guint sub = i % a->subs;
+    const guint t0 = tb * a->toks_per_item;
+    const guint t1 = MIN (t0 + a->toks_per_item, piece->n);
+    const guint h0 = kvh * a->group + sub * a->heads_per_item;
+    const guint h1 = MIN (h0 + a->heads_per_item, (kvh + 1) * a->group);
+
+    LlmAttnQuery queries[ATT_QUERIES];
+    guint n_q = 0;
+    for (guint t = t0; t < t1; t++) {
+      for (guint h = h0; h < h1; h++) {
+        const gsize at = (piece->row0 + t) * q_dim + (gsize) h * head_dim;
+        /* Causal: row t sees its sequence's cache up to and including itself. */
+        queries[n_q++] = (LlmAttnQuery) { a->query + at, a->out + at, piece->slot0 + t + 1 };
+      }
+    }
+    llm_kv_cache_attend_batch (piece->kv, a->c->kern, a->layer, kvh, queries, n_q,
+        a->shape->scale, scratch);
+  }
+}
+
+static void
+cpu_attention (LlmBackend *be, LlmBackendQueue *q, guint layer, const LlmFwdPiece *pieces,
+    guint n_pieces, const LlmAttnShape *shape, const float *query, float *out)
+{
+  AttPiece items[LLM_FORWARD_CHUNK];
+  AttTask a = {
+    .c = CPU (be), .layer = layer, .shape = shape, .pieces = pieces,
+    .n_pieces = n_pieces, .query = query, .out = out,
+    .group = shape->n_head / shape->n_head_kv, .items = items,
+  };
+  g_return_if_fail (n_pieces <= LLM_FORWARD_CHUNK);
+  a.heads_per_item = MIN (a.group, ATT_QUERIES);
+  a.subs = (a.group + a.heads_per_item - 1) / a.heads_per_item;
+  a.toks_per_item = MAX (1u, ATT_QUERIES / a.group);
+  for (guint p = 0; p < n_pieces; p++) {
+    items[p].n_tok_blocks = (pieces[p].n + a.toks_per_item - 1) / a.toks_per_item;
+    items[p].first_item = a.n_items;
+    a.n_items += items[p].n_tok_blocks * shape->n_head_kv * a.subs;
+  }
+  atomic_init (&a.next, 0);
+  llm_threadpool_run (POOL (q), attention_task, &a);
+}
+
+/* --- the rest -------------------------------------------------------- */
+
+static void
+cpu_embed (LlmBackend *be, LlmBackendQueue *q, const LlmWeight *table, const gint32 *ids,
+    guint n, float *x)
+{
+  (void) be, (void) q;
+  for (guint t = 0; t < n; t++)
+    llm_dequantize_row (table->type, table->host, table->row_bytes, table->n, ids[t],
+        x + (gsize) t * table->n);
+}
+
+static void
+cpu_destroy (LlmBackend *be)
+{
+  CpuBackend *c = CPU (be);
+  for (int i = 0; i < c->max_threads; i++)
+    g_free (c->att_scratch[i]);
+  g_free (c->att_scratch);
+  g_free (c->xq);
+  g_free (c->weights_key);
+  g_free (c);
+}
+
+static const LlmBackendOps cpu_ops = {
+  .name = "cpu",
+  .alloc = cpu_alloc,
+  .free = cpu_free,
+  .upload = cpu_copy,
+  .download = cpu_copy,
+  .copy = cpu_copy,
+  .sync = cpu_sync,
+  .prepare_weight = cpu_prepare_weight,
+  .release_weight = cpu_release_weight,
+  .weights_key = cpu_weights_key,
+  .reserve = cpu_reserve,
+  .embed = cpu_embed,
+  .matmul = cpu_matmul,
+  .rmsnorm = cpu_rmsnorm,
+  .add_bias = cpu_add_bias,
+  .add = cpu_add,
+  .swiglu = cpu_swiglu,
+  .rope = cpu_rope,
+  .kv_store = cpu_kv_store,
+  .attention = cpu_attention,
+  .destroy = cpu_destroy,
+};
+
+static const LlmCpuKernels *
+choose_kernels (LlmCpuKernelChoice choice, GError **error)
+{
+  static const struct {
+    LlmCpuKernelChoice choice;
+    LlmCpuIsa isa;
+  } map[] = {
+    { LLM_CPU_KERNELS_SCALAR, LLM_CPU_ISA_SCALAR },
+    { LLM_CPU_KERNELS_AVX2, LLM_CPU_ISA_AVX2 },
+    { LLM_CPU_KERNELS_AVX512, LLM_CPU_ISA_AVX512 },
+  };
+  if (choice == LLM_CPU_KERNELS_BEST)
+    return llm_cpu_kernels_best ();
+  for (gsize i = 0; i < G_N_ELEMENTS (map); i++) {
+    if (map[i].choice != choice)
+      continue;
+    const LlmCpuKernels *k = llm_cpu_kernels (map[i].isa);
+    if (k == NULL)
+      g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_UNSUPPORTED,
+          "this CPU or build has no %s kernels (it runs: %s)", llm_cpu_isa_name (map[i].isa),
+          llm_cpu_isa_name (llm_cpu_isa_best ()));
+    return k;
+  }
+  g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_UNSUPPORTED,
+      "unknown CPU kernel choice %d", (int) choice);
+  return NULL;
+}
+
+LlmBackend *
+llm_backend_cpu_new (LlmCpuKernelChoice kernels, int max_threads, GError **error)
+{
+  const LlmCpuKernels *kern = choose_kernels (kernels, error);
+  if (kern == NULL)
+    return NULL;
+  CpuBackend *c = g_new0 (CpuBackend, 1);
+  c->parent.ops = &cpu_ops;
+  c->parent.ref_count = 1;
+  c->kern = kern;
+  c->max_threads = MAX (1, max_threads);
+  c->att_scratch = g_new0 (float *, c->max_threads);
+  c->weights_key = g_strdup_printf ("cpu/%s", llm_cpu_kernels_name (kern));
+  return &c->parent;
+}
+
+const char *
+llm_backend_cpu_kernels_name (LlmBackend *be)
+{
+  g_return_val_if_fail (be != NULL && be->ops == &cpu_ops, "scalar");
+  return llm_cpu_kernels_name (CPU (be)->kern);
+}
+
+LlmBackendQueue *
+llm_backend_cpu_queue (gpointer thread_pool)
+{
+  return thread_pool;
+}
