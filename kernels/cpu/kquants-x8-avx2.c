@@ -108,85 +108,112 @@ store_rows (__m256 v, int rm, float *y)
 #define GROUP_ADD(VNNI, run, v, x) \
   ((VNNI) ? dpbusd ((run), (v), (x)) : _mm256_add_epi16 ((run), _mm256_maddubs_epi16 ((v), (x))))
 
-/* Q4_K / Q5_K, half @hf of the tile: NH runs per pass over a chunk of 8
- * units, RN tokens; C groups to an int16 sum without VNNI. */
-#define K4_HALF(name, RN, NH, Q5, VNNI) \
+/* Q4_K / Q5_K, RN tokens, halves hf0 .. hf0 + NF - 1 of the tile (NF = 2
+ * reads the tile as one stream, which decode wants). A pass takes NJ
+ * chunks of 8 units and NH (1 or 2: the two nibbles of a unit) of their
+ * runs, so a token has NF x NJ x NH independent chains of multiplies
+ * (with one token, 8 are needed to cover the multiply latency); C groups
+ * go to an int16 sum without VNNI. */
+#define K4_PASS(name, RN, NF, NJ, NH, Q5, VNNI) \
   INLINE void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm, int hf) \
+      float *y, size_t ldy, int rm, size_t pf, int hf0) \
   { \
     enum { Q6 = 0, C = (Q5) ? 4 : 8 }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m10 = _mm256_set1_epi8 (0x10); \
-    __m256 acc[RN]; \
-    UNROLL for (int t = 0; t < (RN); t++) \
-      acc[t] = _mm256_setzero_ps (); \
+    __m256 acc[NF][RN]; \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        acc[f][t] = _mm256_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX_TB (Q5); \
-      const uint8_t *sc_at = pb + KX_SC (Q5) + 8 * hf; \
-      __m256i isum[RN]; \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        isum[t] = _mm256_setzero_si256 (); \
-      UNROLL for (int j = 0; j < 4; j++) { \
+      if (pf) \
+        prefetch_block (pb + pf, KX_TB (Q5)); \
+      __m256i isum[NF][RN]; \
+      UNROLL for (int f = 0; f < (NF); f++) \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          isum[f][t] = _mm256_setzero_si256 (); \
+      UNROLL for (int j0 = 0; j0 < 4; j0 += (NJ)) { \
         UNROLL for (int h0 = 0; h0 < 2; h0 += (NH)) { \
-          __m256i run[NH][RN]; \
-          UNROLL for (int e = 0; e < (NH); e++) \
-            UNROLL for (int t = 0; t < (RN); t++) \
-              run[e][t] = _mm256_setzero_si256 (); \
+          __m256i run[NF][NJ][NH][RN]; \
+          UNROLL for (int f = 0; f < (NF); f++) \
+            UNROLL for (int a = 0; a < (NJ); a++) \
+              UNROLL for (int e = 0; e < (NH); e++) \
+                UNROLL for (int t = 0; t < (RN); t++) \
+                  run[f][a][e][t] = _mm256_setzero_si256 (); \
           UNROLL for (int i = 0; i < 8; i++) { \
-            const __m256i raw = load (pb + KX_QS + 64 * (8 * j + i) + 32 * hf); \
-            UNROLL for (int e = 0; e < (NH); e++) { \
-              const int h = h0 + e; \
-              __m256i v = _mm256_and_si256 (h ? _mm256_srli_epi16 (raw, 4) : raw, m4); \
+            UNROLL for (int f = 0; f < (NF); f++) { \
+              const int hf = hf0 + f; \
+              const uint8_t *sc_at = pb + KX_SC (Q5) + 8 * hf; \
+              __m256i qh = m4; \
               if (Q5) \
-                v = _mm256_or_si256 (v, _mm256_and_si256 (to_bit4 (load (pb + KX_QH + 64 * i \
-                            + 32 * hf), 2 * j + h), m10)); \
-              UNROLL for (int t = 0; t < (RN); t++) \
-                run[e][t] = GROUP_ADD (VNNI, run[e][t], v, \
-                    bcast4 (XQ (t)->qs + 64 * j + 32 * h + 4 * i)); \
-              if (!(VNNI) && (i + 1) % C == 0) { \
-                const __m256i sp = scale_pairs (sc_at + 16 * (2 * j + h), false); \
-                UNROLL for (int t = 0; t < (RN); t++) { \
-                  isum[t] = _mm256_add_epi32 (isum[t], _mm256_madd_epi16 (run[e][t], sp)); \
-                  run[e][t] = _mm256_setzero_si256 (); \
+                qh = load (pb + KX_QH + 64 * i + 32 * hf); \
+              UNROLL for (int a = 0; a < (NJ); a++) { \
+                const int j = j0 + a; \
+                const __m256i raw = load (pb + KX_QS + 64 * (8 * j + i) + 32 * hf); \
+                UNROLL for (int e = 0; e < (NH); e++) { \
+                  const int h = h0 + e; \
+                  __m256i v = _mm256_and_si256 (h ? _mm256_srli_epi16 (raw, 4) : raw, m4); \
+                  if (Q5) \
+                    v = _mm256_or_si256 (v, _mm256_and_si256 (to_bit4 (qh, 2 * j + h), m10)); \
+                  UNROLL for (int t = 0; t < (RN); t++) \
+                    run[f][a][e][t] = GROUP_ADD (VNNI, run[f][a][e][t], v, \
+                        bcast4 (XQ (t)->qs + 64 * j + 32 * h + 4 * i)); \
+                  if (!(VNNI) && (i + 1) % C == 0) { \
+                    const __m256i sp = scale_pairs (sc_at + 16 * (2 * j + h), false); \
+                    UNROLL for (int t = 0; t < (RN); t++) { \
+                      isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                          _mm256_madd_epi16 (run[f][a][e][t], sp)); \
+                      run[f][a][e][t] = _mm256_setzero_si256 (); \
+                    } \
+                  } \
                 } \
               } \
             } \
           } \
           if (VNNI) { \
-            UNROLL for (int e = 0; e < (NH); e++) { \
-              const __m256i sc = scale_dwords (sc_at + 16 * (2 * j + h0 + e), false); \
-              UNROLL for (int t = 0; t < (RN); t++) \
-                isum[t] = _mm256_add_epi32 (isum[t], _mm256_mullo_epi32 (run[e][t], sc)); \
-            } \
+            UNROLL for (int f = 0; f < (NF); f++) \
+              UNROLL for (int a = 0; a < (NJ); a++) \
+                UNROLL for (int e = 0; e < (NH); e++) { \
+                  const __m256i sc = scale_dwords (pb + KX_SC (Q5) + 8 * (hf0 + f) \
+                      + 16 * (2 * (j0 + a) + h0 + e), false); \
+                  UNROLL for (int t = 0; t < (RN); t++) \
+                    isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                        _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
+                } \
           } \
         } \
       } \
-      __m256i msum[RN]; \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        msum[t] = _mm256_setzero_si256 (); \
-      UNROLL for (int k = 0; k < 4; k++) { \
-        const __m256i mk = _mm256_cvtepu8_epi16 (_mm_loadu_si128 ((const __m128i *) \
-                (pb + KX_MN (Q5) + 32 * k + 16 * hf))); \
+      UNROLL for (int f = 0; f < (NF); f++) { \
+        const int hf = hf0 + f; \
+        __m256i msum[RN]; \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          msum[t] = _mm256_setzero_si256 (); \
+        UNROLL for (int k = 0; k < 4; k++) { \
+          const __m256i mk = _mm256_cvtepu8_epi16 (_mm_loadu_si128 ((const __m128i *) \
+                  (pb + KX_MN (Q5) + 32 * k + 16 * hf))); \
+          UNROLL for (int t = 0; t < (RN); t++) { \
+            const __m256i xk = bcast4 (SIDE (t)->run32 + 2 * k); \
+            msum[t] = (VNNI) ? dpwssd (msum[t], mk, xk) \
+                : _mm256_add_epi32 (msum[t], _mm256_madd_epi16 (mk, xk)); \
+          } \
+        } \
+        const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
+                (pb + KX_D (Q5) + 16 * hf))); \
+        const __m256 dmv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
+                (pb + KX_D (Q5) + 32 + 16 * hf))); \
         UNROLL for (int t = 0; t < (RN); t++) { \
-          const __m256i xk = bcast4 (SIDE (t)->run32 + 2 * k); \
-          msum[t] = (VNNI) ? dpwssd (msum[t], mk, xk) \
-              : _mm256_add_epi32 (msum[t], _mm256_madd_epi16 (mk, xk)); \
+          const __m256 dx = _mm256_set1_ps (XQ (t)->d); \
+          acc[f][t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, dx), \
+              _mm256_cvtepi32_ps (isum[f][t]), acc[f][t]); \
+          acc[f][t] = _mm256_fnmadd_ps (_mm256_mul_ps (dmv, dx), \
+              _mm256_cvtepi32_ps (msum[t]), acc[f][t]); \
         } \
       } \
-      const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
-              (pb + KX_D (Q5) + 16 * hf))); \
-      const __m256 dmv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
-              (pb + KX_D (Q5) + 32 + 16 * hf))); \
-      UNROLL for (int t = 0; t < (RN); t++) { \
-        const __m256 dx = _mm256_set1_ps (XQ (t)->d); \
-        acc[t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, dx), _mm256_cvtepi32_ps (isum[t]), \
-            acc[t]); \
-        acc[t] = _mm256_fnmadd_ps (_mm256_mul_ps (dmv, dx), _mm256_cvtepi32_ps (msum[t]), \
-            acc[t]); \
-      } \
     } \
-    UNROLL for (int t = 0; t < (RN); t++) \
-      store_rows (acc[t], rm - 8 * hf, y + t * ldy + 8 * hf); \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        store_rows (acc[f][t], rm - 8 * (hf0 + f), y + t * ldy + 8 * (hf0 + f)); \
   }
 
 /* Q6_K value vector @q (0..3: A low, B low, A high, B high nibbles) of a
@@ -201,109 +228,129 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
   return _mm256_or_si256 (low, _mm256_and_si256 (top, m30));
 }
 
-/* Q6_K, half @hf: NQ of the four runs sharing units 4 c .. 4 c + 3 of
- * half h per pass. With VNNI a run's sum starts at -32 times its
- * activation sum (the side table); without, the int16 pair sums cannot
- * take that, so 32 * sum_s sc_s * bsum_s is taken off at the end. */
-#define Q6_HALF(name, RN, NQ, VNNI) \
+/* Q6_K, RN tokens, halves hf0 .. hf0 + NF - 1: a pass takes NC columns
+ * (units 8 h + 4 c .. + 3) and NQ of the four runs that share them. With
+ * VNNI a run's sum starts at -32 times its activation sum (the side
+ * table); without, the int16 pair sums cannot take that, so 32 * sum_s
+ * sc_s * bsum_s is taken off at the end. */
+#define Q6_PASS(name, RN, NF, NC, NQ, VNNI) \
   INLINE void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm, int hf) \
+      float *y, size_t ldy, int rm, size_t pf, int hf0) \
   { \
     enum { Q6 = 1 }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m30 = _mm256_set1_epi8 (0x30); \
-    __m256 acc[RN]; \
-    UNROLL for (int t = 0; t < (RN); t++) \
-      acc[t] = _mm256_setzero_ps (); \
+    __m256 acc[NF][RN]; \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        acc[f][t] = _mm256_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX6_TB; \
-      const uint8_t *sc_at = pb + KX6_SC + 8 * hf; \
-      __m256i isum[RN]; \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        isum[t] = _mm256_setzero_si256 (); \
+      if (pf) \
+        prefetch_block (pb + pf, KX6_TB); \
+      __m256i isum[NF][RN]; \
+      UNROLL for (int f = 0; f < (NF); f++) \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          isum[f][t] = _mm256_setzero_si256 (); \
       UNROLL for (int h = 0; h < 2; h++) \
-        UNROLL for (int c = 0; c < 2; c++) \
+        UNROLL for (int c0 = 0; c0 < 2; c0 += (NC)) \
           UNROLL for (int q0 = 0; q0 < 4; q0 += (NQ)) { \
-            __m256i run[NQ][RN]; \
-            UNROLL for (int e = 0; e < (NQ); e++) \
-              UNROLL for (int t = 0; t < (RN); t++) \
-                run[e][t] = (VNNI) ? bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c) \
-                    : _mm256_setzero_si256 (); \
-            UNROLL for (int i = 4 * c; i < 4 * c + 4; i++) { \
-              const uint8_t *unit = pb + 192 * (8 * h + i) + 32 * hf; \
-              const __m256i a = load (unit), bq = load (unit + 64), hb = load (unit + 128); \
-              UNROLL for (int e = 0; e < (NQ); e++) { \
-                const int q = q0 + e, s = 8 * h + 2 * q + c; \
-                const __m256i v = q6_values (q, a, bq, hb, m4, m30); \
-                UNROLL for (int t = 0; t < (RN); t++) \
-                  run[e][t] = GROUP_ADD (VNNI, run[e][t], v, \
-                      bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
-                if (!(VNNI) && i % 2 == 1) { \
-                  const __m256i sp = scale_pairs (sc_at + 16 * s, true); \
-                  UNROLL for (int t = 0; t < (RN); t++) { \
-                    isum[t] = _mm256_add_epi32 (isum[t], _mm256_madd_epi16 (run[e][t], sp)); \
-                    run[e][t] = _mm256_setzero_si256 (); \
+            __m256i run[NF][NC][NQ][RN]; \
+            UNROLL for (int f = 0; f < (NF); f++) \
+              UNROLL for (int a = 0; a < (NC); a++) \
+                UNROLL for (int e = 0; e < (NQ); e++) \
+                  UNROLL for (int t = 0; t < (RN); t++) \
+                    run[f][a][e][t] = (VNNI) \
+                        ? bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c0 + a) \
+                        : _mm256_setzero_si256 (); \
+            UNROLL for (int i0 = 0; i0 < 4; i0++) \
+              UNROLL for (int f = 0; f < (NF); f++) \
+                UNROLL for (int a = 0; a < (NC); a++) { \
+                  const int i = 4 * (c0 + a) + i0, hf = hf0 + f; \
+                  const uint8_t *unit = pb + 192 * (8 * h + i) + 32 * hf; \
+                  const __m256i ua = load (unit), ub = load (unit + 64), uh = load (unit + 128); \
+                  UNROLL for (int e = 0; e < (NQ); e++) { \
+                    const int q = q0 + e, s = 8 * h + 2 * q + c0 + a; \
+                    const __m256i v = q6_values (q, ua, ub, uh, m4, m30); \
+                    UNROLL for (int t = 0; t < (RN); t++) \
+                      run[f][a][e][t] = GROUP_ADD (VNNI, run[f][a][e][t], v, \
+                          bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
+                    if (!(VNNI) && i0 % 2 == 1) { \
+                      const __m256i sp = scale_pairs (pb + KX6_SC + 8 * hf + 16 * s, true); \
+                      UNROLL for (int t = 0; t < (RN); t++) { \
+                        isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                            _mm256_madd_epi16 (run[f][a][e][t], sp)); \
+                        run[f][a][e][t] = _mm256_setzero_si256 (); \
+                      } \
+                    } \
                   } \
                 } \
-              } \
-            } \
             if (VNNI) { \
-              UNROLL for (int e = 0; e < (NQ); e++) { \
-                const __m256i sc = scale_dwords (sc_at + 16 * (8 * h + 2 * (q0 + e) + c), \
-                    true); \
-                UNROLL for (int t = 0; t < (RN); t++) \
-                  isum[t] = _mm256_add_epi32 (isum[t], _mm256_mullo_epi32 (run[e][t], sc)); \
-              } \
+              UNROLL for (int f = 0; f < (NF); f++) \
+                UNROLL for (int a = 0; a < (NC); a++) \
+                  UNROLL for (int e = 0; e < (NQ); e++) { \
+                    const __m256i sc = scale_dwords (pb + KX6_SC + 8 * (hf0 + f) \
+                        + 16 * (8 * h + 2 * (q0 + e) + c0 + a), true); \
+                    UNROLL for (int t = 0; t < (RN); t++) \
+                      isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                          _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
+                  } \
             } \
           } \
-      if (!(VNNI)) { \
-        UNROLL for (int k = 0; k < 8; k++) { \
-          const __m256i sp = _mm256_cvtepi8_epi16 (_mm_unpacklo_epi8 ( \
-                  _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k)), \
-                  _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k + 16)))); \
-          UNROLL for (int t = 0; t < (RN); t++) \
-            isum[t] = _mm256_sub_epi32 (isum[t], _mm256_slli_epi32 (_mm256_madd_epi16 (sp, \
-                        bcast4 (XQ (t)->bsums + 2 * k)), 5)); \
+      UNROLL for (int f = 0; f < (NF); f++) { \
+        const uint8_t *sc_at = pb + KX6_SC + 8 * (hf0 + f); \
+        if (!(VNNI)) { \
+          UNROLL for (int k = 0; k < 8; k++) { \
+            const __m256i sp = _mm256_cvtepi8_epi16 (_mm_unpacklo_epi8 ( \
+                    _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k)), \
+                    _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k + 16)))); \
+            UNROLL for (int t = 0; t < (RN); t++) \
+              isum[f][t] = _mm256_sub_epi32 (isum[f][t], _mm256_slli_epi32 ( \
+                      _mm256_madd_epi16 (sp, bcast4 (XQ (t)->bsums + 2 * k)), 5)); \
+          } \
         } \
+        const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
+                (pb + KX6_D + 16 * (hf0 + f)))); \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          acc[f][t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, _mm256_set1_ps (XQ (t)->d)), \
+              _mm256_cvtepi32_ps (isum[f][t]), acc[f][t]); \
       } \
-      const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
-              (pb + KX6_D + 16 * hf))); \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        acc[t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, _mm256_set1_ps (XQ (t)->d)), \
-            _mm256_cvtepi32_ps (isum[t]), acc[t]); \
     } \
-    UNROLL for (int t = 0; t < (RN); t++) \
-      store_rows (acc[t], rm - 8 * hf, y + t * ldy + 8 * hf); \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        store_rows (acc[f][t], rm - 8 * (hf0 + f), y + t * ldy + 8 * (hf0 + f)); \
   }
 
-/* A whole 16-row tile: the halves that hold rows. */
-#define TILE(name, half) \
+/* A whole 16-row tile: one pass over both halves (NF = 2), or a pass per
+ * half that holds rows, the first one prefetching. */
+#define TILE(name, pass, NF) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm) \
+      float *y, size_t ldy, int rm, size_t pf) \
   { \
-    half (nb, P, xq, xs, side, y, ldy, rm, 0); \
-    if (rm > 8) \
-      half (nb, P, xq, xs, side, y, ldy, rm, 1); \
+    pass (nb, P, xq, xs, side, y, ldy, rm, pf, 0); \
+    if ((NF) == 1 && rm > 8) \
+      pass (nb, P, xq, xs, side, y, ldy, rm, 0, 1); \
   }
 
 #define ARN 4
-/* One variant (VNNI or not) of every type: tiles for 1..4 tokens, the
- * smallest taking both runs of a unit per pass (more independent chains,
- * one load per unit). */
+/* One variant (VNNI or not) of every type: tiles for 1..4 tokens. One
+ * token takes both halves in one pass (a single stream through memory, 8
+ * chains of multiplies); more take a half at a time, as 16 registers hold
+ * 3 x 4 accumulators and the operands. */
 #define VARIANT(sfx, VNNI) \
-  K4_HALF (q4_K_h1##sfx, 1, 2, 0, VNNI) K4_HALF (q4_K_h2##sfx, 2, 2, 0, VNNI) \
-  K4_HALF (q4_K_h3##sfx, 3, 1, 0, VNNI) K4_HALF (q4_K_h4##sfx, 4, 1, 0, VNNI) \
-  K4_HALF (q5_K_h1##sfx, 1, 2, 1, VNNI) K4_HALF (q5_K_h2##sfx, 2, 2, 1, VNNI) \
-  K4_HALF (q5_K_h3##sfx, 3, 1, 1, VNNI) K4_HALF (q5_K_h4##sfx, 4, 1, 1, VNNI) \
-  Q6_HALF (q6_K_h1##sfx, 1, 4, VNNI) Q6_HALF (q6_K_h2##sfx, 2, 2, VNNI) \
-  Q6_HALF (q6_K_h3##sfx, 3, 1, VNNI) Q6_HALF (q6_K_h4##sfx, 4, 1, VNNI) \
-  TILE (q4_K_1##sfx, q4_K_h1##sfx) TILE (q4_K_2##sfx, q4_K_h2##sfx) \
-  TILE (q4_K_3##sfx, q4_K_h3##sfx) TILE (q4_K_4##sfx, q4_K_h4##sfx) \
-  TILE (q5_K_1##sfx, q5_K_h1##sfx) TILE (q5_K_2##sfx, q5_K_h2##sfx) \
-  TILE (q5_K_3##sfx, q5_K_h3##sfx) TILE (q5_K_4##sfx, q5_K_h4##sfx) \
-  TILE (q6_K_1##sfx, q6_K_h1##sfx) TILE (q6_K_2##sfx, q6_K_h2##sfx) \
-  TILE (q6_K_3##sfx, q6_K_h3##sfx) TILE (q6_K_4##sfx, q6_K_h4##sfx) \
+  K4_PASS (q4_K_p1##sfx, 1, 2, 2, 2, 0, VNNI) K4_PASS (q4_K_p2##sfx, 2, 1, 1, 2, 0, VNNI) \
+  K4_PASS (q4_K_p3##sfx, 3, 1, 1, 1, 0, VNNI) K4_PASS (q4_K_p4##sfx, 4, 1, 1, 1, 0, VNNI) \
+  K4_PASS (q5_K_p1##sfx, 1, 2, 2, 2, 1, VNNI) K4_PASS (q5_K_p2##sfx, 2, 1, 1, 2, 1, VNNI) \
+  K4_PASS (q5_K_p3##sfx, 3, 1, 1, 1, 1, VNNI) K4_PASS (q5_K_p4##sfx, 4, 1, 1, 1, 1, VNNI) \
+  Q6_PASS (q6_K_p1##sfx, 1, 2, 1, 4, VNNI) Q6_PASS (q6_K_p2##sfx, 2, 1, 1, 2, VNNI) \
+  Q6_PASS (q6_K_p3##sfx, 3, 1, 1, 1, VNNI) Q6_PASS (q6_K_p4##sfx, 4, 1, 1, 1, VNNI) \
+  TILE (q4_K_1##sfx, q4_K_p1##sfx, 2) TILE (q4_K_2##sfx, q4_K_p2##sfx, 1) \
+  TILE (q4_K_3##sfx, q4_K_p3##sfx, 1) TILE (q4_K_4##sfx, q4_K_p4##sfx, 1) \
+  TILE (q5_K_1##sfx, q5_K_p1##sfx, 2) TILE (q5_K_2##sfx, q5_K_p2##sfx, 1) \
+  TILE (q5_K_3##sfx, q5_K_p3##sfx, 1) TILE (q5_K_4##sfx, q5_K_p4##sfx, 1) \
+  TILE (q6_K_1##sfx, q6_K_p1##sfx, 2) TILE (q6_K_2##sfx, q6_K_p2##sfx, 1) \
+  TILE (q6_K_3##sfx, q6_K_p3##sfx, 1) TILE (q6_K_4##sfx, q6_K_p4##sfx, 1) \
   static const KxTileFn tiles_q4_K##sfx[ARN] = { q4_K_1##sfx, q4_K_2##sfx, q4_K_3##sfx, \
     q4_K_4##sfx }; \
   static const KxTileFn tiles_q5_K##sfx[ARN] = { q5_K_1##sfx, q5_K_2##sfx, q5_K_3##sfx, \

@@ -30,8 +30,9 @@ load (const uint8_t *p)
   return _mm512_loadu_si512 ((const void *) p);
 }
 
-/* 4 bytes broadcast to every lane; as a vpdpbusd operand GCC makes it an
- * embedded broadcast. */
+/* 4 bytes broadcast to every lane. (GCC loads it into a register with
+ * vpbroadcastd rather than embedding it in the vpdpbusd ({1to16}); that
+ * measured no slower, and faster with 5 or more tokens.) */
 INLINE __m512i
 bcast4 (const void *p)
 {
@@ -71,12 +72,14 @@ blend_bits (__m512i a, __m512i b, __m512i c)
       _mm512_mask_storeu_ps (y + t * ldy, keep, acc[t]); \
   }
 
-/* Q4_K / Q5_K: NH runs (1 or 2: the two nibbles of a unit) per pass over
- * a chunk of 8 units, RN tokens. */
-#define K4_TILE(name, RN, NH, Q5) \
+/* Q4_K / Q5_K, RN tokens. A pass takes NJ chunks of 8 units and NH (1 or
+ * 2: the two nibbles of a unit) of their runs, so a token has NJ x NH
+ * independent vpdpbusd chains: with few tokens that many are needed to
+ * cover the instruction's latency (4 cycles at 2 a cycle: 8 chains). */
+#define K4_TILE(name, RN, NJ, NH, Q5) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm) \
+      float *y, size_t ldy, int rm, size_t pf) \
   { \
     enum { Q6 = 0 }; \
     const __m512i m4 = _mm512_set1_epi8 (0x0f), m10 = _mm512_set1_epi8 (0x10); \
@@ -85,33 +88,43 @@ blend_bits (__m512i a, __m512i b, __m512i c)
       acc[t] = _mm512_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX_TB (Q5); \
+      if (pf) \
+        prefetch_block (pb + pf, KX_TB (Q5)); \
       __m512i isum[RN]; \
       UNROLL for (int t = 0; t < (RN); t++) \
         isum[t] = _mm512_setzero_si512 (); \
-      UNROLL for (int j = 0; j < 4; j++) { \
+      UNROLL for (int j0 = 0; j0 < 4; j0 += (NJ)) { \
         UNROLL for (int h0 = 0; h0 < 2; h0 += (NH)) { \
-          __m512i run[NH][RN]; \
-          UNROLL for (int e = 0; e < (NH); e++) \
-            UNROLL for (int t = 0; t < (RN); t++) \
-              run[e][t] = _mm512_setzero_si512 (); \
-          UNROLL for (int i = 0; i < 8; i++) { \
-            const __m512i raw = load (pb + KX_QS + 64 * (8 * j + i)); \
-            UNROLL for (int e = 0; e < (NH); e++) { \
-              const int h = h0 + e; \
-              __m512i v = _mm512_and_si512 (h ? _mm512_srli_epi16 (raw, 4) : raw, m4); \
-              if (Q5) \
-                v = blend_bits (v, to_bit4 (load (pb + KX_QH + 64 * i), 2 * j + h), m10); \
+          __m512i run[NJ][NH][RN]; \
+          UNROLL for (int a = 0; a < (NJ); a++) \
+            UNROLL for (int e = 0; e < (NH); e++) \
               UNROLL for (int t = 0; t < (RN); t++) \
-                run[e][t] = _mm512_dpbusd_epi32 (run[e][t], v, \
-                    bcast4 (XQ (t)->qs + 64 * j + 32 * h + 4 * i)); \
+                run[a][e][t] = _mm512_setzero_si512 (); \
+          UNROLL for (int i = 0; i < 8; i++) { \
+            __m512i qh = m4; \
+            if (Q5) \
+              qh = load (pb + KX_QH + 64 * i); \
+            UNROLL for (int a = 0; a < (NJ); a++) { \
+              const int j = j0 + a; \
+              const __m512i raw = load (pb + KX_QS + 64 * (8 * j + i)); \
+              UNROLL for (int e = 0; e < (NH); e++) { \
+                const int h = h0 + e; \
+                __m512i v = _mm512_and_si512 (h ? _mm512_srli_epi16 (raw, 4) : raw, m4); \
+                if (Q5) \
+                  v = blend_bits (v, to_bit4 (qh, 2 * j + h), m10); \
+                UNROLL for (int t = 0; t < (RN); t++) \
+                  run[a][e][t] = _mm512_dpbusd_epi32 (run[a][e][t], v, \
+                      bcast4 (XQ (t)->qs + 64 * j + 32 * h + 4 * i)); \
+              } \
             } \
           } \
-          UNROLL for (int e = 0; e < (NH); e++) { \
-            const __m512i sc = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) \
-                    (pb + KX_SC (Q5) + 16 * (2 * j + h0 + e)))); \
-            UNROLL for (int t = 0; t < (RN); t++) \
-              isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[e][t], sc)); \
-          } \
+          UNROLL for (int a = 0; a < (NJ); a++) \
+            UNROLL for (int e = 0; e < (NH); e++) { \
+              const __m512i sc = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) \
+                      (pb + KX_SC (Q5) + 16 * (2 * (j0 + a) + h0 + e)))); \
+              UNROLL for (int t = 0; t < (RN); t++) \
+                isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[a][e][t], sc)); \
+            } \
         } \
       } \
       __m512i msum[RN]; \
@@ -156,14 +169,15 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
   }
 }
 
-/* Q6_K: runs of 16 values; NQ of the four runs that share units 4 c ..
- * 4 c + 3 of half h per pass, RN tokens. A run's sum starts at -32 times
- * its activation sum (the side table), which turns sum u * x into sum
- * (u - 32) * x. */
-#define Q6_TILE(name, RN, NQ) \
+/* Q6_K, RN tokens: runs of 16 values. The four runs of a half h and
+ * column c (units 8 h + 4 c .. + 3: A low, B low, A high, B high) share
+ * their units; a pass takes NC columns and NQ of those runs, NC x NQ
+ * chains a token. A run's sum starts at -32 times its activation sum (the
+ * side table), which turns sum u * x into sum (u - 32) * x. */
+#define Q6_TILE(name, RN, NC, NQ) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm) \
+      float *y, size_t ldy, int rm, size_t pf) \
   { \
     enum { Q6 = 1 }; \
     const __m512i m4 = _mm512_set1_epi8 (0x0f), m30 = _mm512_set1_epi8 (0x30); \
@@ -172,33 +186,39 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
       acc[t] = _mm512_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX6_TB; \
+      if (pf) \
+        prefetch_block (pb + pf, KX6_TB); \
       __m512i isum[RN]; \
       UNROLL for (int t = 0; t < (RN); t++) \
         isum[t] = _mm512_setzero_si512 (); \
       UNROLL for (int h = 0; h < 2; h++) \
-        UNROLL for (int c = 0; c < 2; c++) \
+        UNROLL for (int c0 = 0; c0 < 2; c0 += (NC)) \
           UNROLL for (int q0 = 0; q0 < 4; q0 += (NQ)) { \
-            __m512i run[NQ][RN]; \
-            UNROLL for (int e = 0; e < (NQ); e++) \
-              UNROLL for (int t = 0; t < (RN); t++) \
-                run[e][t] = bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c); \
-            UNROLL for (int i = 4 * c; i < 4 * c + 4; i++) { \
-              const uint8_t *unit = pb + 192 * (8 * h + i); \
-              const __m512i a = load (unit), bq = load (unit + 64), hb = load (unit + 128); \
-              UNROLL for (int e = 0; e < (NQ); e++) { \
-                const int q = q0 + e; \
-                const __m512i v = q6_values (q, a, bq, hb, m4, m30); \
+            __m512i run[NC][NQ][RN]; \
+            UNROLL for (int a = 0; a < (NC); a++) \
+              UNROLL for (int e = 0; e < (NQ); e++) \
                 UNROLL for (int t = 0; t < (RN); t++) \
-                  run[e][t] = _mm512_dpbusd_epi32 (run[e][t], v, \
-                      bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
+                  run[a][e][t] = bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c0 + a); \
+            UNROLL for (int i0 = 0; i0 < 4; i0++) \
+              UNROLL for (int a = 0; a < (NC); a++) { \
+                const int i = 4 * (c0 + a) + i0; \
+                const uint8_t *unit = pb + 192 * (8 * h + i); \
+                const __m512i ua = load (unit), ub = load (unit + 64), uh = load (unit + 128); \
+                UNROLL for (int e = 0; e < (NQ); e++) { \
+                  const int q = q0 + e; \
+                  const __m512i v = q6_values (q, ua, ub, uh, m4, m30); \
+                  UNROLL for (int t = 0; t < (RN); t++) \
+                    run[a][e][t] = _mm512_dpbusd_epi32 (run[a][e][t], v, \
+                        bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
+                } \
               } \
-            } \
-            UNROLL for (int e = 0; e < (NQ); e++) { \
-              const __m512i sc = _mm512_cvtepi8_epi32 (_mm_loadu_si128 ((const __m128i *) \
-                      (pb + KX6_SC + 16 * (8 * h + 2 * (q0 + e) + c)))); \
-              UNROLL for (int t = 0; t < (RN); t++) \
-                isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[e][t], sc)); \
-            } \
+            UNROLL for (int a = 0; a < (NC); a++) \
+              UNROLL for (int e = 0; e < (NQ); e++) { \
+                const __m512i sc = _mm512_cvtepi8_epi32 (_mm_loadu_si128 ((const __m128i *) \
+                        (pb + KX6_SC + 16 * (8 * h + 2 * (q0 + e) + c0 + a)))); \
+                UNROLL for (int t = 0; t < (RN); t++) \
+                  isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[a][e][t], sc)); \
+              } \
           } \
       const __m512 dv = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (pb + KX6_D))); \
       UNROLL for (int t = 0; t < (RN); t++) \
@@ -213,23 +233,23 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
  * vpdpbusd chains to hide their latency and units are loaded once. */
 #define ZRN 8
 #define K4_TILES(pre, Q5) \
-  K4_TILE (pre##_1, 1, 2, Q5) K4_TILE (pre##_2, 2, 2, Q5) K4_TILE (pre##_3, 3, 2, Q5) \
-  K4_TILE (pre##_4, 4, 2, Q5) K4_TILE (pre##_5, 5, 1, Q5) K4_TILE (pre##_6, 6, 1, Q5) \
-  K4_TILE (pre##_7, 7, 1, Q5) K4_TILE (pre##_8, 8, 1, Q5) \
+  K4_TILE (pre##_1, 1, 4, 2, Q5) K4_TILE (pre##_2, 2, 2, 2, Q5) K4_TILE (pre##_3, 3, 1, 2, Q5) \
+  K4_TILE (pre##_4, 4, 1, 2, Q5) K4_TILE (pre##_5, 5, 1, 2, Q5) K4_TILE (pre##_6, 6, 1, 2, Q5) \
+  K4_TILE (pre##_7, 7, 1, 1, Q5) K4_TILE (pre##_8, 8, 1, 1, Q5) \
   static const KxTileFn pre[ZRN] = { pre##_1, pre##_2, pre##_3, pre##_4, pre##_5, pre##_6, \
     pre##_7, pre##_8 };
 
 K4_TILES (tiles_q4_K, 0)
 K4_TILES (tiles_q5_K, 1)
 
-Q6_TILE (tiles_q6_K_1, 1, 4)
-Q6_TILE (tiles_q6_K_2, 2, 4)
-Q6_TILE (tiles_q6_K_3, 3, 2)
-Q6_TILE (tiles_q6_K_4, 4, 2)
-Q6_TILE (tiles_q6_K_5, 5, 1)
-Q6_TILE (tiles_q6_K_6, 6, 1)
-Q6_TILE (tiles_q6_K_7, 7, 1)
-Q6_TILE (tiles_q6_K_8, 8, 1)
+Q6_TILE (tiles_q6_K_1, 1, 2, 4)
+Q6_TILE (tiles_q6_K_2, 2, 1, 4)
+Q6_TILE (tiles_q6_K_3, 3, 1, 2)
+Q6_TILE (tiles_q6_K_4, 4, 1, 2)
+Q6_TILE (tiles_q6_K_5, 5, 1, 1)
+Q6_TILE (tiles_q6_K_6, 6, 1, 1)
+Q6_TILE (tiles_q6_K_7, 7, 1, 1)
+Q6_TILE (tiles_q6_K_8, 8, 1, 1)
 static const KxTileFn tiles_q6_K[ZRN] = { tiles_q6_K_1, tiles_q6_K_2, tiles_q6_K_3,
   tiles_q6_K_4, tiles_q6_K_5, tiles_q6_K_6, tiles_q6_K_7, tiles_q6_K_8 };
 
