@@ -100,8 +100,12 @@ store_rows (__m256 v, int rm, float *y)
   }
 }
 
+/* Makes @v exist here (see kquants-x8-avx512.c: without it GCC sinks
+ * every run's scaling to the end of the super-block and spills). */
+#define KEEP(v) __asm__ ("" : "+x" (v))
+
 #define XQ(t) ((const LlmBlockQ8_K *) (xq + (t) * xs) + b)
-#define SIDE(t) ((const KxSide *) (side + ((t) * nb + b) * KX_SIDE_BYTES (Q6)))
+#define SIDE(t) ((const KxSide *) (side + b * sstride + (t) * KX_SIDE_BYTES (Q6)))
 
 /* Adds one group's products to a run's sum: into int32 lanes with VNNI,
  * into int16 pair sums without. */
@@ -117,7 +121,7 @@ store_rows (__m256 v, int rm, float *y)
 #define K4_PASS(name, RN, NF, NJ, NH, Q5, VNNI) \
   INLINE void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm, size_t pf, int hf0) \
+      size_t sstride, float *y, size_t ldy, int rm, size_t pf, int hf0) \
   { \
     enum { Q6 = 0, C = (Q5) ? 4 : 8 }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m10 = _mm256_set1_epi8 (0x10); \
@@ -164,6 +168,7 @@ store_rows (__m256 v, int rm, float *y)
                     UNROLL for (int t = 0; t < (RN); t++) { \
                       isum[f][t] = _mm256_add_epi32 (isum[f][t], \
                           _mm256_madd_epi16 (run[f][a][e][t], sp)); \
+                      KEEP (isum[f][t]); \
                       run[f][a][e][t] = _mm256_setzero_si256 (); \
                     } \
                   } \
@@ -177,9 +182,11 @@ store_rows (__m256 v, int rm, float *y)
                 UNROLL for (int e = 0; e < (NH); e++) { \
                   const __m256i sc = scale_dwords (pb + KX_SC (Q5) + 8 * (hf0 + f) \
                       + 16 * (2 * (j0 + a) + h0 + e), false); \
-                  UNROLL for (int t = 0; t < (RN); t++) \
+                  UNROLL for (int t = 0; t < (RN); t++) { \
                     isum[f][t] = _mm256_add_epi32 (isum[f][t], \
                         _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
+                    KEEP (isum[f][t]); \
+                  } \
                 } \
           } \
         } \
@@ -236,7 +243,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
 #define Q6_PASS(name, RN, NF, NC, NQ, VNNI) \
   INLINE void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm, size_t pf, int hf0) \
+      size_t sstride, float *y, size_t ldy, int rm, size_t pf, int hf0) \
   { \
     enum { Q6 = 1 }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m30 = _mm256_set1_epi8 (0x30); \
@@ -280,6 +287,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                       UNROLL for (int t = 0; t < (RN); t++) { \
                         isum[f][t] = _mm256_add_epi32 (isum[f][t], \
                             _mm256_madd_epi16 (run[f][a][e][t], sp)); \
+                        KEEP (isum[f][t]); \
                         run[f][a][e][t] = _mm256_setzero_si256 (); \
                       } \
                     } \
@@ -291,9 +299,11 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                   UNROLL for (int e = 0; e < (NQ); e++) { \
                     const __m256i sc = scale_dwords (pb + KX6_SC + 8 * (hf0 + f) \
                         + 16 * (8 * h + 2 * (q0 + e) + c0 + a), true); \
-                    UNROLL for (int t = 0; t < (RN); t++) \
+                    UNROLL for (int t = 0; t < (RN); t++) { \
                       isum[f][t] = _mm256_add_epi32 (isum[f][t], \
                           _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
+                      KEEP (isum[f][t]); \
+                    } \
                   } \
             } \
           } \
@@ -304,9 +314,11 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
             const __m256i sp = _mm256_cvtepi8_epi16 (_mm_unpacklo_epi8 ( \
                     _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k)), \
                     _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k + 16)))); \
-            UNROLL for (int t = 0; t < (RN); t++) \
+            UNROLL for (int t = 0; t < (RN); t++) { \
               isum[f][t] = _mm256_sub_epi32 (isum[f][t], _mm256_slli_epi32 ( \
                       _mm256_madd_epi16 (sp, bcast4 (XQ (t)->bsums + 2 * k)), 5)); \
+              KEEP (isum[f][t]); \
+            } \
           } \
         } \
         const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
@@ -326,11 +338,11 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
 #define TILE(name, pass, NF) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm, size_t pf) \
+      size_t sstride, float *y, size_t ldy, int rm, size_t pf) \
   { \
-    pass (nb, P, xq, xs, side, y, ldy, rm, pf, 0); \
+    pass (nb, P, xq, xs, side, sstride, y, ldy, rm, pf, 0); \
     if ((NF) == 1 && rm > 8) \
-      pass (nb, P, xq, xs, side, y, ldy, rm, 0, 1); \
+      pass (nb, P, xq, xs, side, sstride, y, ldy, rm, 0, 1); \
   }
 
 #define ARN 4
@@ -357,20 +369,30 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
     q5_K_4##sfx }; \
   static const KxTileFn tiles_q6_K##sfx[ARN] = { q6_K_1##sfx, q6_K_2##sfx, q6_K_3##sfx, \
     q6_K_4##sfx }; \
-  ENTRY (q4_K##sfx, false, KX_TB (0)) \
-  ENTRY (q5_K##sfx, false, KX_TB (1)) \
-  ENTRY (q6_K##sfx, true, KX6_TB)
+  ENTRY (q4_K##sfx, RN_Q4##sfx, false, KX_TB (0)) \
+  ENTRY (q5_K##sfx, RN_Q5##sfx, false, KX_TB (1)) \
+  ENTRY (q6_K##sfx, RN_Q6##sfx, true, KX6_TB)
 
-#define ENTRY(type, Q6, TB) \
+#define ENTRY(type, RN, Q6, TB) \
   static bool \
   kx8_##type (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, \
       const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, \
       size_t step) \
   { \
-    return kx_drive (tiles_##type, ARN, Q6, TB, n, packed, rows, r0, r1, xq, xs, n_tok, y, \
+    return kx_drive (tiles_##type, RN, Q6, TB, n, packed, rows, r0, r1, xq, xs, n_tok, y, \
         ldy, next, step); \
   }
 
+/* Tokens a tile takes at most: as many as keep every accumulator in the
+ * 16 registers with the operands (measured; one more spilled and ran 10
+ * to 20% slower): Q5_K's fifth bits and the int16 sums without VNNI
+ * take registers of their own. */
+#define RN_Q4 3
+#define RN_Q5 2
+#define RN_Q6 3
+#define RN_Q4_vnni 4
+#define RN_Q5_vnni 3
+#define RN_Q6_vnni 4
 VARIANT (, 0)
 VARIANT (_vnni, 1)
 

@@ -61,8 +61,13 @@ blend_bits (__m512i a, __m512i b, __m512i c)
   return _mm512_ternarylogic_epi32 (a, b, c, 0xd8);
 }
 
+/* Makes @v exist here. GCC otherwise reassociates a token's sum over the
+ * runs of a super-block and sinks every run's vpmulld to its end, so all
+ * runs' sums stay live at once and spill (measured: Q6_K at half speed). */
+#define KEEP(v) __asm__ ("" : "+v" (v))
+
 #define XQ(t) ((const LlmBlockQ8_K *) (xq + (t) * xs) + b)
-#define SIDE(t) ((const KxSide *) (side + ((t) * nb + b) * KX_SIDE_BYTES (Q6)))
+#define SIDE(t) ((const KxSide *) (side + b * sstride + (t) * KX_SIDE_BYTES (Q6)))
 
 /* The float steps after the integer sums, and the masked store. */
 #define FINISH_STORE(RN) \
@@ -79,7 +84,7 @@ blend_bits (__m512i a, __m512i b, __m512i c)
 #define K4_TILE(name, RN, NJ, NH, Q5) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm, size_t pf) \
+      size_t sstride, float *y, size_t ldy, int rm, size_t pf) \
   { \
     enum { Q6 = 0 }; \
     const __m512i m4 = _mm512_set1_epi8 (0x0f), m10 = _mm512_set1_epi8 (0x10); \
@@ -122,8 +127,10 @@ blend_bits (__m512i a, __m512i b, __m512i c)
             UNROLL for (int e = 0; e < (NH); e++) { \
               const __m512i sc = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) \
                       (pb + KX_SC (Q5) + 16 * (2 * (j0 + a) + h0 + e)))); \
-              UNROLL for (int t = 0; t < (RN); t++) \
+              UNROLL for (int t = 0; t < (RN); t++) { \
                 isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[a][e][t], sc)); \
+                KEEP (isum[t]); \
+              } \
             } \
         } \
       } \
@@ -177,7 +184,7 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
 #define Q6_TILE(name, RN, NC, NQ) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      float *y, size_t ldy, int rm, size_t pf) \
+      size_t sstride, float *y, size_t ldy, int rm, size_t pf) \
   { \
     enum { Q6 = 1 }; \
     const __m512i m4 = _mm512_set1_epi8 (0x0f), m30 = _mm512_set1_epi8 (0x30); \
@@ -216,8 +223,10 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
               UNROLL for (int e = 0; e < (NQ); e++) { \
                 const __m512i sc = _mm512_cvtepi8_epi32 (_mm_loadu_si128 ((const __m128i *) \
                         (pb + KX6_SC + 16 * (8 * h + 2 * (q0 + e) + c0 + a)))); \
-                UNROLL for (int t = 0; t < (RN); t++) \
+                UNROLL for (int t = 0; t < (RN); t++) { \
                   isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[a][e][t], sc)); \
+                  KEEP (isum[t]); \
+                } \
               } \
           } \
       const __m512 dv = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (pb + KX6_D))); \

@@ -41,6 +41,9 @@ typedef union {
 
 #define KX_SIDE_BYTES(q6) ((q6) ? 64 : 16)
 
+/* Entry (b, t) at (b * n_tok + t) * KX_SIDE_BYTES: a tile reaches its
+ * tokens' entries at constant offsets from one pointer (with a pointer a
+ * token, 8 tokens ran out of general registers). */
 INLINE void
 kx_act_side (bool q6, const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, uint8_t *side)
 {
@@ -48,7 +51,7 @@ kx_act_side (bool q6, const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, uin
   for (size_t t = 0; t < n_tok; t++) {
     const LlmBlockQ8_K *x = (const LlmBlockQ8_K *) (xq + t * xs);
     for (size_t b = 0; b < nb; b++) {
-      KxSide *s = (KxSide *) (side + (t * nb + b) * sb);
+      KxSide *s = (KxSide *) (side + (b * n_tok + t) * sb);
       if (q6) {
         for (int j = 0; j < 16; j++)
           s->neg32[j] = -32 * x[b].bsums[j];
@@ -62,11 +65,12 @@ kx_act_side (bool q6, const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, uin
 
 /* A tile computes y[t * ldy + r] for r < @rm (<= 16) and t < its token
  * count: @P is the row tile's first super-block, @xq the first token's
- * activations (@xs apart), @side its side table (nb entries a token).
+ * activations (@xs apart), @side its first side entry (super-block b's
+ * @sstride bytes further on, the next token's KX_SIDE_BYTES).
  * With @pf non-zero it also prefetches, while it works on a super-block,
  * the bytes @pf further on in the packed matrix. */
 typedef void (*KxTileFn) (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs,
-    const uint8_t *side, float *y, size_t ldy, int rm, size_t pf);
+    const uint8_t *side, size_t sstride, float *y, size_t ldy, int rm, size_t pf);
 
 /* How far ahead the first pass over a row tile prefetches. The packed
  * matrix is one stream, but a tile block is read as several interleaved
@@ -99,13 +103,13 @@ kx_drive (const KxTileFn *tiles, int RN, bool q6, size_t tb, size_t n, const voi
   assert (next == NULL || (step > 0 && step % LLM_KX8_ROWS == 0));
   (void) rows;
   const size_t nb = n / LLM_QK_K;
-  const size_t sb = KX_SIDE_BYTES (q6) * nb;
-  uint8_t *side = llm_gemm_scratch (n_tok * sb);
+  const size_t sb = KX_SIDE_BYTES (q6), sstride = n_tok * sb;
+  uint8_t *side = llm_gemm_scratch (n_tok * nb * sb);
   if (side == NULL)
     return false;
   kx_act_side (q6, xq, xs, n_tok, nb, side);
 
-  size_t tok_block = ACT_BUDGET / (xs + sb) / RN * RN;
+  size_t tok_block = ACT_BUDGET / (xs + nb * sb) / RN * RN;
   if (tok_block < (size_t) RN)
     tok_block = RN;
   const size_t tile_bytes = nb * tb;
@@ -119,8 +123,8 @@ kx_drive (const KxTileFn *tiles, int RN, bool q6, size_t tb, size_t n, const voi
         const uint8_t *P = (const uint8_t *) packed + r / LLM_KX8_ROWS * tile_bytes;
         for (size_t t = t0, rn; t < t1; t += rn) {
           rn = tile_tokens (t1 - t, RN);
-          tiles[rn - 1] (nb, P, (const uint8_t *) xq + t * xs, xs, side + t * sb,
-              y + t * ldy + r, ldy, rm, t == 0 ? KX_PF_DIST : 0);
+          tiles[rn - 1] (nb, P, (const uint8_t *) xq + t * xs, xs, side + t * sb, sstride,
+              y + t * ldy + r, ldy, rm, t == t0 ? KX_PF_DIST : 0);
         }
       }
     }
