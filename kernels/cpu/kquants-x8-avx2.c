@@ -4,9 +4,11 @@
  * llm_avx2_kx8_fn() after the caller's CPU check.
  *
  * A 256-bit vector holds 4 values of each of 8 rows, one row per 32-bit
- * lane, so a 16-row tile is done as two 8-row halves, one after the other
- * (the second half's bytes are then in L1: the first pass touched every
- * cache line of the tile). Per run of one scale:
+ * lane. One token takes both 8-row halves of a 16-row tile in one pass,
+ * so the tile is read as one stream; batches take the halves one after
+ * the other (the second half's bytes are then in L1), as the 16 registers
+ * hold the accumulators of 2 to 4 tokens for 8 rows. Per run of one
+ * scale:
  * - with AVX-VNNI (where the CPU has it), vpdpbusd adds value x activation
  *   over the run's groups of 4 into each row's lane and vpmulld applies
  *   the rows' scales: 8 (Q6_K 4) multiplies and one vpmulld per run;
@@ -16,8 +18,9 @@
  *   scales.
  * Either way the integer sums are exact and the float steps are the
  * header's, so both give the AVX-512 kernels' and the scalar reference's
- * results bit for bit. Up to 4 tokens share each unpacked weight vector
- * (16 registers hold 3 x 4 accumulators and the operands). */
+ * results bit for bit. Per 16-row super-block and token that is 128
+ * multiplies of 32 bytes with VNNI (at 2 a cycle, 64 cycles; measured
+ * about 100 for Q4_K batches, 125-130 for Q5_K and Q6_K). */
 #include "kquants-x8.h"
 #include "kquants-x8-simd.h"
 
@@ -334,22 +337,26 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
   }
 
 /* A whole 16-row tile: one pass over both halves (NF = 2), or a pass per
- * half that holds rows, the first one prefetching. */
-#define TILE(name, pass, NF) \
+ * half that holds rows. When the tile prefetches (its first token tile),
+ * the second half's pass prefetches the next tile: it reads only what the
+ * first pass brought in, and memory would otherwise stand idle. */
+#define TILE(name, pass, NF, TB) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
       size_t sstride, float *y, size_t ldy, int rm, size_t pf) \
   { \
     pass (nb, P, xq, xs, side, sstride, y, ldy, rm, pf, 0); \
     if ((NF) == 1 && rm > 8) \
-      pass (nb, P, xq, xs, side, sstride, y, ldy, rm, 0, 1); \
+      pass (nb, P, xq, xs, side, sstride, y, ldy, rm, pf ? NEXT_PF (nb * (TB)) : 0, 1); \
   }
+#ifndef NEXT_PF
+#define NEXT_PF(tile) (tile)
+#endif
 
 #define ARN 4
 /* One variant (VNNI or not) of every type: tiles for 1..4 tokens. One
  * token takes both halves in one pass (a single stream through memory, 8
- * chains of multiplies); more take a half at a time, as 16 registers hold
- * 3 x 4 accumulators and the operands. */
+ * chains of multiplies); more take a half at a time. */
 #define VARIANT(sfx, VNNI) \
   K4_PASS (q4_K_p1##sfx, 1, 2, 2, 2, 0, VNNI) K4_PASS (q4_K_p2##sfx, 2, 1, 1, 2, 0, VNNI) \
   K4_PASS (q4_K_p3##sfx, 3, 1, 1, 1, 0, VNNI) K4_PASS (q4_K_p4##sfx, 4, 1, 1, 1, 0, VNNI) \
@@ -357,12 +364,12 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
   K4_PASS (q5_K_p3##sfx, 3, 1, 1, 1, 1, VNNI) K4_PASS (q5_K_p4##sfx, 4, 1, 1, 1, 1, VNNI) \
   Q6_PASS (q6_K_p1##sfx, 1, 2, 1, 4, VNNI) Q6_PASS (q6_K_p2##sfx, 2, 1, 1, 2, VNNI) \
   Q6_PASS (q6_K_p3##sfx, 3, 1, 1, 1, VNNI) Q6_PASS (q6_K_p4##sfx, 4, 1, 1, 1, VNNI) \
-  TILE (q4_K_1##sfx, q4_K_p1##sfx, 2) TILE (q4_K_2##sfx, q4_K_p2##sfx, 1) \
-  TILE (q4_K_3##sfx, q4_K_p3##sfx, 1) TILE (q4_K_4##sfx, q4_K_p4##sfx, 1) \
-  TILE (q5_K_1##sfx, q5_K_p1##sfx, 2) TILE (q5_K_2##sfx, q5_K_p2##sfx, 1) \
-  TILE (q5_K_3##sfx, q5_K_p3##sfx, 1) TILE (q5_K_4##sfx, q5_K_p4##sfx, 1) \
-  TILE (q6_K_1##sfx, q6_K_p1##sfx, 2) TILE (q6_K_2##sfx, q6_K_p2##sfx, 1) \
-  TILE (q6_K_3##sfx, q6_K_p3##sfx, 1) TILE (q6_K_4##sfx, q6_K_p4##sfx, 1) \
+  TILE (q4_K_1##sfx, q4_K_p1##sfx, 2, KX_TB (0)) TILE (q4_K_2##sfx, q4_K_p2##sfx, 1, KX_TB (0)) \
+  TILE (q4_K_3##sfx, q4_K_p3##sfx, 1, KX_TB (0)) TILE (q4_K_4##sfx, q4_K_p4##sfx, 1, KX_TB (0)) \
+  TILE (q5_K_1##sfx, q5_K_p1##sfx, 2, KX_TB (1)) TILE (q5_K_2##sfx, q5_K_p2##sfx, 1, KX_TB (1)) \
+  TILE (q5_K_3##sfx, q5_K_p3##sfx, 1, KX_TB (1)) TILE (q5_K_4##sfx, q5_K_p4##sfx, 1, KX_TB (1)) \
+  TILE (q6_K_1##sfx, q6_K_p1##sfx, 2, KX6_TB) TILE (q6_K_2##sfx, q6_K_p2##sfx, 1, KX6_TB) \
+  TILE (q6_K_3##sfx, q6_K_p3##sfx, 1, KX6_TB) TILE (q6_K_4##sfx, q6_K_p4##sfx, 1, KX6_TB) \
   static const KxTileFn tiles_q4_K##sfx[ARN] = { q4_K_1##sfx, q4_K_2##sfx, q4_K_3##sfx, \
     q4_K_4##sfx }; \
   static const KxTileFn tiles_q5_K##sfx[ARN] = { q5_K_1##sfx, q5_K_2##sfx, q5_K_3##sfx, \

@@ -6,16 +6,21 @@
  * A 64-byte unit holds 4 values of each of a tile's 16 rows, one row per
  * 32-bit lane, so the tile needs no horizontal sums: per run of one scale,
  * vpdpbusd adds value x activation over the run's groups of 4 into each
- * row's lane, the activation's 4 bytes broadcast from memory (embedded
- * {1to16}, no shuffle), and one vpmulld applies the rows' scales. Every
- * unpacked weight vector serves RN tokens in registers; the integer sums
- * and the float steps after them are the header's, so results do not
- * depend on RN.
+ * row's lane, against the activation's 4 bytes broadcast to every lane,
+ * and one vpmulld applies the rows' scales. Every unpacked weight vector
+ * serves RN tokens from registers; the integer sums and the float steps
+ * after them are the header's, so results do not depend on RN.
  *
- * Per 16-row super-block and token that is 64 vpdpbusd (4096 multiplies
- * at 64 a go), 8 (Q6_K 16) vpmulld, 4 vpdpwssd for the mins and a few
- * float operations; vpdpbusd issues 2 a cycle on Zen 5, so a token costs
- * at least 32 cycles per super-block of the tile, whatever the batch. */
+ * What bounds it (Zen 5, measured): 2 multiplies a cycle (vpdpbusd,
+ * vpmulld, vpdpwssd, float), 2 loads a cycle of any width (a broadcast
+ * from memory is one), 4 vector operations a cycle in all. Per 16-row
+ * super-block and token there are 64 vpdpbusd (4096 multiplies at 64 a
+ * go), 8 (Q6_K 16) vpmulld, 4 vpdpwssd for the mins (Q4_K, Q5_K) and 6
+ * (Q6_K 3) float operations: at least 41 cycles a token whatever the
+ * batch, and as many activation broadcasts as vpdpbusd, so the loads are
+ * at their limit too. Batches of 8 reach about 50 cycles (Q6_K 62: its
+ * runs of 16 take twice the vpmulld and run starts); unpacking (an AND,
+ * or a shift and an AND, a unit and pass) is shared by a pass's tokens. */
 #include "kquants-x8.h"
 #include "kquants-x8-simd.h"
 
@@ -69,7 +74,7 @@ blend_bits (__m512i a, __m512i b, __m512i c)
 #define XQ(t) ((const LlmBlockQ8_K *) (xq + (t) * xs) + b)
 #define SIDE(t) ((const KxSide *) (side + b * sstride + (t) * KX_SIDE_BYTES (Q6)))
 
-/* The float steps after the integer sums, and the masked store. */
+/* Rows past @rm (the matrix's end, inside the last tile) are not stored. */
 #define FINISH_STORE(RN) \
   { \
     const __mmask16 keep = (__mmask16) ((1u << rm) - 1); \
