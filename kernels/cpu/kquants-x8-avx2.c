@@ -107,6 +107,21 @@ store_rows (__m256 v, int rm, float *y)
  * every run's scaling to the end of the super-block and spills). */
 #define KEEP(v) __asm__ ("" : "+x" (v))
 
+/* isum[t] += run[t] times the rows' scales: @sc as int32 lanes (VNNI's
+ * run sums), or @sp as int16 pairs against int16 pair sums, which then
+ * start again from zero. t < RN. */
+#define ADD_RUN_SCALED(RN, isum, run, sc) \
+  UNROLL for (int t = 0; t < (RN); t++) { \
+    isum[t] = _mm256_add_epi32 (isum[t], _mm256_mullo_epi32 ((run)[t], (sc))); \
+    KEEP (isum[t]); \
+  }
+#define ADD_PAIRS_SCALED(RN, isum, run, sp) \
+  UNROLL for (int t = 0; t < (RN); t++) { \
+    isum[t] = _mm256_add_epi32 (isum[t], _mm256_madd_epi16 ((run)[t], (sp))); \
+    KEEP (isum[t]); \
+    (run)[t] = _mm256_setzero_si256 (); \
+  }
+
 #define XQ(t) ((const LlmBlockQ8_K *) (xq + (t) * xs) + b)
 #define SIDE(t) ((const KxSide *) (side + b * sstride + (t) * KX_SIDE_BYTES (Q6)))
 
@@ -123,8 +138,7 @@ store_rows (__m256 v, int rm, float *y)
  * go to an int16 sum without VNNI. */
 #define K4_PASS(name, RN, NF, NJ, NH, Q5, VNNI) \
   INLINE void \
-  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      size_t sstride, float *y, size_t ldy, int rm, size_t pf, int hf0) \
+  name (KX_TILE_ARGS, int hf0) \
   { \
     enum { Q6 = 0, C = (Q5) ? 4 : 8 }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m10 = _mm256_set1_epi8 (0x10); \
@@ -168,12 +182,7 @@ store_rows (__m256 v, int rm, float *y)
                         bcast4 (XQ (t)->qs + 64 * j + 32 * h + 4 * i)); \
                   if (!(VNNI) && (i + 1) % C == 0) { \
                     const __m256i sp = scale_pairs (sc_at + 16 * (2 * j + h), false); \
-                    UNROLL for (int t = 0; t < (RN); t++) { \
-                      isum[f][t] = _mm256_add_epi32 (isum[f][t], \
-                          _mm256_madd_epi16 (run[f][a][e][t], sp)); \
-                      KEEP (isum[f][t]); \
-                      run[f][a][e][t] = _mm256_setzero_si256 (); \
-                    } \
+                    ADD_PAIRS_SCALED (RN, isum[f], run[f][a][e], sp); \
                   } \
                 } \
               } \
@@ -185,11 +194,7 @@ store_rows (__m256 v, int rm, float *y)
                 UNROLL for (int e = 0; e < (NH); e++) { \
                   const __m256i sc = scale_dwords (pb + KX_SC (Q5) + 8 * (hf0 + f) \
                       + 16 * (2 * (j0 + a) + h0 + e), false); \
-                  UNROLL for (int t = 0; t < (RN); t++) { \
-                    isum[f][t] = _mm256_add_epi32 (isum[f][t], \
-                        _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
-                    KEEP (isum[f][t]); \
-                  } \
+                  ADD_RUN_SCALED (RN, isum[f], run[f][a][e], sc); \
                 } \
           } \
         } \
@@ -245,8 +250,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
  * sc_s * bsum_s is taken off at the end. */
 #define Q6_PASS(name, RN, NF, NC, NQ, VNNI) \
   INLINE void \
-  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      size_t sstride, float *y, size_t ldy, int rm, size_t pf, int hf0) \
+  name (KX_TILE_ARGS, int hf0) \
   { \
     enum { Q6 = 1 }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m30 = _mm256_set1_epi8 (0x30); \
@@ -287,12 +291,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                           bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
                     if (!(VNNI) && i0 % 2 == 1) { \
                       const __m256i sp = scale_pairs (pb + KX6_SC + 8 * hf + 16 * s, true); \
-                      UNROLL for (int t = 0; t < (RN); t++) { \
-                        isum[f][t] = _mm256_add_epi32 (isum[f][t], \
-                            _mm256_madd_epi16 (run[f][a][e][t], sp)); \
-                        KEEP (isum[f][t]); \
-                        run[f][a][e][t] = _mm256_setzero_si256 (); \
-                      } \
+                      ADD_PAIRS_SCALED (RN, isum[f], run[f][a][e], sp); \
                     } \
                   } \
                 } \
@@ -302,11 +301,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                   UNROLL for (int e = 0; e < (NQ); e++) { \
                     const __m256i sc = scale_dwords (pb + KX6_SC + 8 * (hf0 + f) \
                         + 16 * (8 * h + 2 * (q0 + e) + c0 + a), true); \
-                    UNROLL for (int t = 0; t < (RN); t++) { \
-                      isum[f][t] = _mm256_add_epi32 (isum[f][t], \
-                          _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
-                      KEEP (isum[f][t]); \
-                    } \
+                    ADD_RUN_SCALED (RN, isum[f], run[f][a][e], sc); \
                   } \
             } \
           } \
@@ -342,8 +337,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
  * first pass brought in, and memory would otherwise stand idle. */
 #define TILE(name, pass, NF, TB) \
   static void \
-  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      size_t sstride, float *y, size_t ldy, int rm, size_t pf) \
+  name (KX_TILE_ARGS) \
   { \
     pass (nb, P, xq, xs, side, sstride, y, ldy, rm, pf, 0); \
     if ((NF) == 1 && rm > 8) \

@@ -71,6 +71,17 @@ blend_bits (__m512i a, __m512i b, __m512i c)
  * runs' sums stay live at once and spill (measured: Q6_K at half speed). */
 #define KEEP(v) __asm__ ("" : "+v" (v))
 
+/* isum[t] += run[t] times the rows' scales @sc (int32 lanes), t < RN. */
+#define ADD_RUN_SCALED(RN, isum, run, sc) \
+  UNROLL for (int t = 0; t < (RN); t++) { \
+    isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 ((run)[t], (sc))); \
+    KEEP (isum[t]); \
+  }
+
+#define ZERO_ALL(RN, v, zero) \
+  UNROLL for (int t = 0; t < (RN); t++) \
+    (v)[t] = (zero)
+
 #define XQ(t) ((const LlmBlockQ8_K *) (xq + (t) * xs) + b)
 #define SIDE(t) ((const KxSide *) (side + b * sstride + (t) * KX_SIDE_BYTES (Q6)))
 
@@ -88,21 +99,18 @@ blend_bits (__m512i a, __m512i b, __m512i c)
  * cover the instruction's latency (4 cycles at 2 a cycle: 8 chains). */
 #define K4_TILE(name, RN, NJ, NH, Q5) \
   static void \
-  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      size_t sstride, float *y, size_t ldy, int rm, size_t pf) \
+  name (KX_TILE_ARGS) \
   { \
     enum { Q6 = 0 }; \
     const __m512i m4 = _mm512_set1_epi8 (0x0f), m10 = _mm512_set1_epi8 (0x10); \
     __m512 acc[RN]; \
-    UNROLL for (int t = 0; t < (RN); t++) \
-      acc[t] = _mm512_setzero_ps (); \
+    ZERO_ALL (RN, acc, _mm512_setzero_ps ()); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX_TB (Q5); \
       if (pf) \
         prefetch_block (pb + pf, KX_TB (Q5)); \
       __m512i isum[RN]; \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        isum[t] = _mm512_setzero_si512 (); \
+      ZERO_ALL (RN, isum, _mm512_setzero_si512 ()); \
       UNROLL for (int j0 = 0; j0 < 4; j0 += (NJ)) { \
         UNROLL for (int h0 = 0; h0 < 2; h0 += (NH)) { \
           __m512i run[NJ][NH][RN]; \
@@ -132,10 +140,7 @@ blend_bits (__m512i a, __m512i b, __m512i c)
             UNROLL for (int e = 0; e < (NH); e++) { \
               const __m512i sc = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) \
                       (pb + KX_SC (Q5) + 16 * (2 * (j0 + a) + h0 + e)))); \
-              UNROLL for (int t = 0; t < (RN); t++) { \
-                isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[a][e][t], sc)); \
-                KEEP (isum[t]); \
-              } \
+              ADD_RUN_SCALED (RN, isum, run[a][e], sc); \
             } \
         } \
       } \
@@ -188,21 +193,18 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
  * side table), which turns sum u * x into sum (u - 32) * x. */
 #define Q6_TILE(name, RN, NC, NQ) \
   static void \
-  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
-      size_t sstride, float *y, size_t ldy, int rm, size_t pf) \
+  name (KX_TILE_ARGS) \
   { \
     enum { Q6 = 1 }; \
     const __m512i m4 = _mm512_set1_epi8 (0x0f), m30 = _mm512_set1_epi8 (0x30); \
     __m512 acc[RN]; \
-    UNROLL for (int t = 0; t < (RN); t++) \
-      acc[t] = _mm512_setzero_ps (); \
+    ZERO_ALL (RN, acc, _mm512_setzero_ps ()); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX6_TB; \
       if (pf) \
         prefetch_block (pb + pf, KX6_TB); \
       __m512i isum[RN]; \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        isum[t] = _mm512_setzero_si512 (); \
+      ZERO_ALL (RN, isum, _mm512_setzero_si512 ()); \
       UNROLL for (int h = 0; h < 2; h++) \
         UNROLL for (int c0 = 0; c0 < 2; c0 += (NC)) \
           UNROLL for (int q0 = 0; q0 < 4; q0 += (NQ)) { \
@@ -228,10 +230,7 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
               UNROLL for (int e = 0; e < (NQ); e++) { \
                 const __m512i sc = _mm512_cvtepi8_epi32 (_mm_loadu_si128 ((const __m128i *) \
                         (pb + KX6_SC + 16 * (8 * h + 2 * (q0 + e) + c0 + a)))); \
-                UNROLL for (int t = 0; t < (RN); t++) { \
-                  isum[t] = _mm512_add_epi32 (isum[t], _mm512_mullo_epi32 (run[a][e][t], sc)); \
-                  KEEP (isum[t]); \
-                } \
+                ADD_RUN_SCALED (RN, isum, run[a][e], sc); \
               } \
           } \
       const __m512 dv = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (pb + KX6_D))); \

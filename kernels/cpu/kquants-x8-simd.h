@@ -69,8 +69,10 @@ kx_act_side (bool q6, const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, uin
  * @sstride bytes further on, the next token's KX_SIDE_BYTES).
  * With @pf non-zero it also prefetches, while it works on a super-block,
  * the bytes @pf further on in the packed matrix. */
-typedef void (*KxTileFn) (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs,
-    const uint8_t *side, size_t sstride, float *y, size_t ldy, int rm, size_t pf);
+#define KX_TILE_ARGS \
+  size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
+  size_t sstride, float *y, size_t ldy, int rm, size_t pf
+typedef void (*KxTileFn) (KX_TILE_ARGS);
 
 /* How far ahead the first pass over a row tile prefetches. The packed
  * matrix is one stream, but a tile block is read as several interleaved
