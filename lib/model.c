@@ -419,3 +419,33 @@ llm_model_unref (LlmModel *m)
   g_free (m->device);
   g_free (m);
 }
+
+const char *
+llm_model_path (const LlmModel *model)
+{
+  return model->path;
+}
+
+const char *
+llm_model_device (const LlmModel *model)
+{
+  return model->device;
+}
+
+LlmTokenizer *
+llm_model_tokenizer (const LlmModel *model)
+{
+  return model->tokenizer;
+}
+
+const LlmHParams *
+llm_model_hparams (const LlmModel *model)
+{
+  return &model->hp;
+}
+
+const LlmGguf *
+llm_model_gguf (const LlmModel *model)
+{
+  return model->gguf;
+}

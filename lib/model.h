@@ -80,6 +80,16 @@ LlmModel *llm_model_ref (LlmModel *model);
 void llm_model_unref (LlmModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmModel, llm_model_unref)
 
+/* What elements and applications may read of a model; the struct above
+ * is the engine's. */
+const char *llm_model_path (const LlmModel *model);
+const char *llm_model_device (const LlmModel *model);
+/* NULL for a model without a tokenizer (it still runs on token ids). */
+LlmTokenizer *llm_model_tokenizer (const LlmModel *model);
+const LlmHParams *llm_model_hparams (const LlmModel *model);
+/* The file's key-value pairs (chat template, metadata). */
+const LlmGguf *llm_model_gguf (const LlmModel *model);
+
 const char *llm_arch_name (LlmArch arch);
 
 /* Devices this build can run on, NULL-terminated; owned by the library. */
