@@ -78,6 +78,13 @@ LlmModel *llm_model_ref (LlmModel *model);
 void llm_model_unref (LlmModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmModel, llm_model_unref)
 
+/* Writes token @token's embedding row (hp.n_embd floats) to @out,
+ * dequantized exactly as the forward pass reads it: an LlmBatchRow whose
+ * embd is this row evaluates as the token itself does, bit for bit.
+ * Callers that mix text with media embeddings (or edit them) start here.
+ * @token must be below hp.n_vocab. */
+void llm_model_token_embedding (const LlmModel *model, guint32 token, float *out);
+
 const char *llm_arch_name (LlmArch arch);
 
 /* Devices this build can run on, NULL-terminated; owned by the library. */
