@@ -33,16 +33,6 @@ static const LlmKvConfig kv_f32 = {
   .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
 };
 
-static LlmModel *
-load (const char *name)
-{
-  g_autofree char *path = g_build_filename (LLM_TEST_DATA, "models", name, NULL);
-  GError *error = NULL;
-  LlmModel *m = llm_model_load (path, &error);
-  ck_assert_msg (m != NULL, "%s: %s", name, error ? error->message : "");
-  return m;
-}
-
 static LlmEngine *
 new_engine (LlmModel *m)
 {
@@ -70,16 +60,6 @@ eval_ok (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits)
   GError *error = NULL;
   ck_assert_msg (llm_engine_eval (e, rows, n, logits, &error), "%s",
       error ? error->message : "");
-}
-
-static gint32
-argmax (const float *x, guint n)
-{
-  guint best = 0;
-  for (guint i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return (gint32) best;
 }
 
 /* Sequence @i's prompt, @n ids, different for every @i. */
@@ -124,7 +104,7 @@ assert_logits_equal (const float *got, const float *want, guint n_vocab, const c
  * every row's logits equal those of the token rows. */
 START_TEST (test_embedding_rows_give_the_logits_of_their_tokens)
 {
-  g_autoptr (LlmModel) m = load (model_names[_i]);
+  g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
   g_autoptr (LlmEngine) e = new_engine (m);
   g_autofree float *table = embedding_table (m);
@@ -146,7 +126,7 @@ START_TEST (test_embedding_rows_give_the_logits_of_their_tokens)
       /* the embedding pass follows the token pass's ids, so a
        * difference shows as a logit, not as a different path */
       if (pass == 0)
-        ids[k] = argmax (out + (gsize) (k - 1) * n_vocab, n_vocab);
+        ids[k] = (gint32) llm_test_argmax (out + (gsize) (k - 1) * n_vocab, n_vocab);
       LlmBatchRow r = row (seq, ids[k], emb, n_embd, llm_seq_pos_next (seq), TRUE);
       eval_ok (e, &r, 1, out + (gsize) k * n_vocab);
     }
@@ -190,7 +170,7 @@ fed_as_embedding (guint i, guint k, guint n)
  * token rows. */
 START_TEST (test_mixed_token_and_embedding_rows_of_several_sequences_equal_each_alone)
 {
-  g_autoptr (LlmModel) m = load (model_names[_i]);
+  g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
   g_autoptr (LlmEngine) e = new_engine (m);
   g_autofree float *table = embedding_table (m);
@@ -205,7 +185,8 @@ START_TEST (test_mixed_token_and_embedding_rows_of_several_sequences_equal_each_
     g_autoptr (LlmSeq) s = new_seq (e, &kv_f16);
     GError *error = NULL;
     ck_assert (llm_seq_eval_tokens (s, ids[i], len[i], alone[i], TRUE, &error));
-    ids[i][len[i]] = argmax (alone[i] + (gsize) (len[i] - 1) * n_vocab, n_vocab);
+    const float *last = alone[i] + (gsize) (len[i] - 1) * n_vocab;
+    ids[i][len[i]] = (gint32) llm_test_argmax (last, n_vocab);
     ck_assert (llm_seq_eval_tokens (s, &ids[i][len[i]], 1, alone[i] + (gsize) len[i] * n_vocab,
         FALSE, &error));
   }
@@ -251,7 +232,7 @@ END_TEST
 START_TEST (test_an_image_of_embedding_rows_takes_positions_between_text)
 {
   enum { TEXT = 5, IMAGE = 7, AFTER = 4, ALL = TEXT + IMAGE + AFTER };
-  g_autoptr (LlmModel) m = load (model_names[_i]);
+  g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
   g_autoptr (LlmEngine) e = new_engine (m);
   /* Image rows are no token's: values of the embeddings' own scale. */
@@ -307,7 +288,7 @@ END_TEST
  * the same rows: prompt and steps, bit for bit. */
 START_TEST (test_explicit_default_positions_equal_implicit_ones)
 {
-  g_autoptr (LlmModel) m = load (model_names[_i]);
+  g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m);
   gint32 ids[PROMPT + STEPS];
@@ -319,7 +300,7 @@ START_TEST (test_explicit_default_positions_equal_implicit_ones)
   g_autoptr (LlmSeq) implicit = new_seq (e, &kv_f16);
   ck_assert (llm_seq_eval_tokens (implicit, ids, PROMPT, want, TRUE, &error));
   for (guint k = PROMPT; k < PROMPT + STEPS; k++) {
-    ids[k] = argmax (want + (gsize) (k - 1) * n_vocab, n_vocab);
+    ids[k] = (gint32) llm_test_argmax (want + (gsize) (k - 1) * n_vocab, n_vocab);
     ck_assert (llm_seq_eval_tokens (implicit, &ids[k], 1, want + (gsize) k * n_vocab, FALSE,
         &error));
   }
@@ -342,7 +323,7 @@ END_TEST
  * and the next row must be at FAR + n, not at its slot n. */
 START_TEST (test_a_sequence_starting_far_continues_from_its_position_not_its_slot)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m);
   g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
@@ -384,7 +365,7 @@ END_TEST
  * Turned by its slot k instead, it would differ. */
 START_TEST (test_a_rows_position_is_what_turns_its_key)
 {
-  g_autoptr (LlmModel) m = load (model_names[_i]);
+  g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const LlmHParams *hp = &m->hp;
   const gsize kv_dim = (gsize) hp->n_head_kv * hp->head_dim;
   g_autoptr (LlmEngine) e = new_engine (m);
@@ -431,7 +412,7 @@ END_TEST
  * arithmetic. (f32 cache: its rounding is the smallest.) */
 START_TEST (test_the_same_rows_at_the_same_positions_are_bit_identical)
 {
-  g_autoptr (LlmModel) m = load (model_names[_i]);
+  g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m);
   gint32 ids[PROMPT];
@@ -497,7 +478,7 @@ count_critical (const gchar *domain, GLogLevelFlags level, const gchar *message,
  * critical, FALSE, no GError, and nothing of the batch evaluated. */
 START_TEST (test_a_row_without_a_sequence_fails_the_whole_batch_as_a_programming_error)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m);
   g_autofree float *table = embedding_table (m);
   g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
@@ -519,7 +500,7 @@ END_TEST
  * sequence in the same batch is evaluated as it is alone. */
 START_TEST (test_positions_that_go_back_or_skip_fail_their_sequence_only)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
   g_autoptr (LlmEngine) e = new_engine (m);
   g_autofree float *table = embedding_table (m);
@@ -562,7 +543,7 @@ END_TEST
  * is fine; the same value in a token row is refused. */
 START_TEST (test_an_embedding_rows_token_field_is_ignored)
 {
-  g_autoptr (LlmModel) m = load ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m);
   g_autofree float *emb = g_new (float, m->hp.n_embd);
