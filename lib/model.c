@@ -383,6 +383,14 @@ llm_model_get (const char *path, const char *device, GError **error)
   return m;
 }
 
+void
+llm_model_token_embedding (const LlmModel *m, guint32 token, float *out)
+{
+  g_return_if_fail (m != NULL && out != NULL && token < m->hp.n_vocab);
+  const LlmGgufTensor *t = m->tok_embd;
+  llm_dequantize_row (t->type, t->data, t->size / t->ne[1], t->ne[0], token, out);
+}
+
 LlmModel *
 llm_model_ref (LlmModel *m)
 {

@@ -89,6 +89,12 @@ LlmTokenizer *llm_model_tokenizer (const LlmModel *model);
 const LlmHParams *llm_model_hparams (const LlmModel *model);
 /* The file's key-value pairs (chat template, metadata). */
 const LlmGguf *llm_model_gguf (const LlmModel *model);
+/* Writes token @token's embedding row (hp.n_embd floats) to @out,
+ * dequantized exactly as the forward pass reads it: an LlmBatchRow whose
+ * embd is this row evaluates as the token itself does, bit for bit.
+ * Callers that mix text with media embeddings (or edit them) start here.
+ * @token must be below hp.n_vocab. */
+void llm_model_token_embedding (const LlmModel *model, guint32 token, float *out);
 
 const char *llm_arch_name (LlmArch arch);
 

@@ -35,6 +35,27 @@ llm_test_read_file (const char *path)
   return g_bytes_new_take (contents, len);
 }
 
+LlmModel *
+llm_test_load_model (const char *name)
+{
+  g_autofree char *path = g_build_filename (LLM_TEST_DATA, "models", name, NULL);
+  GError *error = NULL;
+  LlmModel *m = llm_model_load (path, &error);
+  if (m == NULL)
+    ck_abort_msg ("%s: %s", path, error->message);
+  return m;
+}
+
+guint
+llm_test_argmax (const float *x, guint n)
+{
+  guint best = 0;
+  for (guint i = 1; i < n; i++)
+    if (x[i] > x[best])
+      best = i;
+  return best;
+}
+
 void
 llm_test_note_skip (void)
 {

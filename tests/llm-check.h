@@ -6,12 +6,19 @@
 #include <check.h>
 #include <glib.h>
 
+#include "model.h"
+
 /* Bundled test data (tests/data). */
 char *llm_test_data_path (const char *relative);
 /* ../shared/testdata, or NULL when this checkout has none beside it. */
 char *llm_test_shared_path (const char *relative);
 /* Reads a whole file or fails the test. */
 GBytes *llm_test_read_file (const char *path);
+/* Loads tests/data/models/@name (unshared) or fails the test. */
+LlmModel *llm_test_load_model (const char *name);
+
+/* The greedy pick: the first index of the largest of @n logits. */
+guint llm_test_argmax (const float *x, guint n);
 
 /* Runs @suite and returns the process exit status (0, 1, or 77 if every
  * test skipped). */

@@ -179,16 +179,6 @@ golden_clear (Golden *g)
   g_bytes_unref (g->steps);
 }
 
-static guint
-argmax (const float *x, guint n)
-{
-  guint best = 0;
-  for (guint i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return best;
-}
-
 static LlmSeq *
 new_context (LlmModel *m, LlmKvType kv_type, gboolean reference)
 {
@@ -237,9 +227,9 @@ compare_case (const GoldenCase *c, const Golden *g, LlmModel *m, gboolean refere
         c->name, s, d, tol);
     double margin = g_array_index (g->margins, double, s);
     if (margin > 2 * tol)
-      ck_assert_msg ((gint32) argmax (logits, g->n_vocab) == g_array_index (g->greedy_ids, gint32, s),
+      ck_assert_msg ((gint32) llm_test_argmax (logits, g->n_vocab) == g_array_index (g->greedy_ids, gint32, s),
           "%s: step %u greedy id %u, llama.cpp %d (margin %g)", c->name, s,
-          argmax (logits, g->n_vocab), g_array_index (g->greedy_ids, gint32, s), margin);
+          llm_test_argmax (logits, g->n_vocab), g_array_index (g->greedy_ids, gint32, s), margin);
   }
   g_print ("golden %s [%s kernels]: max |dlogit| %.3g at step %u (tolerance %g)\n", c->name,
       llm_engine_backend_name (llm_seq_engine (ctx)), worst, worst_step, tol);
