@@ -58,10 +58,20 @@ typedef struct {
   int ith;
 } Worker;
 
+/* Kernel scratch of one slot, 64-byte aligned. */
+typedef struct {
+  void *p;
+  size_t bytes;
+} SlotScratch;
+
+/* The slot the task call running on this thread has, if any. */
+static _Thread_local SlotScratch *current_scratch;
+
 struct LlmThreadPool {
   int n_threads;
   pthread_t *threads;
   Worker *workers;
+  SlotScratch *scratch;  /* [n_threads] */
 
   /* Written by the caller before the run word that publishes them. */
   LlmTaskFn fn;
@@ -166,12 +176,25 @@ finish_slots (LlmThreadPool *pool, int n)
   }
 }
 
+/* Calls @fn for @slot with that slot's scratch current, so kernel
+ * scratch belongs to the pool's slots and not to every thread that ever
+ * led a run (many stream threads take turns leading an engine's runs). */
+static void
+run_slot (LlmThreadPool *pool, LlmTaskFn fn, void *ctx, int slot, int nth)
+{
+  SlotScratch *outer = current_scratch;
+  current_scratch = &pool->scratch[slot];
+  fn (ctx, slot, nth);
+  current_scratch = outer;
+}
+
 static void *
 worker_main (void *data)
 {
   Worker *w = data;
   LlmThreadPool *pool = w->pool;
   uint32_t seen = 0;
+
 
   for (;;) {
     wait_for_generation (pool, seen);
@@ -182,7 +205,7 @@ worker_main (void *data)
      * run, which cannot end (and be replaced) before this slot finishes. */
     int slot;
     while ((slot = claim_slot (pool, seen)) >= 0) {
-      pool->fn (pool->ctx, slot, pool->n_threads);
+      run_slot (pool, pool->fn, pool->ctx, slot, pool->n_threads);
       finish_slots (pool, 1);
     }
   }
@@ -242,7 +265,8 @@ llm_threadpool_new (int n_threads)
 
   pool->threads = calloc ((size_t) n_threads, sizeof *pool->threads);
   pool->workers = calloc ((size_t) n_threads, sizeof *pool->workers);
-  if (pool->threads == NULL || pool->workers == NULL) {
+  pool->scratch = calloc ((size_t) n_threads, sizeof *pool->scratch);
+  if (pool->threads == NULL || pool->workers == NULL || pool->scratch == NULL) {
     pool->n_threads = 1;
     llm_threadpool_free (pool);
     return NULL;
@@ -275,6 +299,10 @@ llm_threadpool_free (LlmThreadPool *pool)
   pthread_cond_destroy (&pool->wake_caller);
   pthread_cond_destroy (&pool->wake_workers);
   pthread_mutex_destroy (&pool->mutex);
+  if (pool->scratch != NULL)
+    for (int i = 0; i < pool->n_threads; i++)
+      free (pool->scratch[i].p);
+  free (pool->scratch);
   free (pool->workers);
   free (pool->threads);
   free (pool);
@@ -290,7 +318,7 @@ void
 llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx)
 {
   if (pool->n_threads == 1) {
-    fn (ctx, 0, 1);
+    run_slot (pool, fn, ctx, 0, 1);
     return;
   }
 
@@ -299,10 +327,10 @@ llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx)
   atomic_store_explicit (&pool->n_done, 0, memory_order_relaxed);
   publish (pool, 1);
 
-  fn (ctx, 0, pool->n_threads);
+  run_slot (pool, fn, ctx, 0, pool->n_threads);
   int mine = 1, slot;
   while ((slot = claim_slot (pool, pool->generation)) >= 0) {
-    fn (ctx, slot, pool->n_threads);
+    run_slot (pool, fn, ctx, slot, pool->n_threads);
     mine++;
   }
   finish_slots (pool, mine);
@@ -324,4 +352,56 @@ llm_split_range (size_t n, int ith, int nth, size_t *begin, size_t *end)
   const size_t chunk = n / t, rem = n % t;
   *begin = k * chunk + (k < rem ? k : rem);
   *end = *begin + chunk + (k < rem ? 1 : 0);
+}
+
+/* Outside a pool run (tests, tools calling kernels directly) the calling
+ * thread's own buffer serves. */
+static pthread_key_t thread_scratch_key;
+static pthread_once_t thread_scratch_once = PTHREAD_ONCE_INIT;
+
+static void
+free_thread_scratch (void *data)
+{
+  SlotScratch *s = data;
+  free (s->p);
+  free (s);
+}
+
+static void
+thread_scratch_key_init (void)
+{
+  pthread_key_create (&thread_scratch_key, free_thread_scratch);
+}
+
+static SlotScratch *
+thread_scratch (void)
+{
+  pthread_once (&thread_scratch_once, thread_scratch_key_init);
+  SlotScratch *s = pthread_getspecific (thread_scratch_key);
+  if (s == NULL) {
+    s = calloc (1, sizeof *s);
+    if (s != NULL && pthread_setspecific (thread_scratch_key, s) != 0) {
+      free (s);
+      s = NULL;
+    }
+  }
+  return s;
+}
+
+void *
+llm_threadpool_scratch (size_t bytes)
+{
+  SlotScratch *s = current_scratch != NULL ? current_scratch : thread_scratch ();
+  if (s == NULL)
+    return NULL;
+  if (s->p == NULL || s->bytes < bytes) {
+    free (s->p);
+    s->bytes = 0;
+    if (posix_memalign (&s->p, 64, bytes > 0 ? bytes : 64) != 0) {
+      s->p = NULL;
+      return NULL;
+    }
+    s->bytes = bytes;
+  }
+  return s->p;
 }
