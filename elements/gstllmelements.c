@@ -163,20 +163,3 @@ gst_llm_utf8_unfinished_tail (const char *text, gsize len)
     return 0;
   return cont + 1 < need ? cont + 1 : 0;
 }
-
-gboolean
-gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime ours, gboolean *live)
-{
-  GstClockTime min, max;
-
-  if (!gst_pad_peer_query (sinkpad, query))
-    return FALSE;
-  gst_query_parse_latency (query, live, &min, &max);
-  if (*live && GST_CLOCK_TIME_IS_VALID (ours)) {
-    min += ours;
-    if (GST_CLOCK_TIME_IS_VALID (max))
-      max += ours;
-    gst_query_set_latency (query, *live, min, max);
-  }
-  return TRUE;
-}
