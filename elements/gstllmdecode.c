@@ -659,20 +659,11 @@ answer_caps_query (GstLlmDecode *self, GstPad *pad, GstQuery *query)
   GstPad *other = pad == self->sinkpad ? self->srcpad : self->sinkpad;
   const char *media_type = pad == self->sinkpad ? GST_LLM_STATE_MEDIA_TYPE
       : GST_LLM_TOKENS_MEDIA_TYPE;
-  GstCaps *filter, *peer, *caps;
+  GstCaps *peer = gst_pad_peer_query_caps (other, NULL);
+  GstCaps *caps = map_caps (peer, media_type);
 
-  gst_query_parse_caps (query, &filter);
-  peer = gst_pad_peer_query_caps (other, NULL);
-  caps = map_caps (peer, media_type);
   gst_clear_caps (&peer);
-  if (filter) {
-    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref (caps);
-    caps = tmp;
-  }
-  gst_query_set_caps_result (query, caps);
-  gst_caps_unref (caps);
-  return TRUE;
+  return gst_llm_answer_caps_query (query, caps);
 }
 
 static gboolean

@@ -163,3 +163,19 @@ gst_llm_utf8_unfinished_tail (const char *text, gsize len)
     return 0;
   return cont + 1 < need ? cont + 1 : 0;
 }
+
+gboolean
+gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps)
+{
+  GstCaps *filter;
+
+  gst_query_parse_caps (query, &filter);
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (caps);
+    caps = tmp;
+  }
+  gst_query_set_caps_result (query, caps);
+  gst_caps_unref (caps);
+  return TRUE;
+}

@@ -51,6 +51,10 @@ gsize gst_llm_utf8_unfinished_tail (const char *text, gsize len);
 gboolean gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCaps *ours,
     const char *model, const char *file, const char *function, int line);
 
+/* Answers a CAPS query with @caps (taken), narrowed to the query's
+ * filter. Returns TRUE. */
+gboolean gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps);
+
 /* Posts an ERROR for an element started without its `model` property. */
 #define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \
   GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, \

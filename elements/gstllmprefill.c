@@ -553,30 +553,13 @@ gst_llm_prefill_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
 }
 
 static gboolean
-answer_caps_query (GstLlmPrefill *self, GstPad *pad, GstQuery *query, const char *media_type)
-{
-  GstCaps *filter, *caps;
-
-  gst_query_parse_caps (query, &filter);
-  caps = own_caps (self, media_type);
-  if (filter) {
-    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref (caps);
-    caps = tmp;
-  }
-  gst_query_set_caps_result (query, caps);
-  gst_caps_unref (caps);
-  return TRUE;
-}
-
-static gboolean
 gst_llm_prefill_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
 {
   GstLlmPrefill *self = GST_LLM_PREFILL (parent);
 
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_CAPS:
-      return answer_caps_query (self, pad, query, GST_LLM_TOKENS_MEDIA_TYPE);
+      return gst_llm_answer_caps_query (query, own_caps (self, GST_LLM_TOKENS_MEDIA_TYPE));
     case GST_QUERY_ACCEPT_CAPS:{
       /* Any token caps pass here so that the caps event reaches
        * set_sink_caps, which refuses another vocabulary with an error
@@ -599,7 +582,7 @@ gst_llm_prefill_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
 
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_CAPS:
-      return answer_caps_query (self, pad, query, GST_LLM_STATE_MEDIA_TYPE);
+      return gst_llm_answer_caps_query (query, own_caps (self, GST_LLM_STATE_MEDIA_TYPE));
     case GST_QUERY_LATENCY:
       /* The first token can be sampled one prefill after its prompt
        * arrived: the slowest prefill measured so far. */
