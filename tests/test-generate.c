@@ -804,6 +804,34 @@ START_TEST (test_prefill_state_buffer_holds_the_fed_ids_with_logits_to_sample)
 }
 END_TEST
 
+/* Only the output of llmprefill can be continued: a state buffer with no
+ * session whose logits wait to be sampled is an error naming what
+ * llmdecode takes, not a crash. */
+START_TEST (test_decode_state_without_logits_to_sample_is_an_error)
+{
+  GstHarness *h = gst_harness_new_parse ("llmdecode");
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_STATE_MEDIA_TYPE,
+      vocab_hash);
+  gst_harness_set_src_caps_str (h, caps);
+
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, 0)), GST_FLOW_ERROR);
+  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  ck_assert (m != NULL);
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert (g_error_matches (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+  ck_assert_msg (strstr (error->message, "session") != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+}
+END_TEST
+
 static void
 run_kv_setting (const char *props)
 {
@@ -1097,6 +1125,7 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_seed_gives_every_new_conversation_the_same_text);
   tcase_add_test (tc, test_decode_seed_gives_a_kept_conversation_the_same_turns);
   tcase_add_test (tc, test_prefill_state_buffer_holds_the_fed_ids_with_logits_to_sample);
+  tcase_add_test (tc, test_decode_state_without_logits_to_sample_is_an_error);
   tcase_add_test (tc, test_generate_with_q4_0_kv_cache);
   tcase_add_test (tc, test_generate_with_a_window_past_its_size);
   tcase_add_test (tc, test_prefill_missing_model_fails_the_state_change);
