@@ -165,18 +165,17 @@ gst_llm_utf8_unfinished_tail (const char *text, gsize len)
 }
 
 gboolean
-gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime ours, gboolean *live)
+gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps)
 {
-  GstClockTime min, max;
+  GstCaps *filter;
 
-  if (!gst_pad_peer_query (sinkpad, query))
-    return FALSE;
-  gst_query_parse_latency (query, live, &min, &max);
-  if (*live && GST_CLOCK_TIME_IS_VALID (ours)) {
-    min += ours;
-    if (GST_CLOCK_TIME_IS_VALID (max))
-      max += ours;
-    gst_query_set_latency (query, *live, min, max);
+  gst_query_parse_caps (query, &filter);
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (caps);
+    caps = tmp;
   }
+  gst_query_set_caps_result (query, caps);
+  gst_caps_unref (caps);
   return TRUE;
 }

@@ -37,13 +37,6 @@ void gst_llm_element_error_load (GstElement *element, const char *path,
  * reason to wait for more). */
 gsize gst_llm_utf8_unfinished_tail (const char *text, gsize len);
 
-/* Answers a LATENCY query arriving on a src pad: asks upstream through
- * @sinkpad, then, when upstream is live, adds @ours to the minimum (and to
- * a bounded maximum). Sets @live to what upstream said. FALSE when upstream
- * did not answer. */
-gboolean gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime ours,
-    gboolean *live);
-
 /* After negotiation through @srcpad failed: if the elements downstream
  * want token ids of another vocabulary than @ours (our caps, whose vocab
  * field names ours) posts a CORE NEGOTIATION ERROR on @element naming
@@ -57,6 +50,10 @@ gboolean gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime o
 
 gboolean gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCaps *ours,
     const char *model, const char *file, const char *function, int line);
+
+/* Answers a CAPS query with @caps (taken), narrowed to the query's
+ * filter. Returns TRUE. */
+gboolean gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps);
 
 /* Posts an ERROR for an element started without its `model` property. */
 #define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \
