@@ -448,11 +448,11 @@ generate (GstLlmDecode *self, Queued *prompt)
 
   LlmSession *session = meta->session;
   LlmModel *model = llm_session_model (session);
-  LlmTokenizer *tok = model->tokenizer;
+  LlmTokenizer *tok = llm_model_tokenizer (model);
   const LlmVocab *vocab = tok ? llm_tokenizer_vocab (tok) : NULL;
   if (has_stops && tok == NULL)
     GST_WARNING_OBJECT (self, "model %s has no tokenizer: stop-strings cannot match",
-        model->path);
+        llm_model_path (model));
 
   GstClockTime pts = GST_CLOCK_TIME_IS_VALID (meta->prompt_pts) ? meta->prompt_pts
       : GST_BUFFER_PTS (state);
@@ -554,7 +554,7 @@ generate (GstLlmDecode *self, Queued *prompt)
 
   gsize kv_bytes = llm_session_kv_bytes (session);
   guint context_tokens = llm_session_n_ids (session);
-  post_stats (self, meta, ttft_us, generated, kv_bytes, context_tokens, model->device, reason);
+  post_stats (self, meta, ttft_us, generated, kv_bytes, context_tokens, llm_model_device (model), reason);
 
   /* Last: dropping the buffer gives the session back to llmprefill. */
   llm_stop_matcher_free (stops);

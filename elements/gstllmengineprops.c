@@ -516,11 +516,11 @@ static void
 fill_kv_sizes (GstElement *element, LlmKvConfig *kv, const LlmModel *model)
 {
   if (kv->context_length == 0)
-    kv->context_length = model->hp.n_ctx_train;
-  else if (kv->context_length > model->hp.n_ctx_train)
+    kv->context_length = llm_model_hparams (model)->n_ctx_train;
+  else if (kv->context_length > llm_model_hparams (model)->n_ctx_train)
     GST_WARNING_OBJECT (element, "context-length %u is beyond the %u positions %s was "
         "trained with; quality may drop past them", kv->context_length,
-        model->hp.n_ctx_train, model->path);
+        llm_model_hparams (model)->n_ctx_train, llm_model_path (model));
   if (kv->window == 0) {
     guint sink = kv->policy == LLM_KV_POLICY_SINK_WINDOW ? kv->sink : 0;
     kv->window = kv->context_length > sink ? kv->context_length - sink : 1;

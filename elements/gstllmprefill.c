@@ -229,7 +229,7 @@ lease_until_freed (LlmSessionPool *pool, LlmSession *session, GstBuffer *buffer)
 static gboolean
 build_input (GstLlmPrefill *self, const gint32 *prompt, guint n, gboolean conversation_start)
 {
-  const LlmTokenizer *tok = self->llm->tokenizer;
+  const LlmTokenizer *tok = llm_model_tokenizer (self->llm);
 
   GST_OBJECT_LOCK (self);
   g_autofree char *system_prompt = g_strdup (self->settings.system_prompt);
@@ -239,17 +239,17 @@ build_input (GstLlmPrefill *self, const gint32 *prompt, guint n, gboolean conver
   if (tok == NULL && ((system_prompt && system_prompt[0]) || (template && template[0]))) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
         ("system-prompt and prompt-template need a tokenizer, but model \"%s\" has none.",
-            self->llm->path),
+            llm_model_path (self->llm)),
         ("use a GGUF with tokenizer.ggml.* keys, or leave both properties unset"));
     return FALSE;
   }
   if (g_strcmp0 (template, PROMPT_TEMPLATE_AUTO) == 0) {
     GError *error = NULL;
     g_free (template);
-    template = llm_chat_template_wrapper (self->llm->gguf, &error);
+    template = llm_chat_template_wrapper (llm_model_gguf (self->llm), &error);
     if (template == NULL) {
       GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
-          ("prompt-template=auto cannot be used with model \"%s\".", self->llm->path),
+          ("prompt-template=auto cannot be used with model \"%s\".", llm_model_path (self->llm)),
           ("%s", error->message));
       g_error_free (error);
       return FALSE;
@@ -273,7 +273,7 @@ report_refusal (GstLlmPrefill *self)
   if (!self->vocab_error_posted) {
     GstCaps *ours = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
     self->vocab_error_posted = GST_LLM_ELEMENT_ERROR_VOCAB (self, self->srcpad, ours,
-        self->llm->path);
+        llm_model_path (self->llm));
     gst_caps_unref (ours);
   }
   return self->vocab_error_posted;
@@ -300,7 +300,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
     if (error == NULL)
       return GST_FLOW_FLUSHING;
     GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
-        ("Cannot start a session on \"%s\": %s.", self->llm->path, error->message),
+        ("Cannot start a session on \"%s\": %s.", llm_model_path (self->llm), error->message),
         ("%s error %d", g_quark_to_string (error->domain), error->code));
     g_error_free (error);
     return GST_FLOW_ERROR;
@@ -329,7 +329,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
       GST_ELEMENT_ERROR (self, STREAM, FAILED,
           ("The prompt (%u tokens, after %u in the conversation) does not fit in the "
               "context. Raise context-length (the model was trained with %u), use "
-              "kv-policy=window or sink-window%s.", n_ids, held, self->llm->hp.n_ctx_train,
+              "kv-policy=window or sink-window%s.", n_ids, held, llm_model_hparams (self->llm)->n_ctx_train,
               keep_context ? ", or turn keep-context off" : ""),
           ("%s", error->message));
     } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)) {
@@ -340,7 +340,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
     } else if (g_error_matches (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN)) {
       GST_ELEMENT_ERROR (self, STREAM, FORMAT,
           ("The prompt holds a token id the model does not know: %s. Tokenize with "
-              "the same model (llmtokenize model=%s).", error->message, self->llm->path),
+              "the same model (llmtokenize model=%s).", error->message, llm_model_path (self->llm)),
           (NULL));
     } else {
       GST_ELEMENT_ERROR (self, STREAM, FAILED,
@@ -478,7 +478,7 @@ set_sink_caps (GstLlmPrefill *self, GstCaps *caps)
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
         ("The token ids are of another vocabulary (vocab=%s) than model \"%s\" "
             "(vocab=%s). Tokenize with the same model, or one with the same tokenizer.",
-            vocab, self->llm->path, self->vocab_hash),
+            vocab, llm_model_path (self->llm), self->vocab_hash),
         ("refused %" GST_PTR_FORMAT, caps));
     return FALSE;
   }
@@ -616,7 +616,7 @@ load_model (GstLlmPrefill *self)
   LlmSession *first = llm_session_pool_acquire (self->pool, FALSE, &error);
   if (first == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
-        ("Cannot set up a session for \"%s\": %s.", self->llm->path, error->message),
+        ("Cannot set up a session for \"%s\": %s.", llm_model_path (self->llm), error->message),
         ("kv-type=%s kv-policy=%d context-length=%u kv-window=%u kv-sink=%u",
             llm_kv_type_name (config.kv.type), config.kv.policy, config.kv.context_length,
             config.kv.window, config.kv.sink));
@@ -626,16 +626,16 @@ load_model (GstLlmPrefill *self)
   llm_session_pool_release (self->pool, first);
 
   LlmModel *llm = self->llm;
-  const LlmVocab *vocab = llm->tokenizer ? llm_tokenizer_vocab (llm->tokenizer) : NULL;
+  const LlmVocab *vocab = llm_model_tokenizer (llm) ? llm_tokenizer_vocab (llm_model_tokenizer (llm)) : NULL;
   GST_OBJECT_LOCK (self);
   g_free (self->active_device);
-  self->active_device = g_strdup (llm->device);
+  self->active_device = g_strdup (llm_model_device (llm));
   if (vocab)
     g_strlcpy (self->vocab_hash, vocab->hash, sizeof self->vocab_hash);
   GST_OBJECT_UNLOCK (self);
 
-  GST_INFO_OBJECT (self, "%s on %s: %s, %u layers, context %u, KV %s, vocab=%s", llm->path,
-      llm->device, llm_arch_name (llm->hp.arch), llm->hp.n_layer, config.kv.context_length,
+  GST_INFO_OBJECT (self, "%s on %s: %s, %u layers, context %u, KV %s, vocab=%s", llm_model_path (llm),
+      llm_model_device (llm), llm_arch_name (llm_model_hparams (llm)->arch), llm_model_hparams (llm)->n_layer, config.kv.context_length,
       llm_kv_type_name (config.kv.type), vocab ? vocab->hash : "(none)");
   return TRUE;
 }

@@ -3,6 +3,7 @@
  * reservation per sequence (with the pool-full policy), and the
  * bookkeeping of positions. The layers themselves are in forward.c. */
 #include "engine-private.h"
+#include "model-private.h"
 
 #include <string.h>
 

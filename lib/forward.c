@@ -9,6 +9,7 @@
  * of one sequence), each over its own cache. A decode step of one stream
  * is the same code with one row. */
 #include "forward.h"
+#include "model-private.h"
 
 #include <math.h>
 #include <string.h>

@@ -3,6 +3,7 @@
  * tensor the forward pass touches is looked up and its shape and type
  * checked here, so the forward pass itself never meets a surprise. */
 #include "model.h"
+#include "model-private.h"
 #include "cpu/matmul.h"
 
 #include <stdlib.h>

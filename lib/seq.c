@@ -3,6 +3,7 @@
  * first slot. Every change to a cache takes the engine's eval lock, as
  * the engine may empty any idle sequence's cache (kv-full preempt). */
 #include "engine-private.h"
+#include "model-private.h"
 
 LlmSeq *
 llm_seq_new (LlmEngine *e, const LlmKvConfig *kvc, GError **error)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "session.h"
 #include "forward.h"
+#include "model-private.h"
 
 struct _LlmSession {
   gint ref_count;

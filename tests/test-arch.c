@@ -20,6 +20,7 @@
 #include "gguf-writer.h"
 #include "model.h"
 #include "cpu/matmul.h"
+#include "model-private.h"
 
 /* Probabilities below this are compared only as "tiny": llama.cpp computes
  * them in float, where exp() underflows (to 0 below ~1e-45 and losing

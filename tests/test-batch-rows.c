@@ -12,6 +12,7 @@
 #include "llm-check.h"
 #include "engine.h"
 #include "cpu/ops.h"
+#include "model-private.h"
 
 /* F32, Q8_0 and a qwen2 (QKV biases, NeoX RoPE): the embedding lookup and
  * RoPE pairing differ between them. */

@@ -8,6 +8,7 @@
 #include "llm-check.h"
 #include "engine.h"
 #include "session.h"
+#include "model-private.h"
 
 #define N_STREAMS 17
 #define N_STEPS 6

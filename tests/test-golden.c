@@ -13,6 +13,7 @@
 #include "model.h"
 #include "session.h"
 #include "cpu/matmul.h"
+#include "model-private.h"
 
 typedef struct {
   const char *name;       /* golden file stem */

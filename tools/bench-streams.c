@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "latency-stats.h"
+#include "model-private.h"
 
 static LlmKvConfig
 kv_config (const BenchStreamsSetting *s)

@@ -25,6 +25,7 @@
 #include "kvcache.h"
 #include "model.h"
 #include "cpu/matmul.h"
+#include "model-private.h"
 
 typedef struct {
   char **models;
