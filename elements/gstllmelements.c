@@ -108,6 +108,23 @@ gst_llm_element_error_load (GstElement *element, const char *path,
       text, debug, file, function, line);
 }
 
+LlmTokenizer *
+gst_llm_load_tokenizer (GstElement *element, const char *model, const char *file,
+    const char *function, int line)
+{
+  if (model == NULL || model[0] == '\0') {
+    GST_LLM_ELEMENT_ERROR_NO_MODEL (element);
+    return NULL;
+  }
+  GError *error = NULL;
+  LlmTokenizer *tok = llm_tokenizer_new_from_file (model, &error);
+  if (tok == NULL) {
+    gst_llm_element_error_load (element, model, error, file, function, line);
+    g_error_free (error);
+  }
+  return tok;
+}
+
 /* The vocab field of token or state caps. */
 static const char *
 caps_vocab (const GstCaps *caps)

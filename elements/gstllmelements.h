@@ -7,6 +7,8 @@
 
 #include <gst/gst.h>
 
+#include "tokenizer.h"
+
 G_BEGIN_DECLS
 
 GST_ELEMENT_REGISTER_DECLARE (llmtokenize);
@@ -56,6 +58,14 @@ gboolean gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCa
 gboolean gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps);
 
 /* Posts an ERROR for an element started without its `model` property. */
+/* The tokenizer of the GGUF file @model (the element's model property),
+ * or NULL after posting the element error that says what to set or fix. */
+#define GST_LLM_LOAD_TOKENIZER(element, model) \
+  gst_llm_load_tokenizer (GST_ELEMENT (element), (model), __FILE__, GST_FUNCTION, __LINE__)
+
+LlmTokenizer *gst_llm_load_tokenizer (GstElement *element, const char *model,
+    const char *file, const char *function, int line);
+
 #define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \
   GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, \
       ("No model file set."), \
