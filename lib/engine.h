@@ -108,6 +108,9 @@ guint32 llm_seq_pos_next (const LlmSeq *seq);
 void llm_seq_truncate (LlmSeq *seq, guint32 n);
 /* Empties it, keeping its blocks for reuse. */
 void llm_seq_clear (LlmSeq *seq);
+/* llm_seq_clear, and every block goes back to the engine's pool: an idle
+ * sequence then holds no KV memory another stream might need. */
+void llm_seq_release (LlmSeq *seq);
 LlmKvCache *llm_seq_kv (LlmSeq *seq);
 gsize llm_seq_kv_bytes (const LlmSeq *seq);
 /* Whether the engine took its KV for another sequence (kv-full preempt):

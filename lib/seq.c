@@ -110,6 +110,16 @@ llm_seq_clear (LlmSeq *seq)
   g_mutex_unlock (&seq->engine->eval_lock);
 }
 
+void
+llm_seq_release (LlmSeq *seq)
+{
+  g_mutex_lock (&seq->engine->eval_lock);
+  llm_kv_cache_release (seq->kv);
+  seq->pos0 = 0;
+  seq->preempted = FALSE;
+  g_mutex_unlock (&seq->engine->eval_lock);
+}
+
 LlmKvCache *
 llm_seq_kv (LlmSeq *seq)
 {

@@ -4,6 +4,7 @@
 typedef struct {
   LlmSession *session;
   gboolean busy;
+  gboolean kept;        /* acquired for a kept conversation */
 } Slot;
 
 struct _LlmSessionPool {
@@ -105,22 +106,41 @@ llm_session_pool_acquire (LlmSessionPool *pool, gboolean keep_context, GError **
       break;
     g_cond_wait (&pool->cond, &pool->lock);
   }
-  if (found)
+  if (found) {
     found->busy = TRUE;
+    found->kept = keep_context;
+  }
   g_mutex_unlock (&pool->lock);
   return found ? found->session : NULL;
 }
 
+static Slot *
+find_slot (LlmSessionPool *pool, LlmSession *session)
+{
+  for (guint i = 0; i < pool->slots->len; i++) {
+    Slot *s = g_ptr_array_index (pool->slots, i);
+    if (s->session == session)
+      return s;
+  }
+  return NULL;
+}
+
+/* A session that no conversation continues gives its KV blocks back
+ * while it waits: with kv-full=refuse, finished streams must not hold
+ * memory a new stream is refused for. Done before the slot turns idle
+ * (the session is still ours) and outside the pool's lock. */
 void
 llm_session_pool_release (LlmSessionPool *pool, LlmSession *session)
 {
   g_mutex_lock (&pool->lock);
-  Slot *slot = NULL;
-  for (guint i = 0; i < pool->slots->len && slot == NULL; i++) {
-    Slot *s = g_ptr_array_index (pool->slots, i);
-    if (s->session == session)
-      slot = s;
-  }
+  Slot *slot = find_slot (pool, session);
+  const gboolean kept = slot != NULL && slot->kept;
+  g_mutex_unlock (&pool->lock);
+  if (!kept)
+    llm_session_release_kv (session);
+
+  g_mutex_lock (&pool->lock);
+  slot = find_slot (pool, session);
   if (slot) {
     slot->busy = FALSE;
     g_cond_broadcast (&pool->cond);

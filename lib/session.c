@@ -247,15 +247,27 @@ llm_session_truncate (LlmSession *s, guint n)
   g_mutex_unlock (&s->lock);
 }
 
-void
-llm_session_reset (LlmSession *s)
+static void
+forget (LlmSession *s, void (*empty) (LlmSeq *seq))
 {
   g_mutex_lock (&s->lock);
-  llm_seq_clear (s->seq);
+  empty (s->seq);
   llm_sampler_reset (s->sampler);
   g_array_set_size (s->ids, 0);
   s->have_logits = FALSE;
   g_mutex_unlock (&s->lock);
+}
+
+void
+llm_session_reset (LlmSession *s)
+{
+  forget (s, llm_seq_clear);
+}
+
+void
+llm_session_release_kv (LlmSession *s)
+{
+  forget (s, llm_seq_release);
 }
 
 gsize

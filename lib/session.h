@@ -73,6 +73,9 @@ const float *llm_session_logits (LlmSession *s);
 void llm_session_truncate (LlmSession *s, guint n);
 /* Forgets everything fed (KV cache, history, sampler state). */
 void llm_session_reset (LlmSession *s);
+/* llm_session_reset, giving the cache's blocks back to the engine's pool
+ * too (llm_seq_release): for a session that waits idle. */
+void llm_session_release_kv (LlmSession *s);
 
 gsize llm_session_kv_bytes (LlmSession *s);
 

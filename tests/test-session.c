@@ -294,6 +294,46 @@ START_TEST (test_pool_keep_context_waits_for_its_conversation)
 }
 END_TEST
 
+/* With kv-full=refuse a finished stream must not hold the memory a new
+ * stream is refused for: a session given back with no conversation to
+ * continue holds no KV blocks, a kept conversation keeps its own. */
+START_TEST (test_pool_session_given_back_holds_no_kv_unless_kept)
+{
+  g_autoptr (LlmSessionPool) pool = new_pool (2);
+  LlmSession *a = acquire (pool, FALSE);
+  feed_prompt (a);
+  const gsize one = llm_engine_kv_bytes (engine);
+  ck_assert_uint_gt (one, 0);
+  llm_session_pool_release (pool, a);
+  ck_assert_uint_eq (llm_engine_kv_bytes (engine), 0);
+
+  LlmSession *k = acquire (pool, TRUE);
+  feed_prompt (k);
+  llm_session_pool_release (pool, k);
+  ck_assert_uint_eq (llm_engine_kv_bytes (engine), one);
+  ck_assert_uint_eq (llm_session_n_ids (k), G_N_ELEMENTS (prompt));
+
+  /* A pool that fits one stream serves a second one after the first. */
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 1;
+  o.kv_pool_bytes = one;
+  o.kv_full = LLM_KV_FULL_REFUSE;
+  GError *error = NULL;
+  g_autoptr (LlmEngine) tight = llm_engine_new (model, &o, &error);
+  ck_assert_msg (tight != NULL, "%s", error ? error->message : "");
+  LlmSessionConfig cfg = { .kv = kv_f16, .sampler = greedy () };
+  g_autoptr (LlmSessionPool) first = llm_session_pool_new (tight, &cfg, 1);
+  g_autoptr (LlmSessionPool) second = llm_session_pool_new (tight, &cfg, 1);
+  LlmSession *s1 = acquire (first, FALSE);
+  feed_prompt (s1);
+  llm_session_pool_release (first, s1);
+  LlmSession *s2 = acquire (second, FALSE);
+  feed_prompt (s2);
+  llm_session_pool_release (second, s2);
+}
+END_TEST
+
 START_TEST (test_pool_flushing_wakes_a_waiting_acquire)
 {
   g_autoptr (LlmSessionPool) pool = new_pool (1);
@@ -325,10 +365,12 @@ START_TEST (test_pool_clear_lets_go_of_a_busy_session_when_it_comes_back)
   LlmSession *busy = acquire (pool, FALSE);
   feed_prompt (idle);
   feed_prompt (busy);
-  llm_session_pool_release (pool, idle);
   const gsize one = llm_session_kv_bytes (busy);
   ck_assert_uint_gt (one, 0);
   ck_assert_uint_eq (llm_engine_kv_bytes (engine), 2 * one);
+  /* given back: it keeps no KV while it waits */
+  llm_session_pool_release (pool, idle);
+  ck_assert_uint_eq (llm_engine_kv_bytes (engine), one);
 
   llm_session_pool_clear (pool);
   /* the idle session is gone, the busy one still feeds */
@@ -367,6 +409,7 @@ session_suite (void)
   tcase_add_test (pool, test_pool_waits_for_a_release_past_its_maximum);
   tcase_add_test (pool, test_pool_keep_context_waits_for_its_conversation);
   tcase_add_test (pool, test_pool_flushing_wakes_a_waiting_acquire);
+  tcase_add_test (pool, test_pool_session_given_back_holds_no_kv_unless_kept);
   tcase_add_test (pool, test_pool_clear_lets_go_of_a_busy_session_when_it_comes_back);
   suite_add_tcase (s, pool);
   return s;
