@@ -46,6 +46,15 @@ llm_test_load_model (const char *name)
   return m;
 }
 
+LlmSeq *
+llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv)
+{
+  GError *error = NULL;
+  LlmSeq *s = llm_seq_new (e, kv, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  return s;
+}
+
 guint
 llm_test_argmax (const float *x, guint n)
 {

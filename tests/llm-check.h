@@ -6,7 +6,7 @@
 #include <check.h>
 #include <glib.h>
 
-#include "model.h"
+#include "engine.h"
 
 /* Bundled test data (tests/data). */
 char *llm_test_data_path (const char *relative);
@@ -16,6 +16,9 @@ char *llm_test_shared_path (const char *relative);
 GBytes *llm_test_read_file (const char *path);
 /* Loads tests/data/models/@name (unshared) or fails the test. */
 LlmModel *llm_test_load_model (const char *name);
+
+/* A new sequence of @e or fails the test. */
+LlmSeq *llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv);
 
 /* The greedy pick: the first index of the largest of @n logits. */
 guint llm_test_argmax (const float *x, guint n);

@@ -46,15 +46,6 @@ new_engine (LlmModel *m)
   return e;
 }
 
-static LlmSeq *
-new_seq (LlmEngine *e, const LlmKvConfig *kv)
-{
-  GError *error = NULL;
-  LlmSeq *s = llm_seq_new (e, kv, &error);
-  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
-  return s;
-}
-
 static void
 eval_ok (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits)
 {
@@ -117,7 +108,7 @@ START_TEST (test_embedding_rows_give_the_logits_of_their_tokens)
   for (int pass = 0; pass < 2; pass++) {
     const float *emb = pass == 0 ? NULL : table;
     float *out = pass == 0 ? want : got;
-    g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+    g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
     LlmBatchRow rows[PROMPT];
     for (guint k = 0; k < PROMPT; k++)
       rows[k] = row (seq, ids[k], emb, n_embd, k, TRUE);
@@ -139,7 +130,7 @@ START_TEST (test_embedding_rows_give_the_logits_of_their_tokens)
 
   /* The rows' values are what counts: another token's row in the last
    * place moves that row's logits. */
-  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
   LlmBatchRow rows[PROMPT];
   for (guint k = 0; k < PROMPT; k++)
     rows[k] = row (seq, k + 1 < PROMPT ? ids[k] : (ids[k] + 1) % (gint32) n_vocab, table,
@@ -183,7 +174,7 @@ START_TEST (test_mixed_token_and_embedding_rows_of_several_sequences_equal_each_
     total += len[i];
     prompt_ids (i + 1, len[i], n_vocab, ids[i]);
     alone[i] = g_new (float, (gsize) (len[i] + 1) * n_vocab);
-    g_autoptr (LlmSeq) s = new_seq (e, &kv_f16);
+    g_autoptr (LlmSeq) s = llm_test_new_seq (e, &kv_f16);
     GError *error = NULL;
     ck_assert (llm_seq_eval_tokens (s, ids[i], len[i], alone[i], TRUE, &error));
     const float *last = alone[i] + (gsize) (len[i] - 1) * n_vocab;
@@ -197,7 +188,7 @@ START_TEST (test_mixed_token_and_embedding_rows_of_several_sequences_equal_each_
   g_autofree float *got = g_new (float, (gsize) total * n_vocab);
   guint n = 0;
   for (guint i = 0; i < N_SEQS; i++) {
-    seqs[i] = new_seq (e, &kv_f16);
+    seqs[i] = llm_test_new_seq (e, &kv_f16);
     for (guint k = 0; k < len[i]; k++)
       rows[n++] = row (seqs[i], ids[i][k], fed_as_embedding (i, k, len[i]) ? table : NULL,
           n_embd, k, TRUE);
@@ -248,7 +239,7 @@ START_TEST (test_an_image_of_embedding_rows_takes_positions_between_text)
   g_autofree float *one_call = g_new (float, (gsize) ALL * n_vocab);
   g_autofree float *three_calls = g_new (float, (gsize) ALL * n_vocab);
   LlmBatchRow rows[ALL];
-  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f16);
   for (guint k = 0; k < ALL; k++) {
     if (k < TEXT)
       rows[k] = (LlmBatchRow) { a, text[k], NULL, k, TRUE };
@@ -260,7 +251,7 @@ START_TEST (test_an_image_of_embedding_rows_takes_positions_between_text)
   eval_ok (e, rows, ALL, one_call);
   ck_assert_uint_eq (llm_seq_pos_next (a), ALL);
 
-  g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) b = llm_test_new_seq (e, &kv_f16);
   const guint cuts[] = { 0, TEXT, TEXT + IMAGE, ALL };
   for (guint c = 0; c + 1 < G_N_ELEMENTS (cuts); c++) {
     for (guint k = cuts[c]; k < cuts[c + 1]; k++)
@@ -275,7 +266,7 @@ START_TEST (test_an_image_of_embedding_rows_takes_positions_between_text)
   }
   /* The image is seen: the text after it reads otherwise than after the
    * text alone. */
-  g_autoptr (LlmSeq) c = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) c = llm_test_new_seq (e, &kv_f16);
   g_autofree float *no_image = g_new (float, n_vocab);
   GError *error = NULL;
   ck_assert (llm_seq_eval_tokens (c, text, TEXT + AFTER, no_image, FALSE, &error));
@@ -298,7 +289,7 @@ START_TEST (test_explicit_default_positions_equal_implicit_ones)
   g_autofree float *got = g_new (float, (gsize) (PROMPT + STEPS) * n_vocab);
   GError *error = NULL;
 
-  g_autoptr (LlmSeq) implicit = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) implicit = llm_test_new_seq (e, &kv_f16);
   ck_assert (llm_seq_eval_tokens (implicit, ids, PROMPT, want, TRUE, &error));
   for (guint k = PROMPT; k < PROMPT + STEPS; k++) {
     ids[k] = (gint32) llm_test_argmax (want + (gsize) (k - 1) * n_vocab, n_vocab);
@@ -306,7 +297,7 @@ START_TEST (test_explicit_default_positions_equal_implicit_ones)
         &error));
   }
 
-  g_autoptr (LlmSeq) explicit = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) explicit = llm_test_new_seq (e, &kv_f16);
   LlmBatchRow rows[PROMPT];
   for (guint k = 0; k < PROMPT; k++)
     rows[k] = (LlmBatchRow) { explicit, ids[k], NULL, k, TRUE };
@@ -327,7 +318,7 @@ START_TEST (test_a_sequence_starting_far_continues_from_its_position_not_its_slo
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m);
-  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
   gint32 ids[PROMPT];
   prompt_ids (3, PROMPT, n_vocab, ids);
   LlmBatchRow rows[PROMPT];
@@ -373,7 +364,7 @@ START_TEST (test_a_rows_position_is_what_turns_its_key)
   gint32 ids[PROMPT];
   prompt_ids (4, PROMPT, hp->n_vocab, ids);
 
-  g_autoptr (LlmSeq) far = new_seq (e, &kv_f32);
+  g_autoptr (LlmSeq) far = llm_test_new_seq (e, &kv_f32);
   LlmBatchRow rows[PROMPT];
   for (guint k = 0; k < PROMPT; k++)
     rows[k] = (LlmBatchRow) { far, ids[k], NULL, FAR + k, FALSE };
@@ -382,7 +373,7 @@ START_TEST (test_a_rows_position_is_what_turns_its_key)
   g_autofree float *k0 = g_new (float, kv_dim), *v0 = g_new (float, kv_dim);
   g_autofree float *want = g_new (float, kv_dim), *by_slot = g_new (float, kv_dim);
   g_autofree float *k = g_new (float, kv_dim), *v = g_new (float, kv_dim);
-  g_autoptr (LlmSeq) lone = new_seq (e, &kv_f32);
+  g_autoptr (LlmSeq) lone = llm_test_new_seq (e, &kv_f32);
   for (guint j = 0; j < PROMPT; j++) {
     llm_seq_clear (lone);
     LlmBatchRow r = { lone, ids[j], NULL, 0, FALSE };
@@ -422,15 +413,15 @@ START_TEST (test_the_same_rows_at_the_same_positions_are_bit_identical)
   g_autofree float *alone = g_new (float, (gsize) PROMPT * n_vocab);
   g_autofree float *at0 = g_new (float, (gsize) PROMPT * n_vocab);
 
-  g_autoptr (LlmSeq) a = new_seq (e, &kv_f32);
-  g_autoptr (LlmSeq) b = new_seq (e, &kv_f32);
+  g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f32);
+  g_autoptr (LlmSeq) b = llm_test_new_seq (e, &kv_f32);
   LlmBatchRow rows[2 * PROMPT];
   for (guint k = 0; k < PROMPT; k++) {
     rows[k] = (LlmBatchRow) { a, ids[k], NULL, FAR + k, TRUE };
     rows[PROMPT + k] = (LlmBatchRow) { b, ids[k], NULL, FAR + k, TRUE };
   }
   eval_ok (e, rows, 2 * PROMPT, pair);
-  g_autoptr (LlmSeq) c = new_seq (e, &kv_f32);
+  g_autoptr (LlmSeq) c = llm_test_new_seq (e, &kv_f32);
   for (guint k = 0; k < PROMPT; k++)
     rows[k].seq = c;
   eval_ok (e, rows, PROMPT, alone);
@@ -438,7 +429,7 @@ START_TEST (test_the_same_rows_at_the_same_positions_are_bit_identical)
   ck_assert_mem_eq (pair, pair + (gsize) PROMPT * n_vocab, bytes);
   ck_assert_mem_eq (pair, alone, bytes);
 
-  g_autoptr (LlmSeq) d = new_seq (e, &kv_f32);
+  g_autoptr (LlmSeq) d = llm_test_new_seq (e, &kv_f32);
   for (guint k = 0; k < PROMPT; k++)
     rows[k] = (LlmBatchRow) { d, ids[k], NULL, k, TRUE };
   eval_ok (e, rows, PROMPT, at0);
@@ -482,7 +473,7 @@ START_TEST (test_a_row_without_a_sequence_fails_the_whole_batch_as_a_programming
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m);
   g_autofree float *table = embedding_table (m);
-  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f16);
   LlmBatchRow rows[2] = { { a, 1, NULL, 0, FALSE }, { NULL, -1, table, 0, FALSE } };
   criticals = 0;
   const guint handler = g_log_set_handler (NULL, G_LOG_LEVEL_CRITICAL, count_critical, NULL);
@@ -508,11 +499,11 @@ START_TEST (test_positions_that_go_back_or_skip_fail_their_sequence_only)
   gint32 ids[PROMPT];
   prompt_ids (6, PROMPT, n_vocab, ids);
   g_autofree float *want = g_new (float, n_vocab), *got = g_new (float, n_vocab);
-  g_autoptr (LlmSeq) ref = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) ref = llm_test_new_seq (e, &kv_f16);
   GError *error = NULL;
   ck_assert (llm_seq_eval_tokens (ref, ids, PROMPT, want, FALSE, &error));
 
-  g_autoptr (LlmSeq) bad = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) bad = llm_test_new_seq (e, &kv_f16);
   LlmBatchRow five[5];
   for (guint k = 0; k < 5; k++)
     five[k] = (LlmBatchRow) { bad, ids[k], NULL, k, FALSE };
@@ -522,7 +513,7 @@ START_TEST (test_positions_that_go_back_or_skip_fail_their_sequence_only)
    * position again, a skipped one, and one bad row after good ones. */
   const guint32 patterns[][2] = { { 4, 5 }, { 5, 5 }, { 5, 7 }, { 6, 7 } };
   for (guint p = 0; p < G_N_ELEMENTS (patterns); p++) {
-    g_autoptr (LlmSeq) good = new_seq (e, &kv_f16);
+    g_autoptr (LlmSeq) good = llm_test_new_seq (e, &kv_f16);
     LlmBatchRow rows[2 + PROMPT];
     rows[0] = (LlmBatchRow) { bad, ids[5], NULL, patterns[p][0], FALSE };
     rows[1] = (LlmBatchRow) { bad, ids[6], NULL, patterns[p][1], FALSE };
@@ -550,13 +541,13 @@ START_TEST (test_an_embedding_rows_token_field_is_ignored)
   g_autofree float *emb = g_new (float, m->hp.n_embd);
   llm_model_token_embedding (m, 42, emb);
   g_autofree float *want = g_new (float, n_vocab), *got = g_new (float, n_vocab);
-  g_autoptr (LlmSeq) ref = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) ref = llm_test_new_seq (e, &kv_f16);
   const gint32 id = 42;
   GError *error = NULL;
   ck_assert (llm_seq_eval_tokens (ref, &id, 1, want, FALSE, &error));
   const gint32 junk[] = { -1, (gint32) n_vocab, G_MAXINT32 };
   for (guint j = 0; j < G_N_ELEMENTS (junk); j++) {
-    g_autoptr (LlmSeq) s = new_seq (e, &kv_f16);
+    g_autoptr (LlmSeq) s = llm_test_new_seq (e, &kv_f16);
     LlmBatchRow r = { s, junk[j], emb, 0, TRUE };
     eval_ok (e, &r, 1, got);
     assert_logits_equal (got, want, n_vocab, "embedding row with a junk token field");

@@ -13,16 +13,6 @@
 #define N_STREAMS 17
 #define N_STEPS 6
 
-static LlmModel *
-load (const char *name)
-{
-  g_autofree char *path = g_build_filename (LLM_TEST_DATA, "models", name, NULL);
-  GError *error = NULL;
-  LlmModel *m = llm_model_load (path, &error);
-  ck_assert_msg (m != NULL, "%s: %s", name, error ? error->message : "");
-  return m;
-}
-
 static LlmEngine *
 new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
 {
@@ -41,25 +31,6 @@ new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
 static const LlmKvConfig kv_f16 = {
   .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
 };
-
-static LlmSeq *
-new_seq (LlmEngine *e, const LlmKvConfig *kv)
-{
-  GError *error = NULL;
-  LlmSeq *s = llm_seq_new (e, kv, &error);
-  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
-  return s;
-}
-
-static gint32
-argmax (const float *x, guint n)
-{
-  guint best = 0;
-  for (guint i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return (gint32) best;
-}
 
 /* Stream @i's prompt: its own length (3..13) and ids. */
 static guint
@@ -86,16 +57,16 @@ run_alone (LlmEngine *e, guint i, Alone *out)
   const guint n_vocab = llm_engine_model (e)->hp.n_vocab;
   gint32 prompt[16];
   const guint n = make_prompt (i, n_vocab, prompt);
-  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
   GError *error = NULL;
   out->logits = g_new (float, (gsize) N_STEPS * n_vocab);
   ck_assert_msg (llm_seq_eval_tokens (seq, prompt, n, out->logits, FALSE, &error), "%s",
       error ? error->message : "");
-  out->ids[0] = argmax (out->logits, n_vocab);
+  out->ids[0] = (gint32) llm_test_argmax (out->logits, n_vocab);
   for (guint s = 1; s < N_STEPS; s++) {
     float *l = out->logits + (gsize) s * n_vocab;
     ck_assert (llm_seq_eval_tokens (seq, &out->ids[s - 1], 1, l, FALSE, &error));
-    out->ids[s] = argmax (l, n_vocab);
+    out->ids[s] = (gint32) llm_test_argmax (l, n_vocab);
   }
 }
 
@@ -104,7 +75,7 @@ run_alone (LlmEngine *e, guint i, Alone *out)
 static void
 check_batched_equals_alone (const char *name)
 {
-  g_autoptr (LlmModel) m = load (name);
+  g_autoptr (LlmModel) m = llm_test_load_model (name);
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   Alone alone[N_STREAMS];
@@ -118,7 +89,7 @@ check_batched_equals_alone (const char *name)
     gint32 next[N_STREAMS];
     guint n_rows = 0;
     for (guint i = 0; i < n_seq; i++) {
-      seqs[i] = new_seq (e, &kv_f16);
+      seqs[i] = llm_test_new_seq (e, &kv_f16);
       gint32 prompt[16];
       const guint n = make_prompt (i, n_vocab, prompt);
       for (guint k = 0; k < n; k++)
@@ -132,7 +103,7 @@ check_batched_equals_alone (const char *name)
       for (guint i = 0; i < n_seq; i++) {
         const float *got = logits + (gsize) i * n_vocab;
         const float *want = alone[i].logits + (gsize) s * n_vocab;
-        next[i] = argmax (got, n_vocab);
+        next[i] = (gint32) llm_test_argmax (got, n_vocab);
         ck_assert_msg (next[i] == alone[i].ids[s], "%s, %u streams: stream %u step %u: id %d, "
             "alone %d", name, n_seq, i, s, next[i], alone[i].ids[s]);
         for (guint v = 0; v < n_vocab; v++)
@@ -187,7 +158,7 @@ feed (LlmSeq *seq, const gint32 *ids, guint n, float *logits)
   GError *error = NULL;
   ck_assert_msg (llm_seq_eval_tokens (seq, ids, n, logits, FALSE, &error), "%s",
       error ? error->message : "");
-  return argmax (logits, llm_engine_model (llm_seq_engine (seq))->hp.n_vocab);
+  return (gint32) llm_test_argmax (logits, llm_engine_model (llm_seq_engine (seq))->hp.n_vocab);
 }
 
 /* @n greedy steps after @first; the ids into @out, the last logits into
@@ -215,7 +186,7 @@ long_prompt (guint n_vocab, gint32 *ids)
 
 START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   g_autofree float *la = g_new (float, n_vocab), *lb = g_new (float, n_vocab);
@@ -223,7 +194,7 @@ START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
   long_prompt (n_vocab, prompt);
 
   /* a: prompt, 24 steps, cut back to prompt + 2 (inside the second block), 16 steps */
-  g_autoptr (LlmSeq) sa = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) sa = llm_test_new_seq (e, &kv_f16);
   greedy (sa, feed (sa, prompt, LONG_PROMPT, la), 24, a, la);
   llm_seq_truncate (sa, LONG_PROMPT + 2);
   ck_assert_uint_eq (llm_seq_n (sa), LONG_PROMPT + 2);
@@ -232,7 +203,7 @@ START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
   greedy (sa, feed (sa, &a[2], 1, la), 16, after_a, la);
 
   /* b: a fresh sequence fed prompt + a[0..2] */
-  g_autoptr (LlmSeq) sb = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) sb = llm_test_new_seq (e, &kv_f16);
   feed (sb, prompt, LONG_PROMPT, lb);
   feed (sb, a, 2, lb);
   greedy (sb, feed (sb, &a[2], 1, lb), 16, b, lb);
@@ -243,14 +214,14 @@ END_TEST
 
 START_TEST (test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence)
 {
-  g_autoptr (LlmModel) m = load ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   g_autofree float *l = g_new (float, n_vocab), *lf = g_new (float, n_vocab);
   gint32 prompt[LONG_PROMPT];
   long_prompt (n_vocab, prompt);
 
-  g_autoptr (LlmSeq) parent = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) parent = llm_test_new_seq (e, &kv_f16);
   feed (parent, prompt, LONG_PROMPT, l);
   const gsize before = llm_engine_kv_bytes (e);
   g_autoptr (LlmSeq) child = llm_seq_fork (parent);
@@ -279,7 +250,7 @@ START_TEST (test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence)
   const gint32 *want[2] = { gp, gc };
   const float *want_logits[2] = { l, lf };
   for (int b = 0; b < 2; b++) {
-    g_autoptr (LlmSeq) r = new_seq (e, &kv_f16);
+    g_autoptr (LlmSeq) r = llm_test_new_seq (e, &kv_f16);
     feed (r, prompt, LONG_PROMPT, lr);
     greedy (r, feed (r, &firsts[b], 1, lr), G_N_ELEMENTS (fresh), fresh, lr);
     ck_assert_mem_eq (fresh, want[b], sizeof fresh);
@@ -290,10 +261,10 @@ END_TEST
 
 START_TEST (test_rows_of_a_sequence_must_be_adjacent_and_consecutive)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
-  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
-  g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) b = llm_test_new_seq (e, &kv_f16);
   GError *error = NULL;
   LlmBatchRow split[3] = { { a, 1, NULL, 0, FALSE }, { b, 1, NULL, 0, FALSE },
     { a, 2, NULL, 1, FALSE } };
@@ -369,7 +340,7 @@ run_streams (LlmEngine *e, Stream *st, guint n)
  * ids, and their steps shared forwards. */
 START_TEST (test_concurrent_streams_share_forwards_and_keep_their_ids)
 {
-  g_autoptr (LlmModel) m = load ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
   /* A short wait for company makes the batching certain on a loaded
    * machine; results may not depend on it. */
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 20000);
@@ -400,7 +371,7 @@ static gsize
 one_block_bytes (LlmModel *m)
 {
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
-  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
   g_autofree float *l = g_new (float, m->hp.n_vocab);
   const gint32 one = 1;
   feed (seq, &one, 1, l);
@@ -409,12 +380,12 @@ one_block_bytes (LlmModel *m)
 
 START_TEST (test_full_kv_pool_refuses_with_the_limit_named)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, one_block_bytes (m), LLM_KV_FULL_REFUSE, 0);
   g_autofree float *l = g_new (float, m->hp.n_vocab);
   gint32 one = 1;
-  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
-  g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) b = llm_test_new_seq (e, &kv_f16);
   feed (a, &one, 1, l);
   GError *error = NULL;
   ck_assert (!llm_seq_eval_tokens (b, &one, 1, l, FALSE, &error));
@@ -434,7 +405,7 @@ END_TEST
  * the ids it gives alone. */
 START_TEST (test_full_kv_pool_preempts_the_idle_stream_which_recomputes)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   Alone want0, want1;
   run_alone (solo, 0, &want0);
@@ -476,7 +447,7 @@ END_TEST
  * from each other all along and still give their ids. */
 START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   const gsize block = one_block_bytes (m);
   for (int round = 0; round < 20; round++) {
@@ -517,7 +488,7 @@ penalised_session (LlmEngine *e)
  * the session samples what a fresh one fed the kept ids samples. */
 START_TEST (test_session_truncate_rolls_back_history_and_penalty)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   g_autoptr (LlmSession) a = penalised_session (e);
   gint32 prompt[16], next, gen[12];
@@ -553,7 +524,7 @@ END_TEST
  * cache holds (sink, then the newest), never more. */
 START_TEST (test_session_history_stays_within_the_window)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   LlmSessionConfig cfg = {
     .kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 32, .sink = 4 },
