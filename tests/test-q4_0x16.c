@@ -115,7 +115,7 @@ END_TEST
 
 START_TEST (test_packed_block_holds_each_rows_nibble_bytes_by_4_then_the_16_scales)
 {
-  /* Row r's byte j is r * 16 + j (mod 256), its d is 0x3c00 + r. */
+  /* Row r's byte j is r * 16 + j, its d is 0x3c00 + r. */
   const size_t rows = 16, n = 32;
   LlmBlockQ4_0 w[16];
   for (size_t r = 0; r < rows; r++) {
@@ -124,13 +124,18 @@ START_TEST (test_packed_block_holds_each_rows_nibble_bytes_by_4_then_the_16_scal
       w[r].qs[j] = (uint8_t) (r * 16 + j);
   }
   uint8_t *p = packed_of ((const uint8_t *) w, sizeof w[0], rows, n);
-  /* Bytes 0..3: row 0's qs[0..3]; 4..7 row 1's; 32..35 row 8's; 64..67
-   * row 0's qs[4..7]. */
-  const uint8_t head[] = { 0, 1, 2, 3, 16, 17, 18, 19 };
-  ck_assert (memcmp (p, head, sizeof head) == 0);
-  ck_assert_uint_eq (p[32], 8 * 16);
-  ck_assert_uint_eq (p[64], 4);
-  ck_assert_uint_eq (p[64 * 3 + 32 + 4 * 7 + 3], 15 * 16 + 15);
+  /* Vector 0: row 0's qs[0..3], row 1's qs[4..7], row 2's qs[0..3]. */
+  const uint8_t v0[] = { 0, 1, 2, 3, 20, 21, 22, 23, 32, 33, 34, 35 };
+  ck_assert (memcmp (p, v0, sizeof v0) == 0);
+  /* Vector 1: the other group of each row: row 0's qs[4..7], row 1's
+   * qs[0..3]. */
+  const uint8_t v1[] = { 4, 5, 6, 7, 16, 17, 18, 19 };
+  ck_assert (memcmp (p + 64, v1, sizeof v1) == 0);
+  /* Vectors 2 and 3: groups 2 and 3 (qs[8..15]); row 15 (odd) has group 3
+   * in vector 2. */
+  ck_assert_uint_eq (p[128], 8);
+  ck_assert_uint_eq (p[128 + 4 * 15], 15 * 16 + 12);
+  ck_assert_uint_eq (p[192 + 4 * 15 + 3], 15 * 16 + 11);
   uint16_t d15;
   memcpy (&d15, p + LLM_Q4_0X16_D_OFFSET + 2 * 15, 2);
   ck_assert_uint_eq (d15, 0x3c00 + 15);
@@ -158,9 +163,9 @@ START_TEST (test_pack_in_tile_ranges_equals_one_pack_and_pads_rows_with_zeros)
   for (size_t b = 0; b < nb; b++) {
     const uint8_t *pb = whole + ((tiles - 1) * nb + b) * LLM_Q4_0X16_BLOCK_BYTES;
     for (size_t r = rows % 16; r < 16; r++) {
-      for (size_t i = 0; i < 4; i++)
+      for (size_t k = 0; k < 4; k++)
         for (size_t j = 0; j < 4; j++)
-          ck_assert_uint_eq (pb[64 * i + 32 * (r / 8) + 4 * (r % 8) + j], 0);
+          ck_assert_uint_eq (pb[64 * k + 4 * r + j], 0);
       ck_assert_uint_eq (pb[LLM_Q4_0X16_D_OFFSET + 2 * r], 0);
       ck_assert_uint_eq (pb[LLM_Q4_0X16_D_OFFSET + 2 * r + 1], 0);
     }

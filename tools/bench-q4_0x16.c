@@ -74,8 +74,22 @@ product_task (void *data, int ith, int nth)
   Product *p = data;
   const Matrix *m = p->m;
   if (p->packed) {
-    if (!p->fn (m->n, m->packed, m->rows, 0, m->rows, p->xq, p->xs, p->n_tok, p->y, m->rows,
-            &p->next, p->step))
+    /* One token: a contiguous share of whole tiles per thread, as
+     * lib/forward.c splits a matvec; more: rows claimed as it shares a
+     * batch. */
+    size_t r0 = 0, r1 = m->rows;
+    atomic_size_t *next = &p->next;
+    if (p->n_tok == 1) {
+      const size_t tiles = (m->rows + 15) / 16;
+      llm_split_range (tiles, ith, nth, &r0, &r1);
+      r0 *= 16;
+      r1 = MIN (r1 * 16, m->rows);
+      next = NULL;
+      if (r0 >= r1)
+        return;
+    }
+    if (!p->fn (m->n, m->packed, m->rows, r0, r1, p->xq, p->xs, p->n_tok, p->y, m->rows, next,
+            p->step))
       g_error ("out of scratch memory");
   } else if (p->n_tok == 1) {
     size_t r0, r1;

@@ -16,11 +16,13 @@ enum {
   D_OFF = LLM_Q4_0X16_D_OFFSET,
 };
 
-/* Where byte qs[j] of row @r (of its tile) lies in a block of the tile. */
+/* Where byte qs[j] of row @r (of its tile) lies in a block of the tile:
+ * group g = j / 4 goes to vector 2 (g / 2) + ((r & 1) ^ (g & 1)). */
 static size_t
 qs_offset (size_t r, size_t j)
 {
-  return 64 * (j / 4) + 32 * (r / 8) + 4 * (r % 8) + j % 4;
+  const size_t g = j / 4;
+  return 64 * (2 * (g / 2) + ((r & 1) ^ (g & 1))) + 4 * r + j % 4;
 }
 
 size_t

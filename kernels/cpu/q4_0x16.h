@@ -10,20 +10,24 @@
  * last tile padded with zero rows). Tile T's block b (values 32 b ..
  * 32 b + 31 of each of its rows) is 288 bytes at (T * nb + b) * 288, nb =
  * n / 32, so a tile is one contiguous run and the whole matrix one stream
- * in (tile, block) order:
+ * in (tile, block) order. A Q4_0 block's byte qs[j] holds value j in its
+ * low nibble and value 16 + j in its high one; the packed block keeps
+ * those bytes as they are, in groups of 4 (qs[4 g .. 4 g + 3], g < 4):
  *
- *   bytes 64 i + 32 h + 4 r + j  (i < 4, h < 2, r < 8, j < 4):
- *       byte qs[4 i + j] of row 8 h + r's Q4_0 block, as it is there: its
- *       low nibble is value 4 i + j, its high nibble value 16 + 4 i + j;
- *   bytes 256 + 2 r (r < 16): row r's d, the Q4_0 block's fp16 as it is.
+ *   bytes 64 k + 4 r .. 64 k + 4 r + 3  (vector k < 4, row r < 16):
+ *       group 2 (k / 2) + ((r & 1) ^ (k & 1)) of row r;
+ *   bytes 256 + 2 r: row r's d, the Q4_0 block's fp16 as it is.
  *
- * So one 32-byte load at 64 i + 32 h, ANDed with 0x0f, holds 4 consecutive
- * values of each of 8 rows in that row's 32-bit lane (values 4 i ..
- * 4 i + 3), and the same load shifted right by 4 the next group of 4
- * (values 16 + 4 i ..): exactly what vpmaddubsw / vpdpbusd want against 4
- * activation bytes broadcast to every lane. A 64-byte load at 64 i gives
- * the same for all 16 rows at once (AVX-512). The pack only moves 4-byte
- * groups; nothing is widened or converted. */
+ * So a 64-byte load of vector k has one row per 32-bit lane (rows 0..7 in
+ * its first 32 bytes, for AVX2), and ANDed with 0x0f holds 4 consecutive
+ * values of every row, shifted right by 4 the 4 values 16 further on:
+ * what vpmaddubsw / vpdpbusd multiply against 4 activation bytes in the
+ * same lane. Vectors 2 p and 2 p + 1 hold groups 2 p and 2 p + 1, even
+ * rows and odd rows swapped: the matching activations for both are one
+ * 8-byte broadcast (groups 2 p, 2 p + 1 in alternate lanes) and that
+ * broadcast with its lane pairs swapped, which halves the activation
+ * loads, the scarcer resource next to the multiplies. The pack only moves
+ * 4-byte groups; nothing is widened or converted. */
 #pragma once
 
 #include <stdatomic.h>
