@@ -4,6 +4,7 @@
  * activation side and the driver that claims rows and walks token tiles. */
 #pragma once
 
+#include <assert.h>
 #include <immintrin.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -76,6 +77,8 @@ q4x16_run (const Q4x16TileFn *tiles, int RN, size_t n, const void *packed, size_
     size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
     atomic_size_t *next, size_t step)
 {
+  /* Tiles are addressed from their first row. */
+  assert (r0 % LLM_Q4_0X16_ROWS == 0 && (next == NULL || step % LLM_Q4_0X16_ROWS == 0));
   const size_t nb = n / LLM_QK4_0;
   float *dx = llm_gemm_scratch (n_tok * nb * (sizeof (float) + sizeof (int32_t)));
   if (dx == NULL)
