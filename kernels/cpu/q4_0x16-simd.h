@@ -69,9 +69,9 @@ q4x16_act_side (const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, float *dx
 }
 
 /* An LlmQ4x16Fn's product with @tiles ([k] takes k + 1 tokens, up to
- * @RN). Tokens are the inner loop: a row tile is read from memory once
- * (by its first token tile) and then from cache, and row tiles are one
- * contiguous stream, which the hardware prefetchers follow. */
+ * @RN). Tokens are the inner loop: a row tile is read from memory once,
+ * by its first token tile, which also fetches ahead along the stream of
+ * row tiles, and then from cache by the others. */
 INLINE bool
 q4x16_run (const Q4x16TileFn *tiles, int RN, size_t n, const void *packed, size_t r0,
     size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
