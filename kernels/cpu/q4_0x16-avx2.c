@@ -22,8 +22,8 @@
  *
  * Per token and 16-row block that is 16 multiplies (VNNI; plain 18) and 4
  * vmulps on Zen 5's two multiply pipes: 10 cycles at best, twice the
- * AVX-512 kernel's 5. Measured in cache: about 12.5 (VNNI) and 19.5
- * (plain, the speed of gemm-avx2.c's rows-in-lanes Q4_0 tiles). */
+ * AVX-512 kernel's 5. Measured in cache: about 13 (VNNI) and 20 (plain,
+ * the speed of gemm-avx2.c's rows-in-lanes Q4_0 tiles). */
 #include "q4_0x16.h"
 #include "q4_0x16-simd.h"
 

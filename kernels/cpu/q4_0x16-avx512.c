@@ -18,10 +18,11 @@
  * What bounds it (Zen 5, which runs vpdpbusd and vmulps on the same two
  * pipes and issues 2 vector loads a cycle): per token and 16-row block, 8
  * vpdpbusd + 2 vmulps are 5 cycles of multiplies, and 4 activation
- * broadcasts + the bias + d_x 3 cycles of loads. Measured in cache: 5.5
- * cycles a token-block from 8 tokens on; a broadcast per 4-byte group
- * instead of per pair made it 6.0-6.6 (10 loads, the limit). One token is
- * bound by memory instead (about 30 cycles a block at 43 GB/s). */
+ * broadcasts + the bias + d_x 3 cycles of loads. Measured in cache (4.5
+ * GHz): 5.7 cycles a token-block from 8 tokens on; a broadcast per 4-byte
+ * group instead of per pair made it 6.2-6.9 (10 loads, the limit). One
+ * token is bound by memory instead: 288 bytes a block at 43 GB/s is 30
+ * cycles. */
 #include "q4_0x16.h"
 #include "q4_0x16-simd.h"
 
