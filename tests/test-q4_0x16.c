@@ -46,7 +46,7 @@ random_acts (GRand *rand, size_t n, size_t n_tok, size_t *xs)
     const double scale = pow (10.0, g_rand_double_range (rand, -2.0, 2.0));
     for (size_t i = 0; i < n; i++)
       x[i] = (float) (g_rand_double_range (rand, -1.0, 1.0) * scale);
-    llm_matmul_convert (LLM_TYPE_Q4_0, x, n, xq + t * *xs);
+    llm_matmul_convert (llm_cpu_kernels_best (), LLM_TYPE_Q4_0, x, n, xq + t * *xs);
   }
   g_free (x);
   return xq;
@@ -67,12 +67,11 @@ static void
 reference_products (const uint8_t *w, size_t row_bytes, size_t rows, size_t n,
     const uint8_t *xq, size_t xs, size_t n_tok, float *y, size_t ldy)
 {
-  llm_kernels_force_reference (true);
+  const LlmCpuKernels *ref = llm_cpu_kernels (LLM_CPU_ISA_SCALAR);
   if (n_tok == 1)
-    llm_matvec (LLM_TYPE_Q4_0, w, row_bytes, n, 0, rows, xq, y);
+    llm_matvec (ref, LLM_TYPE_Q4_0, w, row_bytes, n, 0, rows, xq, y);
   else
-    llm_matmul (LLM_TYPE_Q4_0, w, row_bytes, n, 0, rows, xq, xs, n_tok, y, ldy);
-  llm_kernels_force_reference (false);
+    llm_matmul (ref, LLM_TYPE_Q4_0, w, row_bytes, n, 0, rows, xq, xs, n_tok, y, ldy);
 }
 
 /* Outputs no kernel may write. */
@@ -261,7 +260,7 @@ END_TEST
 
 START_TEST (test_avx2_packed_kernel_equals_scalar_reference_bit_for_bit)
 {
-  if (!llm_kernels_use_avx2 () || llm_avx2_q4_0x16_fn () == NULL)
+  if (!(llm_cpu_isa_best () >= LLM_CPU_ISA_AVX2) || llm_avx2_q4_0x16_fn () == NULL)
     LLM_TEST_SKIP ("no AVX2/FMA/F16C on this CPU or in this build");
   check_kernel (llm_avx2_q4_0x16_fn (), "avx2");
 }
@@ -269,7 +268,7 @@ END_TEST
 
 START_TEST (test_avx512_packed_kernel_equals_scalar_reference_bit_for_bit)
 {
-  if (!llm_kernels_use_avx512 () || llm_avx512_q4_0x16_fn () == NULL)
+  if (!(llm_cpu_isa_best () >= LLM_CPU_ISA_AVX512) || llm_avx512_q4_0x16_fn () == NULL)
     LLM_TEST_SKIP ("no AVX-512 with VNNI on this CPU or in this build (or LLM_NO_AVX512 set)");
   check_kernel (llm_avx512_q4_0x16_fn (), "avx512");
 }
@@ -299,9 +298,9 @@ START_TEST (test_rows_claimed_by_threads_give_the_reference_bits)
 {
   LlmQ4x16Fn fns[3] = { llm_q4_0x16_ref, NULL, NULL };
   const char *names[3] = { "scalar", "avx2", "avx512" };
-  if (llm_kernels_use_avx2 ())
+  if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX2))
     fns[1] = llm_avx2_q4_0x16_fn ();
-  if (llm_kernels_use_avx512 ())
+  if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX512))
     fns[2] = llm_avx512_q4_0x16_fn ();
   GRand *rand = g_rand_new_with_seed (30);
   const size_t rows = 100, n = 2048 + 32, ldy = 104;

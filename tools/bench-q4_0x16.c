@@ -95,9 +95,9 @@ product_task (void *data, int ith, int nth)
     size_t r0, r1;
     llm_split_range (m->rows, ith, nth, &r0, &r1);
     if (r0 < r1)
-      llm_matvec (LLM_TYPE_Q4_0, m->w, m->row_bytes, m->n, r0, r1, p->xq, p->y + r0);
+      llm_matvec (llm_cpu_kernels_best (), LLM_TYPE_Q4_0, m->w, m->row_bytes, m->n, r0, r1, p->xq, p->y + r0);
   } else {
-    llm_matmul_shared (LLM_TYPE_Q4_0, m->w, m->row_bytes, m->n, 0, m->rows, p->xq, p->xs,
+    llm_matmul_shared (llm_cpu_kernels_best (), LLM_TYPE_Q4_0, m->w, m->row_bytes, m->n, 0, m->rows, p->xq, p->xs,
         p->n_tok, p->y, m->rows, &p->next, p->step);
   }
 }
@@ -238,10 +238,10 @@ main (int argc, char **argv)
   Bench b = { 0 };
   const char *isa = "scalar";
   b.fn = llm_q4_0x16_ref;
-  if (llm_kernels_use_avx512 () && llm_avx512_q4_0x16_fn () != NULL) {
+  if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX512) && llm_avx512_q4_0x16_fn () != NULL) {
     b.fn = llm_avx512_q4_0x16_fn ();
     isa = "avx512";
-  } else if (llm_kernels_use_avx2 () && llm_avx2_q4_0x16_fn () != NULL) {
+  } else if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX2) && llm_avx2_q4_0x16_fn () != NULL) {
     b.fn = llm_avx2_q4_0x16_fn ();
     isa = g_getenv ("LLM_NO_AVX_VNNI") == NULL ? "avx2 (AVX-VNNI if the CPU has it)" : "avx2";
   }
@@ -278,7 +278,7 @@ main (int argc, char **argv)
     for (size_t t = 0; t < max_tok; t++) {
       for (size_t i = 0; i < n; i++)
         x[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
-      llm_matmul_convert (LLM_TYPE_Q4_0, x, n, b.xq[k] + t * b.xs[k]);
+      llm_matmul_convert (llm_cpu_kernels_best (), LLM_TYPE_Q4_0, x, n, b.xq[k] + t * b.xs[k]);
     }
   }
   g_free (x);
@@ -286,7 +286,7 @@ main (int argc, char **argv)
 
   printf ("bench-q4_0x16: %d layers of 5632x2048 + 2048x5632 Q4_0, %.1f MB of weights\n",
       layers, (double) weight_bytes / 1e6);
-  printf ("today's kernels: %s; packed kernel: %s\n", llm_kernels_active (), isa);
+  printf ("today's kernels: %s; packed kernel: %s\n", llm_cpu_kernels_name (llm_cpu_kernels_best ()), isa);
   printf ("pack (one thread, once at load): %.1f ms for all, %.2f GB/s\n", pack_s * 1e3,
       (double) weight_bytes / pack_s / 1e9);
 

@@ -80,7 +80,7 @@ bool llm_q4_0x16_ref (size_t n, const void *packed, size_t rows, size_t r0, size
 /* The AVX2/FMA/F16C kernel (with AVX-VNNI where the CPU has it and
  * LLM_NO_AVX_VNNI is unset) and the AVX-512 F/BW/VL/DQ + VNNI kernel, or
  * NULL where this build has none. They do not check the CPU: the caller
- * must (llm_kernels_use_avx2(), llm_kernels_use_avx512()). */
+ * must (llm_cpu_isa_supported ()). */
 LlmQ4x16Fn llm_avx2_q4_0x16_fn (void);
 LlmQ4x16Fn llm_avx512_q4_0x16_fn (void);
 
