@@ -197,7 +197,7 @@ main (int argc, char **argv)
 {
   int layers = 8, samples = 7, max_threads = 2, bandwidth_mib = 512;
   char *tokens_arg = NULL;
-  double min_sample_s = 0.05;
+  int sample_ms = 50;
   const GOptionEntry entries[] = {
     { "layers", 'l', 0, G_OPTION_ARG_INT, &layers,
       "Feed-forward layers (2 matrices, 13 MB each; default 8)", "N" },
@@ -207,6 +207,8 @@ main (int argc, char **argv)
       "N" },
     { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &bandwidth_mib,
       "Bandwidth test buffer, MiB (default 512; 0: none)", "N" },
+    { "sample-ms", 0, 0, G_OPTION_ARG_INT, &sample_ms,
+      "Each sample runs passes for at least this long (default 50)", "MS" },
     { "tokens", 'n', 0, G_OPTION_ARG_STRING, &tokens_arg,
       "Token counts, 1 to 128 (default 1,2,4,8,16,32,128)", "N[,N...]" },
     { NULL },
@@ -217,8 +219,9 @@ main (int argc, char **argv)
   if (!g_option_context_parse (octx, &argc, &argv, &error))
     g_error ("%s", error->message);
   g_option_context_free (octx);
-  if (layers < 1 || samples < 1 || max_threads < 1)
-    g_error ("--layers, --samples and --threads must be at least 1");
+  if (layers < 1 || samples < 1 || max_threads < 1 || sample_ms < 1)
+    g_error ("--layers, --samples, --threads and --sample-ms must be at least 1");
+  const double min_sample_s = sample_ms * 1e-3;
   const size_t max_tok = 128;
   size_t token_counts[32] = { 1, 2, 4, 8, 16, 32, 128 };
   size_t n_counts = 7;
