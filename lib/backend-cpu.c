@@ -19,6 +19,8 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 G_DEFINE_QUARK (llm-backend-error-quark, llm_backend_error)
 
@@ -36,6 +38,9 @@ typedef struct {
 } CpuBackend;
 
 #define CPU(be) ((CpuBackend *) (be))
+
+/* LlmWeight.layout of a matrix in its kernels' prepared layout. */
+#define LAYOUT_PREPARED 1
 #define POOL(q) ((LlmThreadPool *) (q))
 
 /* --- memory ---------------------------------------------------------- */
@@ -73,12 +78,26 @@ cpu_sync (LlmBackend *be, LlmBackendQueue *q)
 
 /* --- weights --------------------------------------------------------- */
 
+/* The mapped pages of [p, p + n) that nothing reads any more leave this
+ * process's memory (they are the file's: read again if ever touched), so
+ * a prepared model is held once. */
+static void
+drop_pages (const void *p, gsize n)
+{
+  const guintptr page = (guintptr) sysconf (_SC_PAGESIZE);
+  const guintptr start = ((guintptr) p + page - 1) / page * page;
+  const guintptr end = ((guintptr) p + n) / page * page;
+  if (end > start)
+    madvise ((void *) start, end - start, MADV_DONTNEED);
+}
+
 /* Norms and biases become floats once, so no op dequantises them per
- * call; matrices are used in place from the mapping. */
+ * call. Matrices whose kernels want another layout are packed into it
+ * once; the others are used in place from the mapping. */
 static gboolean
 cpu_prepare_weight (LlmBackend *be, LlmWeight *w, gboolean is_vector, GError **error)
 {
-  (void) be;
+  const LlmCpuKernels *kern = CPU (be)->kern;
   if (is_vector) {
     float *f = g_try_new (float, w->n);
     if (f == NULL) {
@@ -93,6 +112,22 @@ cpu_prepare_weight (LlmBackend *be, LlmWeight *w, gboolean is_vector, GError **e
   }
   w->data = NULL;
   w->layout = 0;
+  const gsize bytes = llm_prepared_bytes (kern, w->type, w->rows, w->n);
+  if (bytes == 0)
+    return TRUE;
+  void *packed = g_try_malloc (bytes);
+  if (packed == NULL) {
+    g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+        "out of memory for the %" G_GSIZE_FORMAT " bytes of a %u x %u matrix's "
+        "prepared layout", bytes, w->rows, w->n);
+    return FALSE;
+  }
+  const gsize tile = llm_prepared_tile_rows (kern, w->type);
+  llm_prepare_tiles (kern, w->type, w->host, w->row_bytes, w->rows, w->n, 0,
+      (w->rows + tile - 1) / tile, packed);
+  w->data = packed;
+  w->layout = LAYOUT_PREPARED;
+  drop_pages (w->host, (gsize) w->rows * w->row_bytes);
   return TRUE;
 }
 
@@ -176,6 +211,16 @@ matmul_task (void *data, int ith, int nth)
 {
   MatTask *t = data;
   const LlmWeight *w = t->w;
+  /* One kernel for every row count. Only if its scratch ran out (it then
+   * claimed nothing) does the file's layout, paged back in, serve the rows
+   * still unclaimed. */
+  if (w->layout == LAYOUT_PREPARED) {
+    if (!llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, 0, w->rows, t->xq,
+            t->xq_stride, t->n_tok, t->y, w->rows, &t->next, t->rows_per_item))
+      llm_matmul_shared (t->kern, w->type, w->host, w->row_bytes, w->n, 0, w->rows, t->xq,
+          t->xq_stride, t->n_tok, t->y, w->rows, &t->next, t->rows_per_item);
+    return;
+  }
   if (t->n_tok == 1) {
     gsize r0, r1;
     llm_split_range (w->rows, ith, nth, &r0, &r1);
@@ -523,10 +568,15 @@ static void
 cpu_embed (LlmBackend *be, LlmBackendQueue *q, const LlmWeight *table, const gint32 *ids,
     guint n, float *x)
 {
-  (void) be, (void) q;
-  for (guint t = 0; t < n; t++)
-    llm_dequantize_row (table->type, table->host, table->row_bytes, table->n, ids[t],
-        x + (gsize) t * table->n);
+  (void) q;
+  for (guint t = 0; t < n; t++) {
+    float *row = x + (gsize) t * table->n;
+    if (table->layout == LAYOUT_PREPARED &&
+        llm_dequantize_prepared_row (CPU (be)->kern, table->type, table->data, table->n, ids[t],
+            row))
+      continue;
+    llm_dequantize_row (table->type, table->host, table->row_bytes, table->n, ids[t], row);
+  }
 }
 
 static void

@@ -17,6 +17,13 @@ GBytes *llm_test_read_file (const char *path);
 /* Loads tests/data/models/@name (unshared) or fails the test. */
 LlmModel *llm_test_load_model (const char *name);
 
+/* tests/data/models/@name with every matrix whose rows are whole blocks
+ * of @type requantised to @type (from the file's values, by the reference
+ * quantisers, as llama-quantize does without an importance matrix), the
+ * rest as they are: a real model in a weight type no bundled file has.
+ * Loaded unshared from a temporary file that is gone on return. */
+LlmModel *llm_test_requantized_model (const char *name, guint32 type);
+
 /* A new sequence of @e or fails the test. */
 LlmSeq *llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv);
 

@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "session.h"
 #include "model-private.h"
+#include "ggml-type.h"
 
 #define N_STREAMS 17
 #define N_STEPS 6
@@ -73,9 +74,8 @@ run_alone (LlmEngine *e, guint i, Alone *out)
 /* N streams: every prompt in one batch (a prefill across sequences), then
  * N_STEPS - 1 steps of N rows; ids equal, logits bit for bit. */
 static void
-check_batched_equals_alone (const char *name)
+check_model_batched_equals_alone (LlmModel *m, const char *name)
 {
-  g_autoptr (LlmModel) m = llm_test_load_model (name);
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   Alone alone[N_STREAMS];
@@ -119,6 +119,36 @@ check_batched_equals_alone (const char *name)
   for (guint i = 0; i < N_STREAMS; i++)
     g_free (alone[i].logits);
 }
+
+static void
+check_batched_equals_alone (const char *name)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model (name);
+  check_model_batched_equals_alone (m, name);
+}
+
+/* A weight type whose kernels read a layout prepared at load: decode
+ * steps and batches run the same kernel, so bits agree too. */
+static void
+check_requantized_batched_equals_alone (const char *name, guint32 type)
+{
+  g_autoptr (LlmModel) m = llm_test_requantized_model (name, type);
+  ck_assert_uint_eq (m->layers[0].wq->type, type);
+  g_autofree char *what = g_strdup_printf ("%s as %s", name, llm_type_name (type));
+  check_model_batched_equals_alone (m, what);
+}
+
+START_TEST (test_batched_streams_equal_alone_stories260k_q4_0)
+{
+  check_requantized_batched_equals_alone ("stories260K.gguf", LLM_TYPE_Q4_0);
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_random_qwen2_q4_0)
+{
+  check_requantized_batched_equals_alone ("random-qwen2-f32.gguf", LLM_TYPE_Q4_0);
+}
+END_TEST
 
 START_TEST (test_batched_streams_equal_alone_stories260k_f32)
 {
@@ -557,6 +587,8 @@ engine_suite (void)
   TCase *batch = tcase_create ("batch");
   tcase_set_timeout (batch, 300);
   tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_f32);
+  tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_q4_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_q4_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_tinystories_q8_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen3);

@@ -43,6 +43,10 @@ typedef struct {
  * - Q8_0 weights: activations are quantized exactly as llama.cpp's x86 build
  *   does (127/amax, ties to even), so integer dot products agree; the
  *   TinyStories-656K model then matches bit for bit (measured 0).
+ * - Q4_0 weights: the AVX2 and AVX-512 kernels read the layout prepared
+ *   at load (kernels/cpu/q4_0x16.h) and give the scalar reference's bits
+ *   for any number of rows (so a batch equals its rows alone), no longer
+ *   ggml's x86 order: they share the reference's tolerance.
  * - The scalar reference kernels sum in double, i.e. closer to float64 than
  *   llama.cpp is; on TinyStories-656K, which amplifies last-bit differences
  *   (llama.cpp vs float64: 0.37), they may be that far from llama.cpp. */
@@ -59,7 +63,7 @@ static const GoldenCase cases[] = {
   { "tiny-llama-f32__hello_world__kv_q8_0_fa", "models/random/tiny-llama-f32.gguf", FALSE, LLM_KV_Q8_0, 2e-2, 2e-2 },
   { "tiny-llama-f16__hello_world", "models/random/tiny-llama-f16.gguf", FALSE, LLM_KV_F16, 1e-3, 1e-3 },
   { "tiny-llama-q8_0__hello_world", "models/random/tiny-llama-q8_0.gguf", FALSE, LLM_KV_F16, 1e-2, 2e-2 },
-  { "tiny-llama-q4_0__hello_world", "models/random/tiny-llama-q4_0.gguf", FALSE, LLM_KV_F16, 1e-2, 2e-2 },
+  { "tiny-llama-q4_0__hello_world", "models/random/tiny-llama-q4_0.gguf", FALSE, LLM_KV_F16, 2e-2, 2e-2 },
 };
 
 typedef struct {
