@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* AVX2/FMA/F16C kernels over the packed K-quant layout (kquants-x8.h).
+ * Built with -mavx2 -mfma -mf16c and reached only through
+ * llm_avx2_kx8_fn() after the caller's CPU check.
+ *
+ * A 256-bit vector holds 4 values of each of 8 rows, one row per 32-bit
+ * lane, so a 16-row tile is done as two 8-row halves, one after the other
+ * (the second half's bytes are then in L1: the first pass touched every
+ * cache line of the tile). Per run of one scale:
+ * - with AVX-VNNI (where the CPU has it), vpdpbusd adds value x activation
+ *   over the run's groups of 4 into each row's lane and vpmulld applies
+ *   the rows' scales: 8 (Q6_K 4) multiplies and one vpmulld per run;
+ * - without, vpmaddubsw forms pair sums in int16, as many groups are added
+ *   in int16 as cannot overflow (Q4_K 8, Q5_K 4, Q6_K 2: pair sums are at
+ *   most 2 * vmax * 127), and one vpmaddwd per such chunk applies the
+ *   scales.
+ * Either way the integer sums are exact and the float steps are the
+ * header's, so both give the AVX-512 kernels' and the scalar reference's
+ * results bit for bit. Up to 4 tokens share each unpacked weight vector
+ * (16 registers hold 3 x 4 accumulators and the operands). */
+#include "kquants-x8.h"
+#include "kquants-x8-simd.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UNROLL _Pragma ("GCC unroll 16")
+
+/* The AVX-VNNI instructions as asm (VEX-encoded), so this file needs no
+ * -mavxvnni; they run only where avx_vnni () found them. */
+INLINE __m256i
+dpbusd (__m256i acc, __m256i u, __m256i s)
+{
+  __asm__ ("%{vex%} vpdpbusd %2, %1, %0" : "+x" (acc) : "x" (u), "x" (s));
+  return acc;
+}
+
+INLINE __m256i
+dpwssd (__m256i acc, __m256i a, __m256i b)
+{
+  __asm__ ("%{vex%} vpdpwssd %2, %1, %0" : "+x" (acc) : "x" (a), "x" (b));
+  return acc;
+}
+
+INLINE __m256i
+load (const uint8_t *p)
+{
+  return _mm256_loadu_si256 ((const __m256i *) p);
+}
+
+INLINE __m256i
+bcast4 (const void *p)
+{
+  int32_t v;
+  memcpy (&v, p, sizeof v);
+  return _mm256_set1_epi32 (v);
+}
+
+/* 8 bytes at @p zero- (or sign-) extended, each to both int16 halves of
+ * its dword: one row's scale against both pair sums of vpmaddubsw. */
+INLINE __m256i
+scale_pairs (const uint8_t *p, bool sign)
+{
+  const __m128i v = _mm_loadl_epi64 ((const __m128i *) p);
+  const __m128i twice = _mm_unpacklo_epi8 (v, v);
+  return sign ? _mm256_cvtepi8_epi16 (twice) : _mm256_cvtepu8_epi16 (twice);
+}
+
+/* The same 8 bytes, one to a dword, for vpmulld. */
+INLINE __m256i
+scale_dwords (const uint8_t *p, bool sign)
+{
+  const __m128i v = _mm_loadl_epi64 ((const __m128i *) p);
+  return sign ? _mm256_cvtepi8_epi32 (v) : _mm256_cvtepu8_epi32 (v);
+}
+
+/* Bit @bit of every byte moved to bit 4 (see kquants-x8-avx512.c). */
+INLINE __m256i
+to_bit4 (__m256i v, int bit)
+{
+  if (bit < 4)
+    return _mm256_slli_epi16 (v, 4 - bit);
+  if (bit > 4)
+    return _mm256_srli_epi16 (v, bit - 4);
+  return v;
+}
+
+INLINE void
+store_rows (__m256 v, int rm, float *y)
+{
+  if (rm >= 8) {
+    _mm256_storeu_ps (y, v);
+  } else {
+    float tmp[8];
+    _mm256_storeu_ps (tmp, v);
+    for (int r = 0; r < rm; r++)
+      y[r] = tmp[r];
+  }
+}
+
+#define XQ(t) ((const LlmBlockQ8_K *) (xq + (t) * xs) + b)
+#define SIDE(t) ((const KxSide *) (side + ((t) * nb + b) * KX_SIDE_BYTES (Q6)))
+
+/* Adds one group's products to a run's sum: into int32 lanes with VNNI,
+ * into int16 pair sums without. */
+#define GROUP_ADD(VNNI, run, v, x) \
+  ((VNNI) ? dpbusd ((run), (v), (x)) : _mm256_add_epi16 ((run), _mm256_maddubs_epi16 ((v), (x))))
+
+/* Q4_K / Q5_K, RN tokens, halves hf0 .. hf0 + NF - 1 of the tile (NF = 2
+ * reads the tile as one stream, which decode wants). A pass takes NJ
+ * chunks of 8 units and NH (1 or 2: the two nibbles of a unit) of their
+ * runs, so a token has NF x NJ x NH independent chains of multiplies
+ * (with one token, 8 are needed to cover the multiply latency); C groups
+ * go to an int16 sum without VNNI. */
+#define K4_PASS(name, RN, NF, NJ, NH, Q5, VNNI) \
+  INLINE void \
+  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
+      float *y, size_t ldy, int rm, size_t pf, int hf0) \
+  { \
+    enum { Q6 = 0, C = (Q5) ? 4 : 8 }; \
+    const __m256i m4 = _mm256_set1_epi8 (0x0f), m10 = _mm256_set1_epi8 (0x10); \
+    __m256 acc[NF][RN]; \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        acc[f][t] = _mm256_setzero_ps (); \
+    for (size_t b = 0; b < nb; b++) { \
+      const uint8_t *pb = P + b * KX_TB (Q5); \
+      if (pf) \
+        prefetch_block (pb + pf, KX_TB (Q5)); \
+      __m256i isum[NF][RN]; \
+      UNROLL for (int f = 0; f < (NF); f++) \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          isum[f][t] = _mm256_setzero_si256 (); \
+      UNROLL for (int j0 = 0; j0 < 4; j0 += (NJ)) { \
+        UNROLL for (int h0 = 0; h0 < 2; h0 += (NH)) { \
+          __m256i run[NF][NJ][NH][RN]; \
+          UNROLL for (int f = 0; f < (NF); f++) \
+            UNROLL for (int a = 0; a < (NJ); a++) \
+              UNROLL for (int e = 0; e < (NH); e++) \
+                UNROLL for (int t = 0; t < (RN); t++) \
+                  run[f][a][e][t] = _mm256_setzero_si256 (); \
+          UNROLL for (int i = 0; i < 8; i++) { \
+            UNROLL for (int f = 0; f < (NF); f++) { \
+              const int hf = hf0 + f; \
+              const uint8_t *sc_at = pb + KX_SC (Q5) + 8 * hf; \
+              __m256i qh = m4; \
+              if (Q5) \
+                qh = load (pb + KX_QH + 64 * i + 32 * hf); \
+              UNROLL for (int a = 0; a < (NJ); a++) { \
+                const int j = j0 + a; \
+                const __m256i raw = load (pb + KX_QS + 64 * (8 * j + i) + 32 * hf); \
+                UNROLL for (int e = 0; e < (NH); e++) { \
+                  const int h = h0 + e; \
+                  __m256i v = _mm256_and_si256 (h ? _mm256_srli_epi16 (raw, 4) : raw, m4); \
+                  if (Q5) \
+                    v = _mm256_or_si256 (v, _mm256_and_si256 (to_bit4 (qh, 2 * j + h), m10)); \
+                  UNROLL for (int t = 0; t < (RN); t++) \
+                    run[f][a][e][t] = GROUP_ADD (VNNI, run[f][a][e][t], v, \
+                        bcast4 (XQ (t)->qs + 64 * j + 32 * h + 4 * i)); \
+                  if (!(VNNI) && (i + 1) % C == 0) { \
+                    const __m256i sp = scale_pairs (sc_at + 16 * (2 * j + h), false); \
+                    UNROLL for (int t = 0; t < (RN); t++) { \
+                      isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                          _mm256_madd_epi16 (run[f][a][e][t], sp)); \
+                      run[f][a][e][t] = _mm256_setzero_si256 (); \
+                    } \
+                  } \
+                } \
+              } \
+            } \
+          } \
+          if (VNNI) { \
+            UNROLL for (int f = 0; f < (NF); f++) \
+              UNROLL for (int a = 0; a < (NJ); a++) \
+                UNROLL for (int e = 0; e < (NH); e++) { \
+                  const __m256i sc = scale_dwords (pb + KX_SC (Q5) + 8 * (hf0 + f) \
+                      + 16 * (2 * (j0 + a) + h0 + e), false); \
+                  UNROLL for (int t = 0; t < (RN); t++) \
+                    isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                        _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
+                } \
+          } \
+        } \
+      } \
+      UNROLL for (int f = 0; f < (NF); f++) { \
+        const int hf = hf0 + f; \
+        __m256i msum[RN]; \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          msum[t] = _mm256_setzero_si256 (); \
+        UNROLL for (int k = 0; k < 4; k++) { \
+          const __m256i mk = _mm256_cvtepu8_epi16 (_mm_loadu_si128 ((const __m128i *) \
+                  (pb + KX_MN (Q5) + 32 * k + 16 * hf))); \
+          UNROLL for (int t = 0; t < (RN); t++) { \
+            const __m256i xk = bcast4 (SIDE (t)->run32 + 2 * k); \
+            msum[t] = (VNNI) ? dpwssd (msum[t], mk, xk) \
+                : _mm256_add_epi32 (msum[t], _mm256_madd_epi16 (mk, xk)); \
+          } \
+        } \
+        const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
+                (pb + KX_D (Q5) + 16 * hf))); \
+        const __m256 dmv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
+                (pb + KX_D (Q5) + 32 + 16 * hf))); \
+        UNROLL for (int t = 0; t < (RN); t++) { \
+          const __m256 dx = _mm256_set1_ps (XQ (t)->d); \
+          acc[f][t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, dx), \
+              _mm256_cvtepi32_ps (isum[f][t]), acc[f][t]); \
+          acc[f][t] = _mm256_fnmadd_ps (_mm256_mul_ps (dmv, dx), \
+              _mm256_cvtepi32_ps (msum[t]), acc[f][t]); \
+        } \
+      } \
+    } \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        store_rows (acc[f][t], rm - 8 * (hf0 + f), y + t * ldy + 8 * (hf0 + f)); \
+  }
+
+/* Q6_K value vector @q (0..3: A low, B low, A high, B high nibbles) of a
+ * unit, with its top 2 bits from @hb at bits 4-5. */
+INLINE __m256i
+q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
+{
+  const __m256i src = q % 2 == 0 ? a : bq;
+  const __m256i low = _mm256_and_si256 (q < 2 ? src : _mm256_srli_epi16 (src, 4), m4);
+  const __m256i top = q == 0 ? _mm256_slli_epi16 (hb, 4) : q == 1 ? _mm256_slli_epi16 (hb, 2)
+      : q == 2 ? hb : _mm256_srli_epi16 (hb, 2);
+  return _mm256_or_si256 (low, _mm256_and_si256 (top, m30));
+}
+
+/* Q6_K, RN tokens, halves hf0 .. hf0 + NF - 1: a pass takes NC columns
+ * (units 8 h + 4 c .. + 3) and NQ of the four runs that share them. With
+ * VNNI a run's sum starts at -32 times its activation sum (the side
+ * table); without, the int16 pair sums cannot take that, so 32 * sum_s
+ * sc_s * bsum_s is taken off at the end. */
+#define Q6_PASS(name, RN, NF, NC, NQ, VNNI) \
+  INLINE void \
+  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
+      float *y, size_t ldy, int rm, size_t pf, int hf0) \
+  { \
+    enum { Q6 = 1 }; \
+    const __m256i m4 = _mm256_set1_epi8 (0x0f), m30 = _mm256_set1_epi8 (0x30); \
+    __m256 acc[NF][RN]; \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        acc[f][t] = _mm256_setzero_ps (); \
+    for (size_t b = 0; b < nb; b++) { \
+      const uint8_t *pb = P + b * KX6_TB; \
+      if (pf) \
+        prefetch_block (pb + pf, KX6_TB); \
+      __m256i isum[NF][RN]; \
+      UNROLL for (int f = 0; f < (NF); f++) \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          isum[f][t] = _mm256_setzero_si256 (); \
+      UNROLL for (int h = 0; h < 2; h++) \
+        UNROLL for (int c0 = 0; c0 < 2; c0 += (NC)) \
+          UNROLL for (int q0 = 0; q0 < 4; q0 += (NQ)) { \
+            __m256i run[NF][NC][NQ][RN]; \
+            UNROLL for (int f = 0; f < (NF); f++) \
+              UNROLL for (int a = 0; a < (NC); a++) \
+                UNROLL for (int e = 0; e < (NQ); e++) \
+                  UNROLL for (int t = 0; t < (RN); t++) \
+                    run[f][a][e][t] = (VNNI) \
+                        ? bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c0 + a) \
+                        : _mm256_setzero_si256 (); \
+            UNROLL for (int i0 = 0; i0 < 4; i0++) \
+              UNROLL for (int f = 0; f < (NF); f++) \
+                UNROLL for (int a = 0; a < (NC); a++) { \
+                  const int i = 4 * (c0 + a) + i0, hf = hf0 + f; \
+                  const uint8_t *unit = pb + 192 * (8 * h + i) + 32 * hf; \
+                  const __m256i ua = load (unit), ub = load (unit + 64), uh = load (unit + 128); \
+                  UNROLL for (int e = 0; e < (NQ); e++) { \
+                    const int q = q0 + e, s = 8 * h + 2 * q + c0 + a; \
+                    const __m256i v = q6_values (q, ua, ub, uh, m4, m30); \
+                    UNROLL for (int t = 0; t < (RN); t++) \
+                      run[f][a][e][t] = GROUP_ADD (VNNI, run[f][a][e][t], v, \
+                          bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
+                    if (!(VNNI) && i0 % 2 == 1) { \
+                      const __m256i sp = scale_pairs (pb + KX6_SC + 8 * hf + 16 * s, true); \
+                      UNROLL for (int t = 0; t < (RN); t++) { \
+                        isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                            _mm256_madd_epi16 (run[f][a][e][t], sp)); \
+                        run[f][a][e][t] = _mm256_setzero_si256 (); \
+                      } \
+                    } \
+                  } \
+                } \
+            if (VNNI) { \
+              UNROLL for (int f = 0; f < (NF); f++) \
+                UNROLL for (int a = 0; a < (NC); a++) \
+                  UNROLL for (int e = 0; e < (NQ); e++) { \
+                    const __m256i sc = scale_dwords (pb + KX6_SC + 8 * (hf0 + f) \
+                        + 16 * (8 * h + 2 * (q0 + e) + c0 + a), true); \
+                    UNROLL for (int t = 0; t < (RN); t++) \
+                      isum[f][t] = _mm256_add_epi32 (isum[f][t], \
+                          _mm256_mullo_epi32 (run[f][a][e][t], sc)); \
+                  } \
+            } \
+          } \
+      UNROLL for (int f = 0; f < (NF); f++) { \
+        const uint8_t *sc_at = pb + KX6_SC + 8 * (hf0 + f); \
+        if (!(VNNI)) { \
+          UNROLL for (int k = 0; k < 8; k++) { \
+            const __m256i sp = _mm256_cvtepi8_epi16 (_mm_unpacklo_epi8 ( \
+                    _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k)), \
+                    _mm_loadl_epi64 ((const __m128i *) (sc_at + 32 * k + 16)))); \
+            UNROLL for (int t = 0; t < (RN); t++) \
+              isum[f][t] = _mm256_sub_epi32 (isum[f][t], _mm256_slli_epi32 ( \
+                      _mm256_madd_epi16 (sp, bcast4 (XQ (t)->bsums + 2 * k)), 5)); \
+          } \
+        } \
+        const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
+                (pb + KX6_D + 16 * (hf0 + f)))); \
+        UNROLL for (int t = 0; t < (RN); t++) \
+          acc[f][t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, _mm256_set1_ps (XQ (t)->d)), \
+              _mm256_cvtepi32_ps (isum[f][t]), acc[f][t]); \
+      } \
+    } \
+    UNROLL for (int f = 0; f < (NF); f++) \
+      UNROLL for (int t = 0; t < (RN); t++) \
+        store_rows (acc[f][t], rm - 8 * (hf0 + f), y + t * ldy + 8 * (hf0 + f)); \
+  }
+
+/* A whole 16-row tile: one pass over both halves (NF = 2), or a pass per
+ * half that holds rows, the first one prefetching. */
+#define TILE(name, pass, NF) \
+  static void \
+  name (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs, const uint8_t *side, \
+      float *y, size_t ldy, int rm, size_t pf) \
+  { \
+    pass (nb, P, xq, xs, side, y, ldy, rm, pf, 0); \
+    if ((NF) == 1 && rm > 8) \
+      pass (nb, P, xq, xs, side, y, ldy, rm, 0, 1); \
+  }
+
+#define ARN 4
+/* One variant (VNNI or not) of every type: tiles for 1..4 tokens. One
+ * token takes both halves in one pass (a single stream through memory, 8
+ * chains of multiplies); more take a half at a time, as 16 registers hold
+ * 3 x 4 accumulators and the operands. */
+#define VARIANT(sfx, VNNI) \
+  K4_PASS (q4_K_p1##sfx, 1, 2, 2, 2, 0, VNNI) K4_PASS (q4_K_p2##sfx, 2, 1, 1, 2, 0, VNNI) \
+  K4_PASS (q4_K_p3##sfx, 3, 1, 1, 1, 0, VNNI) K4_PASS (q4_K_p4##sfx, 4, 1, 1, 1, 0, VNNI) \
+  K4_PASS (q5_K_p1##sfx, 1, 2, 2, 2, 1, VNNI) K4_PASS (q5_K_p2##sfx, 2, 1, 1, 2, 1, VNNI) \
+  K4_PASS (q5_K_p3##sfx, 3, 1, 1, 1, 1, VNNI) K4_PASS (q5_K_p4##sfx, 4, 1, 1, 1, 1, VNNI) \
+  Q6_PASS (q6_K_p1##sfx, 1, 2, 1, 4, VNNI) Q6_PASS (q6_K_p2##sfx, 2, 1, 1, 2, VNNI) \
+  Q6_PASS (q6_K_p3##sfx, 3, 1, 1, 1, VNNI) Q6_PASS (q6_K_p4##sfx, 4, 1, 1, 1, VNNI) \
+  TILE (q4_K_1##sfx, q4_K_p1##sfx, 2) TILE (q4_K_2##sfx, q4_K_p2##sfx, 1) \
+  TILE (q4_K_3##sfx, q4_K_p3##sfx, 1) TILE (q4_K_4##sfx, q4_K_p4##sfx, 1) \
+  TILE (q5_K_1##sfx, q5_K_p1##sfx, 2) TILE (q5_K_2##sfx, q5_K_p2##sfx, 1) \
+  TILE (q5_K_3##sfx, q5_K_p3##sfx, 1) TILE (q5_K_4##sfx, q5_K_p4##sfx, 1) \
+  TILE (q6_K_1##sfx, q6_K_p1##sfx, 2) TILE (q6_K_2##sfx, q6_K_p2##sfx, 1) \
+  TILE (q6_K_3##sfx, q6_K_p3##sfx, 1) TILE (q6_K_4##sfx, q6_K_p4##sfx, 1) \
+  static const KxTileFn tiles_q4_K##sfx[ARN] = { q4_K_1##sfx, q4_K_2##sfx, q4_K_3##sfx, \
+    q4_K_4##sfx }; \
+  static const KxTileFn tiles_q5_K##sfx[ARN] = { q5_K_1##sfx, q5_K_2##sfx, q5_K_3##sfx, \
+    q5_K_4##sfx }; \
+  static const KxTileFn tiles_q6_K##sfx[ARN] = { q6_K_1##sfx, q6_K_2##sfx, q6_K_3##sfx, \
+    q6_K_4##sfx }; \
+  ENTRY (q4_K##sfx, false, KX_TB (0)) \
+  ENTRY (q5_K##sfx, false, KX_TB (1)) \
+  ENTRY (q6_K##sfx, true, KX6_TB)
+
+#define ENTRY(type, Q6, TB) \
+  static bool \
+  kx8_##type (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, \
+      const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, \
+      size_t step) \
+  { \
+    return kx_drive (tiles_##type, ARN, Q6, TB, n, packed, rows, r0, r1, xq, xs, n_tok, y, \
+        ldy, next, step); \
+  }
+
+VARIANT (, 0)
+VARIANT (_vnni, 1)
+
+/* AVX-VNNI is CPUID leaf 7 subleaf 1, EAX bit 4 (the OS's saving of YMM
+ * state was checked with AVX2). LLM_NO_AVX_VNNI keeps the plain kernels,
+ * as it does for matmul-avx2.c's. */
+static bool
+avx_vnni (void)
+{
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (getenv ("LLM_NO_AVX_VNNI") != NULL || !__get_cpuid_count (7, 1, &a, &b, &c, &d))
+    return false;
+  return (a & (1u << 4)) != 0;
+}
+
+LlmKx8Fn
+llm_avx2_kx8_fn (uint32_t wtype)
+{
+  const bool vnni = avx_vnni ();
+  switch (wtype) {
+    case LLM_TYPE_Q4_K:
+      return vnni ? kx8_q4_K_vnni : kx8_q4_K;
+    case LLM_TYPE_Q5_K:
+      return vnni ? kx8_q5_K_vnni : kx8_q5_K;
+    case LLM_TYPE_Q6_K:
+      return vnni ? kx8_q6_K_vnni : kx8_q6_K;
+    default:
+      return NULL;
+  }
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to the packed K-quant kernels (kquants-x8-avx2.c,
+ * kquants-x8-avx512.c): the tile offsets, the per-token activation side
+ * tables and the driver that claims rows, walks tiles and hands them
+ * tokens a few at a time. Plain C apart from gemm-common.h's SSE
+ * prefetches, so either kernel file may include it. */
+#pragma once
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemm-common.h"
+#include "ggml-type.h"
+#include "kquants.h"
+#include "kquants-x8.h"
+
+/* Offsets within a tile's super-block (the layout in kquants-x8.h). */
+#define KX_QS 0
+#define KX_QH 2048                   /* Q5_K */
+#define KX_SC(q5) ((q5) ? 2560 : 2048)
+#define KX_MN(q5) ((q5) ? 2688 : 2176)
+#define KX_D(q5) ((q5) ? 2816 : 2304)
+#define KX_TB(q5) ((q5) ? 2880 : 2368)
+#define KX6_SC 3072
+#define KX6_D 3328
+#define KX6_TB 3392
+
+/* What every row tile needs of a token's super-block besides its codes,
+ * worked out once per product instead of once per tile:
+ * Q4_K/Q5_K: the 8 sums of 32 codes as int16 (dword k pairs runs 2 k and
+ * 2 k + 1, for vpmaddwd / vpdpwssd against two runs' mins);
+ * Q6_K: -32 times each of the 16 bsums as int32, where a run's sum of
+ * u * x starts, so it comes out as the sum of (u - 32) * x. */
+typedef union {
+  int16_t run32[8];
+  int32_t neg32[16];
+} KxSide;
+
+#define KX_SIDE_BYTES(q6) ((q6) ? 64 : 16)
+
+INLINE void
+kx_act_side (bool q6, const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, uint8_t *side)
+{
+  const size_t sb = KX_SIDE_BYTES (q6);
+  for (size_t t = 0; t < n_tok; t++) {
+    const LlmBlockQ8_K *x = (const LlmBlockQ8_K *) (xq + t * xs);
+    for (size_t b = 0; b < nb; b++) {
+      KxSide *s = (KxSide *) (side + (t * nb + b) * sb);
+      if (q6) {
+        for (int j = 0; j < 16; j++)
+          s->neg32[j] = -32 * x[b].bsums[j];
+      } else {
+        for (int j = 0; j < 8; j++)
+          s->run32[j] = (int16_t) (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+      }
+    }
+  }
+}
+
+/* A tile computes y[t * ldy + r] for r < @rm (<= 16) and t < its token
+ * count: @P is the row tile's first super-block, @xq the first token's
+ * activations (@xs apart), @side its side table (nb entries a token).
+ * With @pf non-zero it also prefetches, while it works on a super-block,
+ * the bytes @pf further on in the packed matrix. */
+typedef void (*KxTileFn) (size_t nb, const uint8_t *P, const uint8_t *xq, size_t xs,
+    const uint8_t *side, float *y, size_t ldy, int rm, size_t pf);
+
+/* How far ahead the first pass over a row tile prefetches. The packed
+ * matrix is one stream, but a tile block is read as several interleaved
+ * ones that the hardware prefetchers do not run far enough ahead of to
+ * cover DRAM latency: one-token products from DRAM reached about 60% of
+ * the streaming-read bandwidth without this, 95% with it (Zen 5; 6 to
+ * 8 KiB ahead measured best, 4 and 12 a few percent slower). Into L1:
+ * L2 hints were no faster. With the weights in cache the prefetches cost
+ * up to 15% (more instructions), which decode of a real model, which
+ * reads its weights from DRAM, never sees. */
+#define KX_PF_DIST 8192
+
+INLINE void
+prefetch_block (const uint8_t *p, size_t bytes)
+{
+  for (size_t l = 0; l < bytes; l += 64)
+    _mm_prefetch ((const char *) p + l, _MM_HINT_T0);
+}
+
+/* The LlmKx8Fn contract over @tiles (tiles[k] takes k + 1 tokens, up to
+ * @RN). Row tiles are the outer loop, so a tile's weights come from memory
+ * once and from L1/L2 for every further group of tokens; when the tokens'
+ * activations outgrow ACT_BUDGET they are taken a slice at a time. */
+INLINE bool
+kx_drive (const KxTileFn *tiles, int RN, bool q6, size_t tb, size_t n, const void *packed,
+    size_t rows, size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok, float *y,
+    size_t ldy, atomic_size_t *next, size_t step)
+{
+  assert (r0 % LLM_KX8_ROWS == 0 && r1 <= rows);
+  assert (next == NULL || (step > 0 && step % LLM_KX8_ROWS == 0));
+  (void) rows;
+  const size_t nb = n / LLM_QK_K;
+  const size_t sb = KX_SIDE_BYTES (q6) * nb;
+  uint8_t *side = llm_gemm_scratch (n_tok * sb);
+  if (side == NULL)
+    return false;
+  kx_act_side (q6, xq, xs, n_tok, nb, side);
+
+  size_t tok_block = ACT_BUDGET / (xs + sb) / RN * RN;
+  if (tok_block < (size_t) RN)
+    tok_block = RN;
+  const size_t tile_bytes = nb * tb;
+  size_t ra = r0, rb = r1;
+  bool first = true;
+  while (claim (next, step, r1, &ra, &rb, &first)) {
+    for (size_t t0 = 0; t0 < n_tok; t0 += tok_block) {
+      const size_t t1 = t0 + tok_block < n_tok ? t0 + tok_block : n_tok;
+      for (size_t r = ra; r < rb; r += LLM_KX8_ROWS) {
+        const int rm = rb - r < LLM_KX8_ROWS ? (int) (rb - r) : LLM_KX8_ROWS;
+        const uint8_t *P = (const uint8_t *) packed + r / LLM_KX8_ROWS * tile_bytes;
+        for (size_t t = t0, rn; t < t1; t += rn) {
+          rn = tile_tokens (t1 - t, RN);
+          tiles[rn - 1] (nb, P, (const uint8_t *) xq + t * xs, xs, side + t * sb,
+              y + t * ldy + r, ldy, rm, t == 0 ? KX_PF_DIST : 0);
+        }
+      }
+    }
+  }
+  return true;
+}
