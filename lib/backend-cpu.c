@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 G_DEFINE_QUARK (llm-backend-error-quark, llm_backend_error)
@@ -119,7 +120,10 @@ cpu_prepare_weight (LlmBackend *be, LlmWeight *w, gboolean is_vector, GError **e
   const gsize bytes = llm_prepared_bytes (kern, w->type, w->rows, w->n);
   if (bytes == 0)
     return TRUE;
-  void *packed = g_try_malloc (bytes);
+  /* 64-byte aligned: the kernels' widest loads then never split a line. */
+  void *packed = NULL;
+  if (posix_memalign (&packed, 64, bytes) != 0)
+    packed = NULL;
   if (packed == NULL) {
     g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
         "out of memory for the %" G_GSIZE_FORMAT " bytes of a %u x %u matrix's "
@@ -139,7 +143,10 @@ static void
 cpu_release_weight (LlmBackend *be, LlmWeight *w)
 {
   (void) be;
-  g_free (w->data);
+  if (w->layout == LAYOUT_PREPARED)
+    free (w->data);
+  else
+    g_free (w->data);
   w->data = NULL;
 }
 

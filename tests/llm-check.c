@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "llm-check.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <glib/gstdio.h>
 
@@ -89,6 +90,80 @@ llm_test_requantized_model (const char *name, guint32 type)
   g_unlink (path);
   g_rmdir (dir);
   return m;
+}
+
+static float *
+random_matrix (guint64 *state, gsize n, float scale, float offset)
+{
+  float *v = g_new (float, n);
+  for (gsize i = 0; i < n; i++) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = offset + scale * ((float) (gint32) (*state >> 40) / 8388608.0f - 1.0f);
+  }
+  return v;
+}
+
+/* Adds a random tensor and returns its size in the file. */
+static gsize
+add_random (LlmGgufWriter *w, guint64 *state, const char *name, guint32 type, guint64 ne0,
+    guint64 ne1, float scale, float offset)
+{
+  const guint64 ne[2] = { ne0, ne1 };
+  g_autofree float *v = random_matrix (state, ne0 * ne1, scale, offset);
+  GError *error = NULL;
+  ck_assert_msg (llm_gguf_writer_add_tensor_from_f32 (w, name, ne1 > 1 ? type : LLM_TYPE_F32,
+      ne1 > 1 ? 2 : 1, ne, v, &error), "%s: %s", name, error ? error->message : "");
+  uint64_t bytes = 0;
+  llm_type_row_bytes (ne1 > 1 ? type : LLM_TYPE_F32, ne0, &bytes);
+  return bytes * ne1;
+}
+
+gsize
+llm_test_write_random_llama (const char *path, const LlmTestShape *sh, guint32 type)
+{
+  g_autofree char *tok_path = llm_test_data_path ("models/stories260K.gguf");
+  GError *error = NULL;
+  g_autoptr (LlmGguf) tok = llm_gguf_open (tok_path, &error);
+  ck_assert_msg (tok != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmGgufWriter) w = llm_gguf_writer_new ();
+  llm_gguf_writer_add_string (w, "general.architecture", "llama");
+  for (guint64 i = 0; i < llm_gguf_n_kv (tok); i++)
+    if (g_str_has_prefix (llm_gguf_key (tok, i), "tokenizer."))
+      llm_gguf_writer_copy_kv (w, tok, llm_gguf_key (tok, i));
+  llm_gguf_writer_add_uint32 (w, "llama.context_length", 2048);
+  llm_gguf_writer_add_uint32 (w, "llama.embedding_length", sh->n_embd);
+  llm_gguf_writer_add_uint32 (w, "llama.block_count", sh->n_layer);
+  llm_gguf_writer_add_uint32 (w, "llama.feed_forward_length", sh->n_ff);
+  llm_gguf_writer_add_uint32 (w, "llama.attention.head_count", sh->n_head);
+  llm_gguf_writer_add_uint32 (w, "llama.attention.head_count_kv", sh->n_head_kv);
+
+  const guint n_vocab = 512;
+  const guint kv_dim = sh->n_embd / sh->n_head * sh->n_head_kv;
+  const float s_embd = 1.0f / sqrtf ((float) sh->n_embd), s_ff = 1.0f / sqrtf ((float) sh->n_ff);
+  guint64 state = 20240611;
+  gsize read = 0;
+  add_random (w, &state, "token_embd.weight", type, sh->n_embd, n_vocab, 0.05f, 0);
+  read += add_random (w, &state, "output_norm.weight", type, sh->n_embd, 1, 0.1f, 1);
+  read += add_random (w, &state, "output.weight", type, sh->n_embd, n_vocab, s_embd, 0);
+  for (guint l = 0; l < sh->n_layer; l++) {
+    char name[64];
+#define T(suffix, ne0, ne1, scale, offset) \
+    (g_snprintf (name, sizeof name, "blk.%u." suffix, l), \
+     add_random (w, &state, name, type, ne0, ne1, scale, offset))
+    read += T ("attn_norm.weight", sh->n_embd, 1, 0.1f, 1);
+    read += T ("attn_q.weight", sh->n_embd, sh->n_embd, s_embd, 0);
+    read += T ("attn_k.weight", sh->n_embd, kv_dim, s_embd, 0);
+    read += T ("attn_v.weight", sh->n_embd, kv_dim, s_embd, 0);
+    read += T ("attn_output.weight", sh->n_embd, sh->n_embd, s_embd, 0);
+    read += T ("ffn_norm.weight", sh->n_embd, 1, 0.1f, 1);
+    read += T ("ffn_gate.weight", sh->n_embd, sh->n_ff, s_embd, 0);
+    read += T ("ffn_up.weight", sh->n_embd, sh->n_ff, s_embd, 0);
+    read += T ("ffn_down.weight", sh->n_ff, sh->n_embd, s_ff, 0);
+#undef T
+  }
+  ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s",
+      error ? error->message : "");
+  return read;
 }
 
 LlmSeq *

@@ -24,6 +24,15 @@ LlmModel *llm_test_load_model (const char *name);
  * Loaded unshared from a temporary file that is gone on return. */
 LlmModel *llm_test_requantized_model (const char *name, guint32 type);
 
+/* A random-weight llama: stories260K's tokenizer (512 ids), every matrix
+ * in @type (norms F32), entries of +-1/sqrt(fan-in) so activations stay
+ * at unit scale. Written to @path or fails the test; returns the bytes of
+ * weights a forward reads (all but the embedding table). */
+typedef struct {
+  guint n_embd, n_ff, n_layer, n_head, n_head_kv;
+} LlmTestShape;
+gsize llm_test_write_random_llama (const char *path, const LlmTestShape *shape, guint32 type);
+
 /* A new sequence of @e or fails the test. */
 LlmSeq *llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv);
 

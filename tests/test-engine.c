@@ -4,6 +4,7 @@
  * the same tokens; the scheduler batches concurrent streams; the KV pool
  * limit refuses or preempts; sessions roll back and stay bounded. */
 #include <string.h>
+#include <glib/gstdio.h>
 
 #include "llm-check.h"
 #include "engine.h"
@@ -137,6 +138,28 @@ check_requantized_batched_equals_alone (const char *name, guint32 type)
   g_autofree char *what = g_strdup_printf ("%s as %s", name, llm_type_name (type));
   check_model_batched_equals_alone (m, what);
 }
+
+/* K-quant rows are 256 values wide, wider than any bundled model's: a
+ * random llama of that width in each type. */
+START_TEST (test_batched_streams_equal_alone_random_llama_k_quants)
+{
+  static const guint32 types[] = { LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+  const LlmTestShape shape = { 256, 512, 2, 4, 2 };
+  GError *error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("gst-llm-kq-XXXXXX", &error);
+  ck_assert_msg (dir != NULL, "%s", error ? error->message : "");
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++) {
+    g_autofree char *path = g_build_filename (dir, "random.gguf", NULL);
+    llm_test_write_random_llama (path, &shape, types[i]);
+    g_autoptr (LlmModel) m = llm_model_load (path, &error);
+    ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+    g_unlink (path);
+    ck_assert_uint_eq (m->layers[0].w_down->type, types[i]);
+    check_model_batched_equals_alone (m, llm_type_name (types[i]));
+  }
+  g_rmdir (dir);
+}
+END_TEST
 
 START_TEST (test_batched_streams_equal_alone_stories260k_q4_0)
 {
@@ -588,6 +611,7 @@ engine_suite (void)
   tcase_set_timeout (batch, 300);
   tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_f32);
   tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_q4_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_llama_k_quants);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_q4_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_tinystories_q8_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2);

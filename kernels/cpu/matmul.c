@@ -23,6 +23,7 @@
 #include "matmul-avx2.h"
 #include "quantize.h"
 #include "q4_0x16.h"
+#include "kquants-x8.h"
 
 #include <pthread.h>
 
@@ -368,6 +369,15 @@ prepared_layout (LlmCpuIsa isa, uint32_t wtype)
     if (run != NULL)
       return (LlmCpuLayout) { LLM_Q4_0X16_ROWS, q4_0x16_bytes, q4_0x16_pack,
         q4_0x16_unpack_row, run };
+  }
+  if (llm_kx8_block_bytes (wtype) > 0) {
+    if (isa == LLM_CPU_ISA_AVX512)
+      run = llm_avx512_kx8_fn (wtype);
+    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
+      run = llm_avx2_kx8_fn (wtype);
+    if (run != NULL)
+      return (LlmCpuLayout) { LLM_KX8_ROWS, llm_kx8_bytes, llm_kx8_pack, llm_kx8_unpack_row,
+        run };
   }
   return none;
 }
