@@ -166,6 +166,29 @@ llm_test_write_random_llama (const char *path, const LlmTestShape *sh, guint32 t
   return read;
 }
 
+static guint64 rng_state;
+
+void
+llm_test_rng_seed (guint64 seed)
+{
+  rng_state = seed;
+}
+
+guint64
+llm_test_rng_next (void)
+{
+  guint64 z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+float
+llm_test_rng_float (void)
+{
+  return (float) ((double) (llm_test_rng_next () >> 11) / (double) (1ull << 53) * 2.0 - 1.0);
+}
+
 LlmSeq *
 llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv)
 {

@@ -36,6 +36,13 @@ gsize llm_test_write_random_llama (const char *path, const LlmTestShape *shape, 
 /* A new sequence of @e or fails the test. */
 LlmSeq *llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv);
 
+/* A splitmix64 stream for random test data, one per test process: the
+ * same seed gives the same data in every suite. */
+void llm_test_rng_seed (guint64 seed);
+guint64 llm_test_rng_next (void);
+/* Uniform in [-1, 1). */
+float llm_test_rng_float (void);
+
 /* The greedy pick: the first index of the largest of @n logits. */
 guint llm_test_argmax (const float *x, guint n);
 
