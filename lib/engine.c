@@ -367,6 +367,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
     LlmThreadPool *pool = llm_workers_lock (e->workers);
     ok = llm_forward_chunk (e->fwd, llm_backend_cpu_queue (pool), chunk, n_rows, pieces,
         n_pieces, &err);
+    llm_threadpool_rest (pool);
     llm_workers_unlock (e->workers);
     for (guint p = 0; p < n_pieces; p++) {
       LlmEvalSegment *seg = &segs[piece_seg[p]];

@@ -416,6 +416,65 @@ START_TEST (test_concurrent_streams_share_forwards_and_keep_their_ids)
 }
 END_TEST
 
+/* With no wait for company configured, streams that stepped together
+ * step together again: the scheduler waits for the streams of the last
+ * forward, which are a sample away, instead of running whoever comes
+ * first alone and the rest next (two streams would then decode no faster
+ * than one). */
+#define LONG_STEPS 512
+
+static const LlmKvConfig kv_long = {
+  .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = LONG_STEPS,
+};
+
+typedef struct {
+  LlmEngine *engine;
+  LlmSeq *seq;
+  guint index;
+  GError *error;
+} Stepper;
+
+static gpointer
+stepper_main (gpointer data)
+{
+  Stepper *st = data;
+  const guint n_vocab = llm_engine_model (st->engine)->hp.n_vocab;
+  g_autofree float *logits = g_new (float, n_vocab);
+  gint32 tok = (gint32) (1 + st->index);
+  for (guint k = 0; k < LONG_STEPS && st->error == NULL; k++) {
+    if (llm_engine_submit (st->engine, st->seq, &tok, 1, logits, FALSE, &st->error))
+      tok = (gint32) llm_test_argmax (logits, n_vocab);
+  }
+  return NULL;
+}
+
+START_TEST (test_streams_without_batch_wait_still_step_together)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  enum { N = 2 };
+  Stepper st[N];
+  GThread *threads[N];
+  for (guint i = 0; i < N; i++) {
+    st[i] = (Stepper) { e, llm_test_new_seq (e, &kv_long), i, NULL };
+    threads[i] = g_thread_new ("stepper", stepper_main, &st[i]);
+  }
+  for (guint i = 0; i < N; i++) {
+    g_thread_join (threads[i]);
+    ck_assert_msg (st[i].error == NULL, "stream %u: %s", i, st[i].error->message);
+    llm_seq_free (st[i].seq);
+  }
+  guint64 forwards, rows;
+  llm_engine_batch_stats (e, &forwards, &rows);
+  g_print ("%u streams, no batch wait: %" G_GUINT64_FORMAT " rows in %" G_GUINT64_FORMAT
+      " forwards\n", N, rows, forwards);
+  /* Taking turns needs a forward per row; stepping together, one per
+   * step. */
+  ck_assert_msg (forwards <= rows * 3 / 4, "%" G_GUINT64_FORMAT " forwards for %"
+      G_GUINT64_FORMAT " rows of %u streams: they took turns", forwards, rows, N);
+}
+END_TEST
+
 /* --- KV pool limit --------------------------------------------------- */
 
 /* Bytes of a kv_f16 sequence's first block of positions on @m (measured
@@ -628,6 +687,7 @@ engine_suite (void)
   TCase *sched = tcase_create ("scheduler");
   tcase_set_timeout (sched, 120);
   tcase_add_test (sched, test_concurrent_streams_share_forwards_and_keep_their_ids);
+  tcase_add_test (sched, test_streams_without_batch_wait_still_step_together);
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);

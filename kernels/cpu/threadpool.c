@@ -82,6 +82,7 @@ struct LlmThreadPool {
   _Atomic uint64_t run;
   _Atomic int n_done;    /* slots finished in this run */
   _Atomic int workers_sleeping;
+  _Atomic int resting;   /* llm_threadpool_rest: sleep now, do not poll */
   _Atomic int caller_sleeping;
 
   pthread_mutex_t mutex;
@@ -102,12 +103,14 @@ typedef bool (*ReadyFn) (LlmThreadPool *pool, uint32_t arg);
 /* Waits until @ready holds (true) or about SPIN_NS pass (false). The clock
  * is read every 64 polls, not on the fast path. */
 static bool
-spin_until (ReadyFn ready, LlmThreadPool *pool, uint32_t arg)
+spin_until (ReadyFn ready, LlmThreadPool *pool, uint32_t arg, bool may_rest)
 {
   int64_t t0 = 0, last_yield = 0;
   for (unsigned i = 1;; i++) {
     if (ready (pool, arg))
       return true;
+    if (may_rest && atomic_load_explicit (&pool->resting, memory_order_relaxed))
+      return false;
     cpu_relax ();
     if ((i & 63) == 0) {
       const int64_t t = now_ns ();
@@ -139,7 +142,7 @@ all_done (LlmThreadPool *pool, uint32_t unused)
 static void
 wait_for_generation (LlmThreadPool *pool, uint32_t seen)
 {
-  if (spin_until (new_generation, pool, seen))
+  if (spin_until (new_generation, pool, seen, true))
     return;
   pthread_mutex_lock (&pool->mutex);
   atomic_fetch_add (&pool->workers_sleeping, 1);
@@ -217,6 +220,7 @@ static void
 publish (LlmThreadPool *pool, uint32_t slots_taken)
 {
   pool->generation++;
+  atomic_store_explicit (&pool->resting, 0, memory_order_relaxed);
   atomic_store (&pool->run, ((uint64_t) pool->generation << 32) | slots_taken);
   if (atomic_load (&pool->workers_sleeping)) {
     pthread_mutex_lock (&pool->mutex);
@@ -258,6 +262,7 @@ llm_threadpool_new (int n_threads)
   atomic_init (&pool->run, 0);
   atomic_init (&pool->n_done, 0);
   atomic_init (&pool->workers_sleeping, 0);
+  atomic_init (&pool->resting, 0);
   atomic_init (&pool->caller_sleeping, 0);
   pthread_mutex_init (&pool->mutex, NULL);
   pthread_cond_init (&pool->wake_workers, NULL);
@@ -335,7 +340,7 @@ llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx)
   }
   finish_slots (pool, mine);
 
-  if (!spin_until (all_done, pool, 0)) {
+  if (!spin_until (all_done, pool, 0, false)) {
     pthread_mutex_lock (&pool->mutex);
     atomic_store (&pool->caller_sleeping, 1);
     while (!all_done (pool, 0))
@@ -386,6 +391,12 @@ thread_scratch (void)
     }
   }
   return s;
+}
+
+void
+llm_threadpool_rest (LlmThreadPool *pool)
+{
+  atomic_store_explicit (&pool->resting, 1, memory_order_relaxed);
 }
 
 void *
