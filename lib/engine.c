@@ -367,7 +367,10 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
     LlmThreadPool *pool = llm_workers_lock (e->workers);
     ok = llm_forward_chunk (e->fwd, llm_backend_cpu_queue (pool), chunk, n_rows, pieces,
         n_pieces, &err);
-    llm_threadpool_rest (pool);
+    /* Many streams: their threads need the cores now, not polling
+     * workers. A lone stream's next step comes at once. */
+    if (n_pieces > 1)
+      llm_threadpool_rest (pool);
     llm_workers_unlock (e->workers);
     for (guint p = 0; p < n_pieces; p++) {
       LlmEvalSegment *seg = &segs[piece_seg[p]];
