@@ -20,8 +20,8 @@ meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
   m->session = NULL;
   m->prompt_pts = GST_CLOCK_TIME_NONE;
   m->prompt_time_us = 0;
-  m->first_token_time_us = 0;
   m->prompt_tokens = 0;
+  m->logits_pending = FALSE;
   return TRUE;
 }
 
@@ -40,8 +40,8 @@ meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type, gpo
   GstLlmSessionMeta *d = gst_buffer_add_llm_session_meta (dest, m->session);
   d->prompt_pts = m->prompt_pts;
   d->prompt_time_us = m->prompt_time_us;
-  d->first_token_time_us = m->first_token_time_us;
   d->prompt_tokens = m->prompt_tokens;
+  d->logits_pending = m->logits_pending;
   return TRUE;
 }
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* GstLlmSessionMeta: the refcounted LlmSession riding on an
- * application/x-llm-state buffer from llmprefill to llmdecode. Copying the
- * buffer's metadata takes another reference; nothing is copied. */
+ * application/x-llm-state buffer from llmprefill to llmdecode. The
+ * buffer's payload is the ids the session took in last (int32, as in
+ * application/x-llm-tokens). Copying the buffer's metadata takes another
+ * reference; nothing is copied. */
 #pragma once
 
 #include <gst/gst.h>
@@ -16,11 +18,14 @@ typedef struct {
   LlmSession *session;
   /* The prompt buffer's timing, for the tokens generated from it. */
   GstClockTime prompt_pts;
-  /* Time the prompt became complete and when its first token was sampled
-   * (monotonic µs), for TTFT. */
+  /* When the prompt's evaluation began (monotonic µs): TTFT runs from
+   * here to the first token's sampling. */
   gint64 prompt_time_us;
-  gint64 first_token_time_us;
   guint prompt_tokens;
+  /* The session holds the logits after the payload's last id and nobody
+   * has sampled them: the element that samples picks the next token from
+   * them (llm_session_sample). */
+  gboolean logits_pending;
 } GstLlmSessionMeta;
 
 GType gst_llm_session_meta_api_get_type (void);

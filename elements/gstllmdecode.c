@@ -2,16 +2,26 @@
 /**
  * SECTION:element-llmdecode
  * @title: llmdecode
- * @short_description: generates a response token by token from llmprefill's state
+ * @short_description: samples a response token by token from llmprefill's state
  *
  * llmdecode takes the `application/x-llm-state` buffers of llmprefill (a
- * session whose KV cache holds the prompt, and the first token sampled
- * after it) and generates the response: it feeds each sampled token back
- * into the model and samples the next, on its own streaming thread, and
- * pushes every token as `application/x-llm-tokens` (one int32 id per
- * buffer) as soon as it is sampled. The output holds exactly the generated
- * ids, starting with the one prefill sampled, so `llmdecode ! filesink`
- * captures the continuation.
+ * session whose KV cache holds the prompt, with the logits after it not
+ * sampled yet) and generates the response: it samples the first token
+ * from those logits as the buffer arrives, then, on its own streaming
+ * thread, feeds each sampled token back into the model and samples the
+ * next, and pushes every token as `application/x-llm-tokens` (one int32
+ * id per buffer) as soon as it is sampled. The output holds exactly the
+ * generated ids, so `llmdecode ! filesink` captures the continuation.
+ *
+ * llmdecode owns the sampler: #GstLlmDecode:temperature, `top-k`,
+ * `top-p`, `min-p`, `repeat-penalty`, `repeat-last-n` and `seed`. For
+ * launch lines that set them on llmprefill, which keeps them as aliases,
+ * the session carries llmprefill's values: a property set on llmdecode
+ * wins over the same one set on llmprefill, which wins over the default
+ * (greedy). They are read for every response; with the same values a kept
+ * conversation (llmprefill keep-context) goes on with one random
+ * sequence, and a new conversation restarts it from the seed, so a
+ * prompt gives the same text every run.
  *
  * A response ends when the model samples an end-of-generation token (EOS,
  * EOT, `<|im_end|>`; it is not output), after #GstLlmDecode:max-tokens
@@ -41,8 +51,12 @@
  * held (past that, which only tokens without text such as control tokens
  * can cause, the oldest leave).
  *
- * Timing: the first token has the PTS of the prompt and lasts as long as
- * the prefill took (time to first token); every later token lasts the
+ * `ttft-ms` runs from the start of the prompt's prefill to the first token's
+ * sampling here, as the state buffer arrives; waiting for a session in
+ * llmprefill or for the previous response here does not count.
+ *
+ * Timing: the first token has the PTS of the prompt and lasts its time to
+ * first token (prefill and first sampling); every later token lasts the
  * measured time of the decode step that produced it, and its PTS is where
  * the previous one ended. The tokens of a response therefore tile the time
  * after their prompt in the order they were made. If a response would
@@ -72,6 +86,8 @@
 #include <string.h>
 
 #include "gstllmelements.h"
+#include "gstllmlatency.h"
+#include "gstllmsamplerprops.h"
 #include "latency-stats.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
@@ -120,7 +136,18 @@ enum {
   PROP_MAX_TOKENS,
   PROP_STOP_STRINGS,
   PROP_ON_NEW_PROMPT,
+  PROP_SAMPLER_FIRST,
 };
+
+/* What waits for the task, in order: a serialized event, or a prompt's
+ * state buffer with its first token, sampled as it arrived (so that TTFT
+ * does not count the wait). */
+typedef struct {
+  GstEvent *event;
+  GstBuffer *state;
+  gint32 first;
+  gint64 first_token_us;        /* monotonic, when it was sampled */
+} Queued;
 
 /* A generated token not pushed yet (it may begin a stop string). */
 typedef struct {
@@ -141,11 +168,12 @@ struct _GstLlmDecode {
   guint max_tokens;
   char **stop_strings;
   GstLlmOnNewPrompt on_new_prompt;
+  GstLlmSamplerProps sampler;
 
   /* between the sink pad and the task; lock */
   GMutex lock;
   GCond cond;
-  GQueue queue;                 /* GstBuffer (state) and serialized GstEvent */
+  GQueue queue;                 /* Queued */
   guint n_queued_states;
   GstFlowReturn srcresult;      /* not OK: refuse input (flushing, downstream error) */
   gboolean generating;
@@ -158,10 +186,7 @@ struct _GstLlmDecode {
   LlmLatencyStats steps;        /* wall time of the decode steps, us: fixed memory
                                  * however long generation runs */
 
-  /* latency; object lock */
-  GstClockTime max_step;
-  GstClockTime reported_latency;
-  gboolean live;                /* the last latency query said so */
+  GstLlmLatency latency;        /* of a decode step; object lock */
 };
 
 G_DEFINE_TYPE (GstLlmDecode, gst_llm_decode, GST_TYPE_ELEMENT);
@@ -176,6 +201,35 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
 
 /* --- queue ----------------------------------------------------------- */
 
+static Queued *
+queued_event (GstEvent *event)
+{
+  Queued *q = g_new0 (Queued, 1);
+  q->event = event;
+  return q;
+}
+
+/* Call right after sampling @first: the time taken is TTFT's end. */
+static Queued *
+queued_prompt (GstBuffer *state, gint32 first)
+{
+  Queued *q = g_new0 (Queued, 1);
+  q->state = state;
+  q->first = first;
+  q->first_token_us = g_get_monotonic_time ();
+  return q;
+}
+
+static void
+queued_free (Queued *q)
+{
+  if (q->event)
+    gst_event_unref (q->event);
+  if (q->state)
+    gst_buffer_unref (q->state);
+  g_free (q);
+}
+
 /* Empties the queue (lock held) into @dropped, for the caller to free
  * after unlocking: freeing a state buffer hands its session back to
  * llmprefill, which takes its own lock. Sticky events other than segment
@@ -185,14 +239,15 @@ static void
 clear_queue (GstLlmDecode *self, gboolean keep_sticky, GQueue *dropped)
 {
   GQueue keep = G_QUEUE_INIT;
-  GstMiniObject *obj;
+  Queued *q;
 
-  while ((obj = g_queue_pop_head (&self->queue))) {
-    if (GST_IS_EVENT (obj) && keep_sticky && GST_EVENT_IS_STICKY (obj)
-        && GST_EVENT_TYPE (obj) != GST_EVENT_SEGMENT && GST_EVENT_TYPE (obj) != GST_EVENT_EOS)
-      g_queue_push_tail (&keep, obj);
+  while ((q = g_queue_pop_head (&self->queue))) {
+    GstEvent *e = q->event;
+    if (e && keep_sticky && GST_EVENT_IS_STICKY (e) && GST_EVENT_TYPE (e) != GST_EVENT_SEGMENT
+        && GST_EVENT_TYPE (e) != GST_EVENT_EOS)
+      g_queue_push_tail (&keep, q);
     else
-      g_queue_push_tail (dropped, obj);
+      g_queue_push_tail (dropped, q);
   }
   self->queue = keep;
   self->n_queued_states = 0;
@@ -208,6 +263,37 @@ set_flushing (GstLlmDecode *self)
   g_mutex_unlock (&self->lock);
 }
 
+/* The first token of the response to @state, from the logits prefill
+ * left in its session, by this element's sampler settings over the
+ * session's (llmprefill's aliases). -1, with an error posted, for a
+ * buffer that brings nothing to sample. */
+static gint32
+sample_first (GstLlmDecode *self, GstBuffer *state)
+{
+  GstLlmSessionMeta *meta = gst_buffer_get_llm_session_meta (state);
+  if (meta == NULL || meta->session == NULL || !meta->logits_pending) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Received a state buffer without a session to sample from."),
+        ("llmdecode takes the output of llmprefill: a GstLlmSessionMeta whose session "
+            "holds logits not sampled yet"));
+    return -1;
+  }
+
+  LlmSamplerParams params;
+  llm_session_get_sampler (meta->session, &params);
+  GST_OBJECT_LOCK (self);
+  gst_llm_sampler_props_apply (&self->sampler, &params);
+  GST_OBJECT_UNLOCK (self);
+  llm_session_set_sampler (meta->session, &params);
+
+  gint32 first = llm_session_sample (meta->session);
+  if (first < 0)
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("The session of a state buffer has no logits to sample from."),
+        ("its meta says they are pending; was the session truncated or reset upstream?"));
+  return first;
+}
+
 static GstFlowReturn
 gst_llm_decode_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
 {
@@ -215,6 +301,15 @@ gst_llm_decode_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
   GstLlmOnNewPrompt mode;
   GQueue dropped = G_QUEUE_INIT;
   GstFlowReturn ret;
+
+  /* Sampled now, not when the task gets to it: the first token is there
+   * as soon as the prompt is, whatever response runs before it. */
+  gint32 first = sample_first (self, buffer);
+  if (first < 0) {
+    gst_buffer_unref (buffer);
+    return GST_FLOW_ERROR;
+  }
+  Queued *prompt = queued_prompt (buffer, first);
 
   GST_OBJECT_LOCK (self);
   mode = self->on_new_prompt;
@@ -225,7 +320,7 @@ gst_llm_decode_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
     /* Prompts not started yet are replaced too: only the newest counts. */
     for (GList *l = self->queue.head; l;) {
       GList *next = l->next;
-      if (GST_IS_BUFFER (l->data)) {
+      if (((Queued *) l->data)->state) {
         g_queue_push_tail (&dropped, l->data);
         g_queue_delete_link (&self->queue, l);
         self->n_queued_states--;
@@ -243,15 +338,15 @@ gst_llm_decode_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
   }
   ret = self->srcresult;
   if (ret == GST_FLOW_OK) {
-    g_queue_push_tail (&self->queue, buffer);
+    g_queue_push_tail (&self->queue, prompt);
     self->n_queued_states++;
     g_cond_broadcast (&self->cond);
   } else {
-    g_queue_push_tail (&dropped, buffer);
+    g_queue_push_tail (&dropped, prompt);
   }
   g_mutex_unlock (&self->lock);
 
-  g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+  g_queue_clear_full (&dropped, (GDestroyNotify) queued_free);
   if (ret != GST_FLOW_OK)
     GST_DEBUG_OBJECT (self, "refusing a prompt: %s", gst_flow_get_name (ret));
   return ret;
@@ -308,10 +403,9 @@ emit_token (GstLlmDecode *self, LlmTokenizer *tok, LlmStopMatcher *stops, gint32
 }
 
 static void
-post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, guint generated, gsize kv_bytes,
-    guint context_tokens, const char *device, const char *reason)
+post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, gint64 ttft_us, guint generated,
+    gsize kv_bytes, guint context_tokens, const char *device, const char *reason)
 {
-  gint64 ttft_us = MAX (meta->first_token_time_us - meta->prompt_time_us, 0);
   guint64 n = llm_latency_stats_count (&self->steps);
   double total_us = llm_latency_stats_sum (&self->steps);
   double mean_ms = llm_latency_stats_mean (&self->steps) / 1000.0;
@@ -335,48 +429,14 @@ post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, guint generated, gsize 
   gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), s));
 }
 
-static void
-note_step (GstLlmDecode *self, gint64 us)
-{
-  GstClockTime took = us * GST_USECOND;
-  gboolean post = FALSE;
-
-  llm_latency_stats_add (&self->steps, us);
-  GST_OBJECT_LOCK (self);
-  if (took > self->max_step) {
-    self->max_step = took;
-    /* Only a real change in a live pipeline is worth a pipeline-wide
-     * latency recalculation; until it asks again, take it as told. */
-    post = self->live && took > self->reported_latency + self->reported_latency / 10
-        + GST_MSECOND;
-    if (post)
-      self->reported_latency = took;
-  }
-  GST_OBJECT_UNLOCK (self);
-  if (post)
-    gst_element_post_message (GST_ELEMENT (self),
-        gst_message_new_latency (GST_OBJECT (self)));
-}
-
-/* Generates the response to one state buffer (consumed). */
+/* Generates the response to one prompt (consumed). */
 static GstFlowReturn
-generate (GstLlmDecode *self, GstBuffer *state)
+generate (GstLlmDecode *self, Queued *prompt)
 {
+  GstBuffer *state = prompt->state;
   GstLlmSessionMeta *meta = gst_buffer_get_llm_session_meta (state);
-  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   GstFlowReturn ret = GST_FLOW_OK;
   GError *error = NULL;
-
-  if (meta == NULL || meta->session == NULL || !gst_llm_tokens_buffer_read (state, ids)
-      || ids->len == 0) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("Received a state buffer without a session or a token."),
-        ("llmdecode takes the output of llmprefill: a GstLlmSessionMeta and the "
-            "sampled token id as payload"));
-    g_array_unref (ids);
-    gst_buffer_unref (state);
-    return GST_FLOW_ERROR;
-  }
 
   guint max_tokens;
   gboolean has_stops;
@@ -388,24 +448,24 @@ generate (GstLlmDecode *self, GstBuffer *state)
 
   LlmSession *session = meta->session;
   LlmModel *model = llm_session_model (session);
-  LlmTokenizer *tok = model->tokenizer;
+  LlmTokenizer *tok = llm_model_tokenizer (model);
   const LlmVocab *vocab = tok ? llm_tokenizer_vocab (tok) : NULL;
   if (has_stops && tok == NULL)
     GST_WARNING_OBJECT (self, "model %s has no tokenizer: stop-strings cannot match",
-        model->path);
+        llm_model_path (model));
 
   GstClockTime pts = GST_CLOCK_TIME_IS_VALID (meta->prompt_pts) ? meta->prompt_pts
       : GST_BUFFER_PTS (state);
   if (GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (self->last_end)
       && pts < self->last_end)
     pts = self->last_end;
-  GstClockTime duration =
-      MAX (meta->first_token_time_us - meta->prompt_time_us, 0) * GST_USECOND;
+  gint64 ttft_us = MAX (prompt->first_token_us - meta->prompt_time_us, 0);
+  GstClockTime duration = ttft_us * GST_USECOND;
 
   g_array_set_size (self->held, 0);
   llm_latency_stats_clear (&self->steps);
 
-  gint32 token = g_array_index (ids, gint32, ids->len - 1);
+  gint32 token = prompt->first;
   guint generated = 0;
   const char *reason = NULL;
   gboolean cancelled = FALSE;
@@ -460,7 +520,8 @@ generate (GstLlmDecode *self, GstBuffer *state)
       break;
     }
     gint64 took = g_get_monotonic_time () - t0;
-    note_step (self, took);
+    llm_latency_stats_add (&self->steps, took);
+    gst_llm_latency_note (GST_ELEMENT (self), &self->latency, took * GST_USECOND);
     duration = took * GST_USECOND;
     token = next;
   }
@@ -482,10 +543,10 @@ generate (GstLlmDecode *self, GstBuffer *state)
    * end-of-generation token) was sampled but not fed. Feeding it, after
    * the response is out, leaves the session holding the whole exchange,
    * so that llmprefill's keep-context continues a complete conversation
-   * (a chat turn closed by its <|im_end|>). */
+   * (a chat turn closed by its <|im_end|>). Nothing samples after it:
+   * the next prompt follows it. */
   if (ret == GST_FLOW_OK && !cancelled && strcmp (reason, GST_LLM_STOP_REASON_CONTEXT_FULL) != 0) {
-    gint32 ignored;
-    if (!llm_session_step (session, token, &ignored, &error)) {
+    if (!llm_session_feed (session, &token, 1, &error)) {
       GST_DEBUG_OBJECT (self, "feeding the last token: %s", error->message);
       g_clear_error (&error);
     }
@@ -493,12 +554,11 @@ generate (GstLlmDecode *self, GstBuffer *state)
 
   gsize kv_bytes = llm_session_kv_bytes (session);
   guint context_tokens = llm_session_n_ids (session);
-  post_stats (self, meta, generated, kv_bytes, context_tokens, model->device, reason);
+  post_stats (self, meta, ttft_us, generated, kv_bytes, context_tokens, llm_model_device (model), reason);
 
   /* Last: dropping the buffer gives the session back to llmprefill. */
-  g_array_unref (ids);
   llm_stop_matcher_free (stops);
-  gst_buffer_unref (state);
+  queued_free (prompt);
   return ret;
 }
 
@@ -506,7 +566,7 @@ static void
 gst_llm_decode_loop (GstPad *pad)
 {
   GstLlmDecode *self = GST_LLM_DECODE (gst_pad_get_parent_element (pad));
-  GstMiniObject *obj;
+  Queued *q;
   GstFlowReturn ret = GST_FLOW_OK;
 
   if (self == NULL)
@@ -520,8 +580,8 @@ gst_llm_decode_loop (GstPad *pad)
     g_mutex_unlock (&self->lock);
     goto pause;
   }
-  obj = g_queue_pop_head (&self->queue);
-  if (GST_IS_BUFFER (obj)) {
+  q = g_queue_pop_head (&self->queue);
+  if (q->state) {
     self->n_queued_states--;
     self->generating = TRUE;
     g_atomic_int_set (&self->cancel, FALSE);
@@ -529,8 +589,9 @@ gst_llm_decode_loop (GstPad *pad)
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
 
-  if (GST_IS_EVENT (obj)) {
-    GstEvent *event = GST_EVENT (obj);
+  if (q->event) {
+    GstEvent *event = g_steal_pointer (&q->event);
+    queued_free (q);
     gboolean is_eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
     if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT)
       self->last_end = GST_CLOCK_TIME_NONE;
@@ -544,7 +605,7 @@ gst_llm_decode_loop (GstPad *pad)
     return;
   }
 
-  ret = generate (self, GST_BUFFER (obj));
+  ret = generate (self, q);
   g_mutex_lock (&self->lock);
   self->generating = FALSE;
   g_cond_broadcast (&self->cond);
@@ -598,20 +659,11 @@ answer_caps_query (GstLlmDecode *self, GstPad *pad, GstQuery *query)
   GstPad *other = pad == self->sinkpad ? self->srcpad : self->sinkpad;
   const char *media_type = pad == self->sinkpad ? GST_LLM_STATE_MEDIA_TYPE
       : GST_LLM_TOKENS_MEDIA_TYPE;
-  GstCaps *filter, *peer, *caps;
+  GstCaps *peer = gst_pad_peer_query_caps (other, NULL);
+  GstCaps *caps = map_caps (peer, media_type);
 
-  gst_query_parse_caps (query, &filter);
-  peer = gst_pad_peer_query_caps (other, NULL);
-  caps = map_caps (peer, media_type);
   gst_clear_caps (&peer);
-  if (filter) {
-    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref (caps);
-    caps = tmp;
-  }
-  gst_query_set_caps_result (query, caps);
-  gst_caps_unref (caps);
-  return TRUE;
+  return gst_llm_answer_caps_query (query, caps);
 }
 
 static gboolean
@@ -634,7 +686,7 @@ gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       self->srcresult = GST_FLOW_OK;
       g_atomic_int_set (&self->cancel, FALSE);
       g_mutex_unlock (&self->lock);
-      g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+      g_queue_clear_full (&dropped, (GDestroyNotify) queued_free);
       self->last_end = GST_CLOCK_TIME_NONE;
       gst_pad_push_event (self->srcpad, event);
       return gst_pad_start_task (self->srcpad, (GstTaskFunction) gst_llm_decode_loop,
@@ -660,7 +712,7 @@ gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
   g_mutex_lock (&self->lock);
   GstFlowReturn ret = self->srcresult;
   if (ret == GST_FLOW_OK)
-    g_queue_push_tail (&self->queue, event);
+    g_queue_push_tail (&self->queue, queued_event (event));
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
   if (ret != GST_FLOW_OK) {
@@ -689,23 +741,9 @@ gst_llm_decode_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_CAPS:
       return answer_caps_query (self, pad, query);
-    case GST_QUERY_LATENCY:{
-      gboolean live;
+    case GST_QUERY_LATENCY:
       /* A token leaves one decode step after the previous one ended. */
-      GST_OBJECT_LOCK (self);
-      GstClockTime ours = self->max_step;
-      GST_OBJECT_UNLOCK (self);
-      if (!gst_llm_latency_query (self->sinkpad, query, ours, &live))
-        return FALSE;
-      GST_OBJECT_LOCK (self);
-      self->live = live;
-      if (live)
-        self->reported_latency = ours;
-      GST_OBJECT_UNLOCK (self);
-      GST_DEBUG_OBJECT (self, "live %d, adding %" GST_TIME_FORMAT " of latency", live,
-          GST_TIME_ARGS (live ? ours : 0));
-      return TRUE;
-    }
+      return gst_llm_latency_answer (GST_ELEMENT (self), &self->latency, self->sinkpad, query);
     default:
       return gst_pad_query_default (pad, parent, query);
   }
@@ -734,7 +772,7 @@ gst_llm_decode_src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mod
   g_mutex_lock (&self->lock);
   clear_queue (self, FALSE, &dropped);
   g_mutex_unlock (&self->lock);
-  g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+  g_queue_clear_full (&dropped, (GDestroyNotify) queued_free);
   return ok;
 }
 
@@ -761,11 +799,7 @@ gst_llm_decode_change_state (GstElement *element, GstStateChange transition)
     g_array_set_size (self->held, 0);
     llm_latency_stats_clear (&self->steps);
   } else if (transition == GST_STATE_CHANGE_READY_TO_NULL) {
-    GST_OBJECT_LOCK (self);
-    self->max_step = 0;
-    self->reported_latency = 0;
-    self->live = FALSE;
-    GST_OBJECT_UNLOCK (self);
+    gst_llm_latency_reset (element, &self->latency);
   }
   return ret;
 }
@@ -800,7 +834,8 @@ gst_llm_decode_set_property (GObject *object, guint prop_id, const GValue *value
       self->on_new_prompt = g_value_get_enum (value);
       break;
     default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      if (!gst_llm_sampler_props_set (&self->sampler, PROP_SAMPLER_FIRST, prop_id, value))
+        G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -829,7 +864,8 @@ gst_llm_decode_get_property (GObject *object, guint prop_id, GValue *value,
       g_value_set_enum (value, self->on_new_prompt);
       break;
     default:
-      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      if (!gst_llm_sampler_props_get (&self->sampler, PROP_SAMPLER_FIRST, prop_id, value))
+        G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
   GST_OBJECT_UNLOCK (self);
@@ -842,7 +878,7 @@ gst_llm_decode_finalize (GObject *object)
 
   GQueue dropped = G_QUEUE_INIT;
   clear_queue (self, FALSE, &dropped);
-  g_queue_clear_full (&dropped, (GDestroyNotify) gst_mini_object_unref);
+  g_queue_clear_full (&dropped, (GDestroyNotify) queued_free);
   g_strfreev (self->stop_strings);
   g_string_free (self->piece, TRUE);
   g_array_unref (self->held);
@@ -871,6 +907,7 @@ gst_llm_decode_init (GstLlmDecode *self)
   self->max_tokens = DEFAULT_MAX_TOKENS;
   self->stop_strings = NULL;
   self->on_new_prompt = DEFAULT_ON_NEW_PROMPT;
+  gst_llm_sampler_props_init (&self->sampler);
 
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
@@ -936,11 +973,14 @@ gst_llm_decode_class_init (GstLlmDecodeClass *klass)
           "What a prompt arriving during a response does: queue (wait) or replace "
           "(cancel the response)", GST_TYPE_LLM_ON_NEW_PROMPT, DEFAULT_ON_NEW_PROMPT, rw));
 
+  /* read for every response; a set one wins over llmprefill's alias */
+  gst_llm_sampler_props_install (gobject_class, PROP_SAMPLER_FIRST, GST_PARAM_MUTABLE_PLAYING);
+
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "LLM decode",
       "Filter/Converter/Text",
-      "Generates a response token by token from the session llmprefill made, "
+      "Samples a response token by token from the session llmprefill made, "
       "pushing each token id as it is sampled",
       "gst-llm developers");
   gst_element_class_add_static_metadata (element_class, "example",

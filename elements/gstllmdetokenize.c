@@ -359,23 +359,12 @@ gst_llm_detokenize_transform_caps (GstBaseTransform *trans, GstPadDirection dire
 static gboolean
 load_tokenizer (GstLlmDetokenize *self)
 {
-  GError *error = NULL;
-  char *model;
-
   GST_OBJECT_LOCK (self);
-  model = g_strdup (self->model);
+  char *model = g_strdup (self->model);
   GST_OBJECT_UNLOCK (self);
 
-  if (model == NULL || model[0] == '\0') {
-    g_free (model);
-    GST_LLM_ELEMENT_ERROR_NO_MODEL (self);
-    return FALSE;
-  }
-
-  LlmTokenizer *tok = llm_tokenizer_new_from_file (model, &error);
+  LlmTokenizer *tok = GST_LLM_LOAD_TOKENIZER (self, model);
   if (tok == NULL) {
-    GST_LLM_ELEMENT_ERROR_LOAD (self, model, error);
-    g_error_free (error);
     g_free (model);
     return FALSE;
   }

@@ -108,6 +108,23 @@ gst_llm_element_error_load (GstElement *element, const char *path,
       text, debug, file, function, line);
 }
 
+LlmTokenizer *
+gst_llm_load_tokenizer (GstElement *element, const char *model, const char *file,
+    const char *function, int line)
+{
+  if (model == NULL || model[0] == '\0') {
+    GST_LLM_ELEMENT_ERROR_NO_MODEL (element);
+    return NULL;
+  }
+  GError *error = NULL;
+  LlmTokenizer *tok = llm_tokenizer_new_from_file (model, &error);
+  if (tok == NULL) {
+    gst_llm_element_error_load (element, model, error, file, function, line);
+    g_error_free (error);
+  }
+  return tok;
+}
+
 /* The vocab field of token or state caps. */
 static const char *
 caps_vocab (const GstCaps *caps)
@@ -165,18 +182,17 @@ gst_llm_utf8_unfinished_tail (const char *text, gsize len)
 }
 
 gboolean
-gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime ours, gboolean *live)
+gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps)
 {
-  GstClockTime min, max;
+  GstCaps *filter;
 
-  if (!gst_pad_peer_query (sinkpad, query))
-    return FALSE;
-  gst_query_parse_latency (query, live, &min, &max);
-  if (*live && GST_CLOCK_TIME_IS_VALID (ours)) {
-    min += ours;
-    if (GST_CLOCK_TIME_IS_VALID (max))
-      max += ours;
-    gst_query_set_latency (query, *live, min, max);
+  gst_query_parse_caps (query, &filter);
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full (filter, caps, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (caps);
+    caps = tmp;
   }
+  gst_query_set_caps_result (query, caps);
+  gst_caps_unref (caps);
   return TRUE;
 }

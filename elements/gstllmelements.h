@@ -7,6 +7,8 @@
 
 #include <gst/gst.h>
 
+#include "tokenizer.h"
+
 G_BEGIN_DECLS
 
 GST_ELEMENT_REGISTER_DECLARE (llmtokenize);
@@ -37,13 +39,6 @@ void gst_llm_element_error_load (GstElement *element, const char *path,
  * reason to wait for more). */
 gsize gst_llm_utf8_unfinished_tail (const char *text, gsize len);
 
-/* Answers a LATENCY query arriving on a src pad: asks upstream through
- * @sinkpad, then, when upstream is live, adds @ours to the minimum (and to
- * a bounded maximum). Sets @live to what upstream said. FALSE when upstream
- * did not answer. */
-gboolean gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime ours,
-    gboolean *live);
-
 /* After negotiation through @srcpad failed: if the elements downstream
  * want token ids of another vocabulary than @ours (our caps, whose vocab
  * field names ours) posts a CORE NEGOTIATION ERROR on @element naming
@@ -58,7 +53,19 @@ gboolean gst_llm_latency_query (GstPad *sinkpad, GstQuery *query, GstClockTime o
 gboolean gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCaps *ours,
     const char *model, const char *file, const char *function, int line);
 
+/* Answers a CAPS query with @caps (taken), narrowed to the query's
+ * filter. Returns TRUE. */
+gboolean gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps);
+
 /* Posts an ERROR for an element started without its `model` property. */
+/* The tokenizer of the GGUF file @model (the element's model property),
+ * or NULL after posting the element error that says what to set or fix. */
+#define GST_LLM_LOAD_TOKENIZER(element, model) \
+  gst_llm_load_tokenizer (GST_ELEMENT (element), (model), __FILE__, GST_FUNCTION, __LINE__)
+
+LlmTokenizer *gst_llm_load_tokenizer (GstElement *element, const char *model,
+    const char *file, const char *function, int line);
+
 #define GST_LLM_ELEMENT_ERROR_NO_MODEL(element) \
   GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND, \
       ("No model file set."), \

@@ -3,6 +3,7 @@
  * prepared, kept on the model so that every engine of one model on one
  * kind of backend holds one prepared copy. */
 #include "backend.h"
+#include "model-private.h"
 
 typedef struct {
   LlmWeights pub;

@@ -52,3 +52,43 @@ llm_chat_template_wrapper (const LlmGguf *gguf, GError **error)
       "with {prompt} where it goes");
   return NULL;
 }
+
+/* Appends the ids of @len bytes of @text, special tokens parsed, no BOS. */
+static void
+encode_text (const LlmTokenizer *tok, const char *text, gsize len, gboolean starts_prompt,
+    GArray *out)
+{
+  if (len > 0)
+    llm_tokenizer_encode (tok, text, len, FALSE, TRUE, starts_prompt, out);
+}
+
+void
+llm_chat_template_wrap (const LlmTokenizer *tok, const char *system_prompt,
+    const char *wrapper, const gint32 *prompt, guint n, gboolean conversation_start,
+    GArray *out)
+{
+  const LlmVocab *vocab = tok ? llm_tokenizer_vocab (tok) : NULL;
+
+  /* BOS belongs in front of everything we add, not after the system
+   * prompt or template opening. */
+  if (vocab && n > 0 && vocab->bos >= 0 && prompt[0] == vocab->bos) {
+    g_array_append_val (out, prompt[0]);
+    prompt++;
+    n--;
+  }
+  gboolean at_start = TRUE;
+  if (conversation_start && system_prompt && system_prompt[0]) {
+    encode_text (tok, system_prompt, strlen (system_prompt), TRUE, out);
+    at_start = FALSE;
+  }
+  const char *hole = wrapper ? strstr (wrapper, LLM_CHAT_TEMPLATE_PLACEHOLDER) : NULL;
+  if (wrapper && wrapper[0]) {
+    gsize before = hole ? (gsize) (hole - wrapper) : strlen (wrapper);
+    encode_text (tok, wrapper, before, at_start, out);
+  }
+  g_array_append_vals (out, prompt, n);
+  if (hole) {
+    const char *after = hole + strlen (LLM_CHAT_TEMPLATE_PLACEHOLDER);
+    encode_text (tok, after, strlen (after), FALSE, out);
+  }
+}

@@ -30,6 +30,11 @@ struct _LlmEngine {
   GCond sched_cond;
   GQueue pending;             /* SchedRequest*, under sched_lock */
   gboolean leader;            /* a thread is running a shared forward */
+  guint64 sched_gen;          /* forwards the scheduler has led */
+  guint returning[2];         /* requests that finished in forward sched_gen
+                               * ([0]) and the one before ([1]) whose
+                               * streams have not submitted again */
+  gint64 last_forward_us;     /* how long that forward took */
 
   guint64 n_forwards, n_rows; /* atomic */
 };
@@ -43,6 +48,7 @@ struct _LlmSeq {
   gboolean in_eval;           /* may not be preempted */
   gint pending;               /* atomic: has a request in the scheduler, so not idle */
   gboolean preempted;
+  guint64 finished_gen;       /* under sched_lock: the forward its last request finished in */
 };
 
 /* One row as the engine evaluates it: where its logits go, not a flag. */

@@ -3,6 +3,7 @@
  * reservation per sequence (with the pool-full policy), and the
  * bookkeeping of positions. The layers themselves are in forward.c. */
 #include "engine-private.h"
+#include "model-private.h"
 
 #include <string.h>
 
@@ -366,6 +367,10 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
     LlmThreadPool *pool = llm_workers_lock (e->workers);
     ok = llm_forward_chunk (e->fwd, llm_backend_cpu_queue (pool), chunk, n_rows, pieces,
         n_pieces, &err);
+    /* Many streams: their threads need the cores now, not polling
+     * workers. A lone stream's next step comes at once. */
+    if (n_pieces > 1)
+      llm_threadpool_rest (pool);
     llm_workers_unlock (e->workers);
     for (guint p = 0; p < n_pieces; p++) {
       LlmEvalSegment *seg = &segs[piece_seg[p]];

@@ -98,14 +98,19 @@ LlmSeq *llm_seq_fork (LlmSeq *seq);
 
 /* Cached positions (the next row's KV goes at index n). */
 guint32 llm_seq_n (const LlmSeq *seq);
-/* Position the next row takes: n, plus what a window policy shifted out.
- * Positions of a sequence are consecutive. */
+/* Position the next row takes: the first row's position plus n. A window
+ * policy's eviction moves the kept positions down with the slots (the
+ * keys are turned back), so this stays n past the first position and does
+ * not count what was shifted out. Positions of a sequence are consecutive. */
 guint32 llm_seq_pos_next (const LlmSeq *seq);
 /* Keeps the first @n cached positions; costs nothing per kept block, and
  * keeps the cut blocks for the positions that follow. */
 void llm_seq_truncate (LlmSeq *seq, guint32 n);
 /* Empties it, keeping its blocks for reuse. */
 void llm_seq_clear (LlmSeq *seq);
+/* llm_seq_clear, and every block goes back to the engine's pool: an idle
+ * sequence then holds no KV memory another stream might need. */
+void llm_seq_release (LlmSeq *seq);
 LlmKvCache *llm_seq_kv (LlmSeq *seq);
 gsize llm_seq_kv_bytes (const LlmSeq *seq);
 /* Whether the engine took its KV for another sequence (kv-full preempt):

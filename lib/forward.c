@@ -9,6 +9,7 @@
  * of one sequence), each over its own cache. A decode step of one stream
  * is the same code with one row. */
 #include "forward.h"
+#include "model-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -117,11 +118,14 @@ embed_rows (LlmForward *f, guint n)
   }
 }
 
+/* Grows by doubling (up to a chunk), so a rising number of streams
+ * reallocates a few times, not at every new count. */
 static gboolean
 ensure_logits (LlmForward *f, guint n_out, GError **error)
 {
   if (n_out <= f->logits_rows)
     return TRUE;
+  n_out = MAX (n_out, MIN (CHUNK, 2 * f->logits_rows));
   f->ops->free (f->be, f->logits);
   f->logits_rows = 0;
   f->logits = f->ops->alloc (f->be, (gsize) n_out * f->model->hp.n_vocab * sizeof (float),

@@ -3,6 +3,7 @@
  * tensor the forward pass touches is looked up and its shape and type
  * checked here, so the forward pass itself never meets a surprise. */
 #include "model.h"
+#include "model-private.h"
 #include "cpu/matmul.h"
 
 #include <stdlib.h>
@@ -383,6 +384,14 @@ llm_model_get (const char *path, const char *device, GError **error)
   return m;
 }
 
+void
+llm_model_token_embedding (const LlmModel *m, guint32 token, float *out)
+{
+  g_return_if_fail (m != NULL && out != NULL && token < m->hp.n_vocab);
+  const LlmGgufTensor *t = m->tok_embd;
+  llm_dequantize_row (t->type, t->data, t->size / t->ne[1], t->ne[0], token, out);
+}
+
 LlmModel *
 llm_model_ref (LlmModel *m)
 {
@@ -418,4 +427,34 @@ llm_model_unref (LlmModel *m)
   g_free (m->key);
   g_free (m->device);
   g_free (m);
+}
+
+const char *
+llm_model_path (const LlmModel *model)
+{
+  return model->path;
+}
+
+const char *
+llm_model_device (const LlmModel *model)
+{
+  return model->device;
+}
+
+LlmTokenizer *
+llm_model_tokenizer (const LlmModel *model)
+{
+  return model->tokenizer;
+}
+
+const LlmHParams *
+llm_model_hparams (const LlmModel *model)
+{
+  return &model->hp;
+}
+
+const LlmGguf *
+llm_model_gguf (const LlmModel *model)
+{
+  return model->gguf;
 }

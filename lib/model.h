@@ -28,15 +28,6 @@ typedef enum {
 } LlmArch;
 
 typedef struct {
-  const LlmGgufTensor *attn_norm;
-  const LlmGgufTensor *wq, *wk, *wv, *wo;
-  const LlmGgufTensor *bq, *bk, *bv;         /* qwen2, else NULL */
-  const LlmGgufTensor *q_norm, *k_norm;      /* qwen3, else NULL */
-  const LlmGgufTensor *ffn_norm;
-  const LlmGgufTensor *w_gate, *w_up, *w_down;
-} LlmLayer;
-
-typedef struct {
   LlmArch arch;
   guint32 n_embd;
   guint32 n_layer;
@@ -53,20 +44,9 @@ typedef struct {
   float rms_eps;
 } LlmHParams;
 
-typedef struct {
-  gint ref_count;             /* private */
-  char *path;
-  char *key;                  /* private: sharing key */
-  char *device;
-  LlmGguf *gguf;
-  LlmTokenizer *tokenizer;
-  LlmHParams hp;
-  const LlmGgufTensor *tok_embd, *output_norm, *output;  /* output = tok_embd when tied */
-  LlmLayer *layers;           /* [hp.n_layer] */
-  gsize weight_bytes;         /* bytes read per token by a decode step */
-  GMutex prepared_lock;       /* private: the weights prepared per backend */
-  GSList *prepared;           /* private, under prepared_lock */
-} LlmModel;
+/* Opaque to elements and applications: read it through the accessors
+ * below. The engine's view is model-private.h. */
+typedef struct _LlmModel LlmModel;
 
 /* Returns the model for (@path, @device), loading it on first use; every
  * caller gets a reference. @device is "cpu" (others: LLM_MODEL_ERROR_DEVICE
@@ -79,6 +59,21 @@ LlmModel *llm_model_load (const char *path, GError **error);
 LlmModel *llm_model_ref (LlmModel *model);
 void llm_model_unref (LlmModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmModel, llm_model_unref)
+
+/* What elements and applications may read of a model. */
+const char *llm_model_path (const LlmModel *model);
+const char *llm_model_device (const LlmModel *model);
+/* NULL for a model without a tokenizer (it still runs on token ids). */
+LlmTokenizer *llm_model_tokenizer (const LlmModel *model);
+const LlmHParams *llm_model_hparams (const LlmModel *model);
+/* The file's key-value pairs (chat template, metadata). */
+const LlmGguf *llm_model_gguf (const LlmModel *model);
+/* Writes token @token's embedding row (hp.n_embd floats) to @out,
+ * dequantized exactly as the forward pass reads it: an LlmBatchRow whose
+ * embd is this row evaluates as the token itself does, bit for bit.
+ * Callers that mix text with media embeddings (or edit them) start here.
+ * @token must be below hp.n_vocab. */
+void llm_model_token_embedding (const LlmModel *model, guint32 token, float *out);
 
 const char *llm_arch_name (LlmArch arch);
 

@@ -59,6 +59,14 @@ llm_sampler_params_init (LlmSamplerParams *params)
   params->seed = 0;
 }
 
+gboolean
+llm_sampler_params_equal (const LlmSamplerParams *a, const LlmSamplerParams *b)
+{
+  return a->temperature == b->temperature && a->top_k == b->top_k && a->top_p == b->top_p
+      && a->min_p == b->min_p && a->repeat_penalty == b->repeat_penalty
+      && a->repeat_last_n == b->repeat_last_n && a->seed == b->seed;
+}
+
 /* --- random numbers --- */
 
 static guint64

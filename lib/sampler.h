@@ -21,6 +21,8 @@ typedef struct {
 /* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
  * penalty 1.0 over the last 64 tokens, seed 0. */
 void llm_sampler_params_init (LlmSamplerParams *params);
+/* Whether @a and @b pick tokens alike (every field equal). */
+gboolean llm_sampler_params_equal (const LlmSamplerParams *a, const LlmSamplerParams *b);
 
 typedef struct _LlmSampler LlmSampler;
 

@@ -22,6 +22,8 @@ typedef struct {
   GError *error;
   gboolean finished;
   guint deferred;             /* forwards it could not get KV memory in */
+  GCond wake;                 /* its thread waits here, so a step wakes only
+                               * the threads it concerns */
 } SchedRequest;
 
 /* Forwards a request may wait for KV memory that the streams running
@@ -64,9 +66,15 @@ lead_one_forward (LlmEngine *e)
     }
   }
   g_mutex_unlock (&e->sched_lock);
+  const gint64 t0 = g_get_monotonic_time ();
   if (n_segs > 0)
     llm_engine_eval_segments (e, rows, segs, n_segs);
+  const gint64 took = g_get_monotonic_time () - t0;
   g_mutex_lock (&e->sched_lock);
+  e->sched_gen++;
+  e->returning[1] = e->returning[0];
+  e->returning[0] = 0;
+  e->last_forward_us = took;
 
   for (guint s = 0; s < n_segs; s++) {
     SchedRequest *r = reqs[s];
@@ -86,8 +94,33 @@ lead_one_forward (LlmEngine *e)
       r->finished = TRUE;
     } else if (r->done == r->n) {
       r->finished = TRUE;
+      r->seq->finished_gen = e->sched_gen;
+      e->returning[0]++;
     }
   }
+}
+
+/* The streams whose steps the last forwards ran are a sample away from
+ * their next step. A forward started without them would leave them to run
+ * alone in the next one, and streams would take turns instead of stepping
+ * together: two streams would decode no faster than one. So the leader
+ * waits for them, at most a quarter of the last forward's time (a stream
+ * that finished its response, or whose downstream blocks, costs that
+ * once). Streams of the forward before count too, so two streams that
+ * fell out of step (each alone in every other forward) fall back in. A
+ * lone stream has nobody to wait for and runs at once. Waking a thread
+ * on two busy cores can take most of a millisecond, so tiny models wait
+ * up to MIN_WAIT_US. */
+#define MIN_WAIT_US 1000
+
+
+static void
+wait_for_returning (LlmEngine *e)
+{
+  const gint64 until = g_get_monotonic_time () + MAX (e->last_forward_us / 4, MIN_WAIT_US);
+  while (e->returning[0] + e->returning[1] > 0
+      && g_cond_wait_until (&e->sched_cond, &e->sched_lock, until))
+    ;
 }
 
 gboolean
@@ -105,11 +138,21 @@ llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, flo
   };
   g_mutex_lock (&e->sched_lock);
   g_atomic_int_set (&seq->pending, TRUE);
+  /* Back from a step of one of the last two forwards. */
+  for (guint back = 0; back < 2; back++) {
+    if (e->sched_gen >= back + 1 && seq->finished_gen == e->sched_gen - back
+        && e->returning[back] > 0) {
+      e->returning[back]--;
+      seq->finished_gen = 0;
+    }
+  }
+  g_cond_init (&req.wake);
   g_queue_push_tail (&e->pending, &req);
-  g_cond_broadcast (&e->sched_cond);
+  /* Only a leader waiting for company waits on sched_cond. */
+  g_cond_signal (&e->sched_cond);
   while (!req.finished) {
     if (e->leader) {
-      g_cond_wait (&e->sched_cond, &e->sched_lock);
+      g_cond_wait (&req.wake, &e->sched_lock);
       continue;
     }
     e->leader = TRUE;
@@ -119,19 +162,26 @@ llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, flo
               until))
         ;
     }
+    wait_for_returning (e);
     lead_one_forward (e);
-    /* Finished requests leave the queue; their threads wake below. */
+    /* Finished requests leave the queue and their threads wake; the first
+     * unfinished one of another thread leads next. */
     for (GList *l = e->pending.head; l; ) {
       GList *next = l->next;
-      if (((SchedRequest *) l->data)->finished)
+      SchedRequest *r = l->data;
+      if (r->finished) {
         g_queue_delete_link (&e->pending, l);
+        g_cond_signal (&r->wake);
+      }
       l = next;
     }
     e->leader = FALSE;
-    g_cond_broadcast (&e->sched_cond);
+    if (req.finished && e->pending.head != NULL)
+      g_cond_signal (&((SchedRequest *) e->pending.head->data)->wake);
   }
   g_atomic_int_set (&seq->pending, FALSE);
   g_mutex_unlock (&e->sched_lock);
+  g_cond_clear (&req.wake);
 
   if (req.error) {
     g_propagate_error (error, req.error);

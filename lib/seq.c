@@ -3,6 +3,7 @@
  * first slot. Every change to a cache takes the engine's eval lock, as
  * the engine may empty any idle sequence's cache (kv-full preempt). */
 #include "engine-private.h"
+#include "model-private.h"
 
 LlmSeq *
 llm_seq_new (LlmEngine *e, const LlmKvConfig *kvc, GError **error)
@@ -104,6 +105,16 @@ llm_seq_clear (LlmSeq *seq)
 {
   g_mutex_lock (&seq->engine->eval_lock);
   llm_kv_cache_clear (seq->kv);
+  seq->pos0 = 0;
+  seq->preempted = FALSE;
+  g_mutex_unlock (&seq->engine->eval_lock);
+}
+
+void
+llm_seq_release (LlmSeq *seq)
+{
+  g_mutex_lock (&seq->engine->eval_lock);
+  llm_kv_cache_release (seq->kv);
   seq->pos0 = 0;
   seq->preempted = FALSE;
   g_mutex_unlock (&seq->engine->eval_lock);

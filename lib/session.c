@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "session.h"
 #include "forward.h"
+#include "model-private.h"
 
 struct _LlmSession {
   gint ref_count;
@@ -8,12 +9,28 @@ struct _LlmSession {
   LlmEngine *engine;
   LlmSeq *seq;
   LlmSampler *sampler;
+  LlmSamplerParams sampler_params;  /* as set: repeat_last_n may be -1 */
+  gint repeat_last_n;               /* as the sampler runs it: -1 resolved */
   guint32 sink;               /* positions a window never evicts */
-  gint repeat_last_n;
   GArray *ids;                /* gint32: what the cache holds, slot by slot */
   float *logits;
   gboolean have_logits;
 };
+
+/* Replaces the sampler by a fresh one for @params: its random sequence
+ * starts at the seed, its penalty window is empty. */
+static void
+install_sampler (LlmSession *s, const LlmSamplerParams *params)
+{
+  /* "The whole history" is the whole context: what the cache holds. */
+  LlmSamplerParams sp = *params;
+  if (sp.repeat_last_n < 0)
+    sp.repeat_last_n = (gint) MIN (llm_kv_cache_capacity (llm_seq_kv (s->seq)), G_MAXINT);
+  llm_sampler_free (s->sampler);
+  s->sampler = llm_sampler_new (&sp);
+  s->sampler_params = *params;
+  s->repeat_last_n = sp.repeat_last_n;
+}
 
 LlmSession *
 llm_session_new (LlmEngine *engine, const LlmSessionConfig *config, GError **error)
@@ -29,18 +46,12 @@ llm_session_new (LlmEngine *engine, const LlmSessionConfig *config, GError **err
         "out of memory for %u logits", n_vocab);
     return NULL;
   }
-  /* "The whole history" is the whole context: what the cache holds. */
-  LlmSamplerParams sp = config->sampler;
-  if (sp.repeat_last_n < 0)
-    sp.repeat_last_n = (gint) MIN (llm_kv_cache_capacity (llm_seq_kv (seq)), G_MAXINT);
-
   LlmSession *s = g_new0 (LlmSession, 1);
   s->ref_count = 1;
   g_mutex_init (&s->lock);
   s->engine = llm_engine_ref (engine);
   s->seq = seq;
-  s->sampler = llm_sampler_new (&sp);
-  s->repeat_last_n = sp.repeat_last_n;
+  install_sampler (s, &config->sampler);
   s->sink = config->kv.policy == LLM_KV_POLICY_SINK_WINDOW ? config->kv.sink : 0;
   s->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   s->logits = logits;
@@ -166,6 +177,30 @@ llm_session_sample (LlmSession *s)
   return next;
 }
 
+void
+llm_session_get_sampler (LlmSession *s, LlmSamplerParams *params)
+{
+  g_mutex_lock (&s->lock);
+  *params = s->sampler_params;
+  g_mutex_unlock (&s->lock);
+}
+
+void
+llm_session_set_sampler (LlmSession *s, const LlmSamplerParams *params)
+{
+  g_mutex_lock (&s->lock);
+  /* The same parameters again (every response of a kept conversation)
+   * must not restart the random sequence: a seed gives one conversation,
+   * not the same draws each turn. */
+  if (!llm_sampler_params_equal (params, &s->sampler_params)) {
+    install_sampler (s, params);
+    /* The prompt was fed before the sampling element said how it
+     * samples: the new penalty window starts from what the cache holds. */
+    refill_sampler_history (s);
+  }
+  g_mutex_unlock (&s->lock);
+}
+
 gboolean
 llm_session_prefill (LlmSession *s, const gint32 *ids, guint n, gint32 *next, GError **error)
 {
@@ -212,15 +247,27 @@ llm_session_truncate (LlmSession *s, guint n)
   g_mutex_unlock (&s->lock);
 }
 
-void
-llm_session_reset (LlmSession *s)
+static void
+forget (LlmSession *s, void (*empty) (LlmSeq *seq))
 {
   g_mutex_lock (&s->lock);
-  llm_seq_clear (s->seq);
+  empty (s->seq);
   llm_sampler_reset (s->sampler);
   g_array_set_size (s->ids, 0);
   s->have_logits = FALSE;
   g_mutex_unlock (&s->lock);
+}
+
+void
+llm_session_reset (LlmSession *s)
+{
+  forget (s, llm_seq_clear);
+}
+
+void
+llm_session_release_kv (LlmSession *s)
+{
+  forget (s, llm_seq_release);
 }
 
 gsize

@@ -2,11 +2,16 @@
 /* One conversation with a model: a sequence of an engine, the sampler
  * that picks its tokens, and the ids its cache holds (what a rollback or
  * a recompute after preemption needs; bounded by the cache, so a live
- * stream's memory stays flat). Refcounted: llmprefill creates it and
- * hands it downstream to llmdecode inside a GstLlmSessionMeta. Calls are
- * serialised by the session's own lock, so the two elements' threads may
- * both hold it. Evaluation goes through the engine's scheduler, so the
- * sessions of many streams on one engine share forwards. */
+ * stream's memory stays flat). Refcounted: llmprefill creates it, feeds
+ * the prompt (evaluation only) and hands it downstream to llmdecode
+ * inside a GstLlmSessionMeta; llmdecode samples. The sampler lives here
+ * because its state (the random sequence, the repetition penalty's
+ * window) is the conversation's, and a rollback must take the window
+ * back too; its parameters are the sampling element's, which sets them
+ * (llm_session_set_sampler). Calls are serialised by the session's own
+ * lock, so the two elements' threads may both hold it. Evaluation goes
+ * through the engine's scheduler, so the sessions of many streams on one
+ * engine share forwards. */
 #pragma once
 
 #include <glib.h>
@@ -17,7 +22,7 @@ G_BEGIN_DECLS
 
 typedef struct {
   LlmKvConfig kv;
-  LlmSamplerParams sampler;
+  LlmSamplerParams sampler;   /* until llm_session_set_sampler says otherwise */
 } LlmSessionConfig;
 
 typedef struct _LlmSession LlmSession;
@@ -37,8 +42,17 @@ LlmSeq *llm_session_seq (LlmSession *s);
  * the last; samples nothing. If the engine preempted the sequence, its
  * history is fed again first. */
 gboolean llm_session_feed (LlmSession *s, const gint32 *ids, guint n, GError **error);
-/* The next token for the last logits, by the session's sampler. */
+/* The next token for the last logits, by the session's sampler; -1 when
+ * there are none (nothing fed since the last truncate or reset). */
 gint32 llm_session_sample (LlmSession *s);
+
+/* The parameters the session samples with. */
+void llm_session_get_sampler (LlmSession *s, LlmSamplerParams *params);
+/* Makes the session sample with @params from now on. Parameters equal to
+ * the current ones change nothing (the random sequence goes on); others
+ * replace the sampler: its random sequence starts at @params->seed and
+ * its penalty window is refilled from the ids the cache holds. */
+void llm_session_set_sampler (LlmSession *s, const LlmSamplerParams *params);
 
 /* llm_session_feed then llm_session_sample (@next). */
 gboolean llm_session_prefill (LlmSession *s, const gint32 *ids, guint n, gint32 *next,
@@ -59,6 +73,9 @@ const float *llm_session_logits (LlmSession *s);
 void llm_session_truncate (LlmSession *s, guint n);
 /* Forgets everything fed (KV cache, history, sampler state). */
 void llm_session_reset (LlmSession *s);
+/* llm_session_reset, giving the cache's blocks back to the engine's pool
+ * too (llm_seq_release): for a session that waits idle. */
+void llm_session_release_kv (LlmSession *s);
 
 gsize llm_session_kv_bytes (LlmSession *s);
 

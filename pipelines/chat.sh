@@ -57,9 +57,9 @@ chat() {
   # fdsink sync=false: print each piece of text the moment it is made.
   gst-launch-1.0 "${flags[@]}" filesrc location="$tmp" \
     ! llmtokenize model="$model" \
-    ! llmprefill model="$model" device="${DEVICE:-cpu}" temperature="${TEMPERATURE:-0.7}" \
+    ! llmprefill model="$model" device="${DEVICE:-cpu}" \
         system-prompt="$(quote "$system_prompt")" prompt-template="$(quote "$template")" \
-    ! llmdecode max-tokens="${MAX_TOKENS:-512}" \
+    ! llmdecode max-tokens="${MAX_TOKENS:-512}" temperature="${TEMPERATURE:-0.7}" \
     ! llmdetokenize model="$model" \
     ! fdsink fd="$1" sync=false
 }

@@ -55,9 +55,9 @@ for ((i = 0; i < n; i++)); do
   branches+=(
     filesrc location="$tmp/prompt-$i.txt"
     ! llmtokenize model="$model"
-    ! llmprefill model="$model" temperature="${TEMPERATURE:-0}" seed="$i"
-        n-threads="${THREADS:-0}"
+    ! llmprefill model="$model" n-threads="${THREADS:-0}"
     ! llmdecode name="decode$i" max-tokens="${MAX_TOKENS:-64}"
+        temperature="${TEMPERATURE:-0}" seed="$i"
     ! llmdetokenize model="$model"
     ! filesink location="$tmp/story-$i.txt"
   )

@@ -29,8 +29,8 @@ story() {
   # made, not at its PTS. $1: where the text goes (1 stdout, 2 stderr).
   printf '%s' "$prompt" | gst-launch-1.0 "${flags[@]}" fdsrc fd=0 \
     ! llmtokenize model="$model" \
-    ! llmprefill model="$model" temperature="${TEMPERATURE:-0}" \
-    ! llmdecode max-tokens="${MAX_TOKENS:-256}" \
+    ! llmprefill model="$model" \
+    ! llmdecode max-tokens="${MAX_TOKENS:-256}" temperature="${TEMPERATURE:-0}" \
     ! llmdetokenize model="$model" \
     ! fdsink fd="$1" sync=false
 }

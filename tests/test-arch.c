@@ -20,6 +20,7 @@
 #include "gguf-writer.h"
 #include "model.h"
 #include "cpu/matmul.h"
+#include "model-private.h"
 
 /* Probabilities below this are compared only as "tiny": llama.cpp computes
  * them in float, where exp() underflows (to 0 below ~1e-45 and losing
@@ -154,23 +155,13 @@ typedef struct {
   double min_margin;      /* our smallest top-1 margin (logits) */
 } Agreement;
 
-static guint
-argmax (const float *x, guint n)
-{
-  guint best = 0;
-  for (guint i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return best;
-}
-
 /* How far one step's logits are from llama.cpp's probabilities @ref, as
  * log-probabilities: exact where ref >= P_MIN; below it, only by how much
  * ours exceed log(P_MIN). */
 static double
 step_distance (const float *logits, const float *ref, guint n)
 {
-  double mx = logits[argmax (logits, n)], sum = 0;
+  double mx = logits[llm_test_argmax (logits, n)], sum = 0;
   for (guint i = 0; i < n; i++)
     sum += exp ((double) logits[i] - mx);
   double lse = mx + log (sum), d = 0;
@@ -213,7 +204,7 @@ compare (LlmModel *m, const Golden *g, gboolean reference)
       a.worst = d;
       a.worst_step = s;
     }
-    guint best = argmax (logits, g->n_vocab);
+    guint best = llm_test_argmax (logits, g->n_vocab);
     float second = -G_MAXFLOAT;
     for (guint i = 0; i < g->n_vocab; i++)
       if (i != best && logits[i] > second)
@@ -331,24 +322,14 @@ rewrite_model (const char *src_path, const char *dir, const char *file, const Re
 
 /* --- tests ----------------------------------------------------------- */
 
-static LlmModel *
-load_case_model (const ArchCase *c)
-{
-  g_autofree char *rel = g_strdup_printf ("models/%s.gguf", c->name);
-  g_autofree char *path = llm_test_data_path (rel);
-  g_autoptr (GError) error = NULL;
-  LlmModel *m = llm_model_load (path, &error);
-  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-  return m;
-}
-
 static void
 run_case (guint i, gboolean reference)
 {
   const ArchCase *c = &cases[i];
   Golden g = { 0 };
   golden_load (c, &g);
-  g_autoptr (LlmModel) m = load_case_model (c);
+  g_autofree char *file = g_strdup_printf ("%s.gguf", c->name);
+  g_autoptr (LlmModel) m = llm_test_load_model (file);
 
   /* The model's own tokenizer gives llama.cpp's prompt. */
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));

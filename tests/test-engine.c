@@ -4,23 +4,16 @@
  * the same tokens; the scheduler batches concurrent streams; the KV pool
  * limit refuses or preempts; sessions roll back and stay bounded. */
 #include <string.h>
+#include <glib/gstdio.h>
 
 #include "llm-check.h"
 #include "engine.h"
 #include "session.h"
+#include "model-private.h"
+#include "ggml-type.h"
 
 #define N_STREAMS 17
 #define N_STEPS 6
-
-static LlmModel *
-load (const char *name)
-{
-  g_autofree char *path = g_build_filename (LLM_TEST_DATA, "models", name, NULL);
-  GError *error = NULL;
-  LlmModel *m = llm_model_load (path, &error);
-  ck_assert_msg (m != NULL, "%s: %s", name, error ? error->message : "");
-  return m;
-}
 
 static LlmEngine *
 new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
@@ -40,25 +33,6 @@ new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
 static const LlmKvConfig kv_f16 = {
   .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
 };
-
-static LlmSeq *
-new_seq (LlmEngine *e, const LlmKvConfig *kv)
-{
-  GError *error = NULL;
-  LlmSeq *s = llm_seq_new (e, kv, &error);
-  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
-  return s;
-}
-
-static gint32
-argmax (const float *x, guint n)
-{
-  guint best = 0;
-  for (guint i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return (gint32) best;
-}
 
 /* Stream @i's prompt: its own length (3..13) and ids. */
 static guint
@@ -85,25 +59,24 @@ run_alone (LlmEngine *e, guint i, Alone *out)
   const guint n_vocab = llm_engine_model (e)->hp.n_vocab;
   gint32 prompt[16];
   const guint n = make_prompt (i, n_vocab, prompt);
-  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
   GError *error = NULL;
   out->logits = g_new (float, (gsize) N_STEPS * n_vocab);
   ck_assert_msg (llm_seq_eval_tokens (seq, prompt, n, out->logits, FALSE, &error), "%s",
       error ? error->message : "");
-  out->ids[0] = argmax (out->logits, n_vocab);
+  out->ids[0] = (gint32) llm_test_argmax (out->logits, n_vocab);
   for (guint s = 1; s < N_STEPS; s++) {
     float *l = out->logits + (gsize) s * n_vocab;
     ck_assert (llm_seq_eval_tokens (seq, &out->ids[s - 1], 1, l, FALSE, &error));
-    out->ids[s] = argmax (l, n_vocab);
+    out->ids[s] = (gint32) llm_test_argmax (l, n_vocab);
   }
 }
 
 /* N streams: every prompt in one batch (a prefill across sequences), then
  * N_STEPS - 1 steps of N rows; ids equal, logits bit for bit. */
 static void
-check_batched_equals_alone (const char *name)
+check_model_batched_equals_alone (LlmModel *m, const char *name)
 {
-  g_autoptr (LlmModel) m = load (name);
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   Alone alone[N_STREAMS];
@@ -117,7 +90,7 @@ check_batched_equals_alone (const char *name)
     gint32 next[N_STREAMS];
     guint n_rows = 0;
     for (guint i = 0; i < n_seq; i++) {
-      seqs[i] = new_seq (e, &kv_f16);
+      seqs[i] = llm_test_new_seq (e, &kv_f16);
       gint32 prompt[16];
       const guint n = make_prompt (i, n_vocab, prompt);
       for (guint k = 0; k < n; k++)
@@ -131,7 +104,7 @@ check_batched_equals_alone (const char *name)
       for (guint i = 0; i < n_seq; i++) {
         const float *got = logits + (gsize) i * n_vocab;
         const float *want = alone[i].logits + (gsize) s * n_vocab;
-        next[i] = argmax (got, n_vocab);
+        next[i] = (gint32) llm_test_argmax (got, n_vocab);
         ck_assert_msg (next[i] == alone[i].ids[s], "%s, %u streams: stream %u step %u: id %d, "
             "alone %d", name, n_seq, i, s, next[i], alone[i].ids[s]);
         for (guint v = 0; v < n_vocab; v++)
@@ -147,6 +120,58 @@ check_batched_equals_alone (const char *name)
   for (guint i = 0; i < N_STREAMS; i++)
     g_free (alone[i].logits);
 }
+
+static void
+check_batched_equals_alone (const char *name)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model (name);
+  check_model_batched_equals_alone (m, name);
+}
+
+/* A weight type whose kernels read a layout prepared at load: decode
+ * steps and batches run the same kernel, so bits agree too. */
+static void
+check_requantized_batched_equals_alone (const char *name, guint32 type)
+{
+  g_autoptr (LlmModel) m = llm_test_requantized_model (name, type);
+  ck_assert_uint_eq (m->layers[0].wq->type, type);
+  g_autofree char *what = g_strdup_printf ("%s as %s", name, llm_type_name (type));
+  check_model_batched_equals_alone (m, what);
+}
+
+/* K-quant rows are 256 values wide, wider than any bundled model's: a
+ * random llama of that width in each type. */
+START_TEST (test_batched_streams_equal_alone_random_llama_k_quants)
+{
+  static const guint32 types[] = { LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
+  const LlmTestShape shape = { 256, 512, 2, 4, 2 };
+  GError *error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("gst-llm-kq-XXXXXX", &error);
+  ck_assert_msg (dir != NULL, "%s", error ? error->message : "");
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++) {
+    g_autofree char *path = g_build_filename (dir, "random.gguf", NULL);
+    llm_test_write_random_llama (path, &shape, types[i]);
+    g_autoptr (LlmModel) m = llm_model_load (path, &error);
+    ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+    g_unlink (path);
+    ck_assert_uint_eq (m->layers[0].w_down->type, types[i]);
+    check_model_batched_equals_alone (m, llm_type_name (types[i]));
+  }
+  g_rmdir (dir);
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_stories260k_q4_0)
+{
+  check_requantized_batched_equals_alone ("stories260K.gguf", LLM_TYPE_Q4_0);
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_random_qwen2_q4_0)
+{
+  check_requantized_batched_equals_alone ("random-qwen2-f32.gguf", LLM_TYPE_Q4_0);
+}
+END_TEST
 
 START_TEST (test_batched_streams_equal_alone_stories260k_f32)
 {
@@ -186,7 +211,7 @@ feed (LlmSeq *seq, const gint32 *ids, guint n, float *logits)
   GError *error = NULL;
   ck_assert_msg (llm_seq_eval_tokens (seq, ids, n, logits, FALSE, &error), "%s",
       error ? error->message : "");
-  return argmax (logits, llm_engine_model (llm_seq_engine (seq))->hp.n_vocab);
+  return (gint32) llm_test_argmax (logits, llm_engine_model (llm_seq_engine (seq))->hp.n_vocab);
 }
 
 /* @n greedy steps after @first; the ids into @out, the last logits into
@@ -214,7 +239,7 @@ long_prompt (guint n_vocab, gint32 *ids)
 
 START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   g_autofree float *la = g_new (float, n_vocab), *lb = g_new (float, n_vocab);
@@ -222,7 +247,7 @@ START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
   long_prompt (n_vocab, prompt);
 
   /* a: prompt, 24 steps, cut back to prompt + 2 (inside the second block), 16 steps */
-  g_autoptr (LlmSeq) sa = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) sa = llm_test_new_seq (e, &kv_f16);
   greedy (sa, feed (sa, prompt, LONG_PROMPT, la), 24, a, la);
   llm_seq_truncate (sa, LONG_PROMPT + 2);
   ck_assert_uint_eq (llm_seq_n (sa), LONG_PROMPT + 2);
@@ -231,7 +256,7 @@ START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
   greedy (sa, feed (sa, &a[2], 1, la), 16, after_a, la);
 
   /* b: a fresh sequence fed prompt + a[0..2] */
-  g_autoptr (LlmSeq) sb = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) sb = llm_test_new_seq (e, &kv_f16);
   feed (sb, prompt, LONG_PROMPT, lb);
   feed (sb, a, 2, lb);
   greedy (sb, feed (sb, &a[2], 1, lb), 16, b, lb);
@@ -242,14 +267,14 @@ END_TEST
 
 START_TEST (test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence)
 {
-  g_autoptr (LlmModel) m = load ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
   const guint n_vocab = m->hp.n_vocab;
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   g_autofree float *l = g_new (float, n_vocab), *lf = g_new (float, n_vocab);
   gint32 prompt[LONG_PROMPT];
   long_prompt (n_vocab, prompt);
 
-  g_autoptr (LlmSeq) parent = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) parent = llm_test_new_seq (e, &kv_f16);
   feed (parent, prompt, LONG_PROMPT, l);
   const gsize before = llm_engine_kv_bytes (e);
   g_autoptr (LlmSeq) child = llm_seq_fork (parent);
@@ -278,7 +303,7 @@ START_TEST (test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence)
   const gint32 *want[2] = { gp, gc };
   const float *want_logits[2] = { l, lf };
   for (int b = 0; b < 2; b++) {
-    g_autoptr (LlmSeq) r = new_seq (e, &kv_f16);
+    g_autoptr (LlmSeq) r = llm_test_new_seq (e, &kv_f16);
     feed (r, prompt, LONG_PROMPT, lr);
     greedy (r, feed (r, &firsts[b], 1, lr), G_N_ELEMENTS (fresh), fresh, lr);
     ck_assert_mem_eq (fresh, want[b], sizeof fresh);
@@ -289,10 +314,10 @@ END_TEST
 
 START_TEST (test_rows_of_a_sequence_must_be_adjacent_and_consecutive)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
-  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
-  g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) b = llm_test_new_seq (e, &kv_f16);
   GError *error = NULL;
   LlmBatchRow split[3] = { { a, 1, NULL, 0, FALSE }, { b, 1, NULL, 0, FALSE },
     { a, 2, NULL, 1, FALSE } };
@@ -368,7 +393,7 @@ run_streams (LlmEngine *e, Stream *st, guint n)
  * ids, and their steps shared forwards. */
 START_TEST (test_concurrent_streams_share_forwards_and_keep_their_ids)
 {
-  g_autoptr (LlmModel) m = load ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
   /* A short wait for company makes the batching certain on a loaded
    * machine; results may not depend on it. */
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 20000);
@@ -391,6 +416,65 @@ START_TEST (test_concurrent_streams_share_forwards_and_keep_their_ids)
 }
 END_TEST
 
+/* With no wait for company configured, streams that stepped together
+ * step together again: the scheduler waits for the streams of the last
+ * forward, which are a sample away, instead of running whoever comes
+ * first alone and the rest next (two streams would then decode no faster
+ * than one). */
+#define LONG_STEPS 512
+
+static const LlmKvConfig kv_long = {
+  .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = LONG_STEPS,
+};
+
+typedef struct {
+  LlmEngine *engine;
+  LlmSeq *seq;
+  guint index;
+  GError *error;
+} Stepper;
+
+static gpointer
+stepper_main (gpointer data)
+{
+  Stepper *st = data;
+  const guint n_vocab = llm_engine_model (st->engine)->hp.n_vocab;
+  g_autofree float *logits = g_new (float, n_vocab);
+  gint32 tok = (gint32) (1 + st->index);
+  for (guint k = 0; k < LONG_STEPS && st->error == NULL; k++) {
+    if (llm_engine_submit (st->engine, st->seq, &tok, 1, logits, FALSE, &st->error))
+      tok = (gint32) llm_test_argmax (logits, n_vocab);
+  }
+  return NULL;
+}
+
+START_TEST (test_streams_without_batch_wait_still_step_together)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  enum { N = 2 };
+  Stepper st[N];
+  GThread *threads[N];
+  for (guint i = 0; i < N; i++) {
+    st[i] = (Stepper) { e, llm_test_new_seq (e, &kv_long), i, NULL };
+    threads[i] = g_thread_new ("stepper", stepper_main, &st[i]);
+  }
+  for (guint i = 0; i < N; i++) {
+    g_thread_join (threads[i]);
+    ck_assert_msg (st[i].error == NULL, "stream %u: %s", i, st[i].error->message);
+    llm_seq_free (st[i].seq);
+  }
+  guint64 forwards, rows;
+  llm_engine_batch_stats (e, &forwards, &rows);
+  g_print ("%u streams, no batch wait: %" G_GUINT64_FORMAT " rows in %" G_GUINT64_FORMAT
+      " forwards\n", N, rows, forwards);
+  /* Taking turns needs a forward per row; stepping together, one per
+   * step. */
+  ck_assert_msg (forwards <= rows * 3 / 4, "%" G_GUINT64_FORMAT " forwards for %"
+      G_GUINT64_FORMAT " rows of %u streams: they took turns", forwards, rows, N);
+}
+END_TEST
+
 /* --- KV pool limit --------------------------------------------------- */
 
 /* Bytes of a kv_f16 sequence's first block of positions on @m (measured
@@ -399,7 +483,7 @@ static gsize
 one_block_bytes (LlmModel *m)
 {
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
-  g_autoptr (LlmSeq) seq = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
   g_autofree float *l = g_new (float, m->hp.n_vocab);
   const gint32 one = 1;
   feed (seq, &one, 1, l);
@@ -408,12 +492,12 @@ one_block_bytes (LlmModel *m)
 
 START_TEST (test_full_kv_pool_refuses_with_the_limit_named)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, one_block_bytes (m), LLM_KV_FULL_REFUSE, 0);
   g_autofree float *l = g_new (float, m->hp.n_vocab);
   gint32 one = 1;
-  g_autoptr (LlmSeq) a = new_seq (e, &kv_f16);
-  g_autoptr (LlmSeq) b = new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f16);
+  g_autoptr (LlmSeq) b = llm_test_new_seq (e, &kv_f16);
   feed (a, &one, 1, l);
   GError *error = NULL;
   ck_assert (!llm_seq_eval_tokens (b, &one, 1, l, FALSE, &error));
@@ -433,7 +517,7 @@ END_TEST
  * the ids it gives alone. */
 START_TEST (test_full_kv_pool_preempts_the_idle_stream_which_recomputes)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   Alone want0, want1;
   run_alone (solo, 0, &want0);
@@ -475,7 +559,7 @@ END_TEST
  * from each other all along and still give their ids. */
 START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   const gsize block = one_block_bytes (m);
   for (int round = 0; round < 20; round++) {
@@ -516,7 +600,7 @@ penalised_session (LlmEngine *e)
  * the session samples what a fresh one fed the kept ids samples. */
 START_TEST (test_session_truncate_rolls_back_history_and_penalty)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   g_autoptr (LlmSession) a = penalised_session (e);
   gint32 prompt[16], next, gen[12];
@@ -552,7 +636,7 @@ END_TEST
  * cache holds (sink, then the newest), never more. */
 START_TEST (test_session_history_stays_within_the_window)
 {
-  g_autoptr (LlmModel) m = load ("stories260K.gguf");
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   LlmSessionConfig cfg = {
     .kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 32, .sink = 4 },
@@ -585,6 +669,9 @@ engine_suite (void)
   TCase *batch = tcase_create ("batch");
   tcase_set_timeout (batch, 300);
   tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_f32);
+  tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_q4_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_llama_k_quants);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_q4_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_tinystories_q8_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen3);
@@ -600,6 +687,7 @@ engine_suite (void)
   TCase *sched = tcase_create ("scheduler");
   tcase_set_timeout (sched, 120);
   tcase_add_test (sched, test_concurrent_streams_share_forwards_and_keep_their_ids);
+  tcase_add_test (sched, test_streams_without_batch_wait_still_step_together);
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* llmprefill ! llmdecode with a real model (stories260K), driven through
- * GstHarness: greedy output equals llama.cpp's, timing, statistics,
+ * GstHarness: greedy output equals llama.cpp's, sampling settings on
+ * either element, the state buffer between them, timing, statistics,
  * flushing, EOS, prompt replacement, errors and KV cache settings. */
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "gguf-writer.h"
 #include "llm-caps.h"
 #include "llm-check.h"
+#include "llm-meta.h"
 #include "tokenizer.h"
 
 /* "Once upon a time" with BOS, as llama.cpp tokenizes it. */
@@ -24,6 +26,40 @@ static const gint32 golden_ids[] = {
   410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328, 432, 358, 394,
   261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266, 267, 337, 335, 312, 432,
   398, 312, 286, 267, 414, 270, 333, 415, 426, 13, 438, 310, 439, 419, 357, 336,
+};
+
+/* What sampling gives after prompt_ids, recorded when llmprefill still
+ * sampled (temperature and seed set on it): the sampler moved to
+ * llmdecode without changing what a seed gives. */
+static const gint32 t08_seed42_ids[] = {
+  432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 385, 328, 432, 358, 272,
+  277, 264, 261, 272, 425, 420, 420, 422,
+};
+static const gint32 t08_seed7_ids[] = {
+  432, 383, 286, 261, 376, 268, 379, 416, 422, 395, 392, 417, 412, 426, 392, 417,
+  412, 401, 396, 267, 337, 335, 311, 374,
+};
+/* every sampler stage on: temperature=1.5 seed=3 top-p=0.8 min-p=0.01
+ * repeat-last-n=-1 repeat-penalty=1.2 */
+#define ALL_STAGES "temperature=1.5 seed=3 top-p=0.8 min-p=0.01 repeat-last-n=-1 " \
+  "repeat-penalty=1.2"
+static const gint32 all_stages_ids[] = {
+  432, 383, 286, 261, 370, 282, 414, 305, 426, 291, 282, 425, 418, 418, 305, 381,
+  410, 408, 272, 412, 331, 419, 269, 262,
+};
+/* greedy, with a penalty strong enough that the prompt's " a" (261) is
+ * not taken again at token 3 */
+#define STRONG_PENALTY "repeat-penalty=3.0 repeat-last-n=16"
+static const gint32 strong_penalty_ids[] = {
+  432, 383, 286, 399, 370, 268, 414, 422, 395, 405, 426, 346, 401, 396, 267, 337,
+  335, 345, 374, 419, 322, 265, 282, 295,
+};
+
+/* The second turn (prompt 403) of that conversation, 12 tokens after the
+ * first 12 of t08_seed42_ids; recorded once llmdecode fed the token that
+ * ends a turn without drawing a sample for it. */
+static const gint32 kept_turn2_ids[] = {
+  407, 261, 378, 432, 358, 272, 277, 264, 261, 272, 379, 416,
 };
 
 static char *model_path;
@@ -598,6 +634,204 @@ START_TEST (test_prefill_template_and_system_prompt_wrap_the_prompt)
 }
 END_TEST
 
+/* Every id the harness received so far, in order. */
+static GArray *
+pull_all_ids (GstHarness *h)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  GstBuffer *b;
+  while ((b = gst_harness_try_pull (h)) != NULL) {
+    ck_assert (gst_llm_tokens_buffer_read (b, ids));
+    gst_buffer_unref (b);
+  }
+  return ids;
+}
+
+/* The 24 ids of the response to prompt_ids, with the sampler settings in
+ * @prefill_props and @decode_props. */
+static GArray *
+response_ids (const char *prefill_props, const char *decode_props)
+{
+  g_autofree char *p = g_strdup_printf ("prompt-mode=buffer %s", prefill_props);
+  g_autofree char *d = g_strdup_printf ("max-tokens=24 %s", decode_props);
+  GstHarness *h = harness_new (p, d, NULL);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  g_free (reason);
+  GArray *ids = pull_all_ids (h);
+  harness_free (h, NULL);
+  return ids;
+}
+
+static void
+assert_response (const char *prefill_props, const char *decode_props, const gint32 *expected)
+{
+  g_autoptr (GArray) got = response_ids (prefill_props, decode_props);
+  ck_assert_uint_eq (got->len, 24);
+  for (guint i = 0; i < 24; i++)
+    ck_assert_msg (g_array_index (got, gint32, i) == expected[i],
+        "llmprefill \"%s\" ! llmdecode \"%s\": token %u is %d, not %d", prefill_props,
+        decode_props, i, g_array_index (got, gint32, i), expected[i]);
+}
+
+START_TEST (test_decode_sampler_properties_give_what_they_give_on_prefill)
+{
+  /* greedy, by default and by setting it on either element */
+  assert_response ("", "", golden_ids);
+  assert_response ("temperature=0", "", golden_ids);
+  assert_response ("", "temperature=0", golden_ids);
+  /* a seeded draw, on either element */
+  assert_response ("temperature=0.8 seed=42", "", t08_seed42_ids);
+  assert_response ("", "temperature=0.8 seed=42", t08_seed42_ids);
+  assert_response ("temperature=0.8 seed=7", "", t08_seed7_ids);
+  assert_response ("", "temperature=0.8 seed=7", t08_seed7_ids);
+  /* every stage of the chain */
+  assert_response (ALL_STAGES, "", all_stages_ids);
+  assert_response ("", ALL_STAGES, all_stages_ids);
+  /* the penalty set on llmdecode sees the prompt llmprefill fed */
+  assert_response (STRONG_PENALTY, "", strong_penalty_ids);
+  assert_response ("", STRONG_PENALTY, strong_penalty_ids);
+}
+END_TEST
+
+START_TEST (test_decode_sampler_property_set_on_decode_wins_over_prefill)
+{
+  /* llmdecode's greedy over llmprefill's sampling */
+  assert_response ("temperature=0.8 seed=42", "temperature=0", golden_ids);
+  /* property by property: temperature from llmprefill, seed from llmdecode */
+  assert_response ("temperature=0.8 seed=42", "seed=7", t08_seed7_ids);
+  assert_response ("seed=42", "temperature=0.8", t08_seed42_ids);
+  /* a value set on llmdecode counts even when it is the default: seed=0
+   * on llmdecode undoes llmprefill's seed=42 */
+  g_autoptr (GArray) seed0 = response_ids ("temperature=0.8", "");
+  assert_response ("temperature=0.8 seed=42", "seed=0", (const gint32 *) seed0->data);
+  ck_assert_msg (memcmp (seed0->data, t08_seed42_ids, sizeof t08_seed42_ids) != 0,
+      "seeds 0 and 42 give the same response: the test cannot tell them apart");
+}
+END_TEST
+
+START_TEST (test_decode_seed_gives_every_new_conversation_the_same_text)
+{
+  /* the sampler is set on llmdecode, which sees three prompts */
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=24 temperature=0.8 seed=42",
+      NULL);
+  for (guint i = 0; i < 3; i++)
+    ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, i * GST_SECOND)),
+        GST_FLOW_OK);
+  for (guint i = 0; i < 3; i++) {
+    char *reason = pull_end_of_response (h);
+    g_free (reason);
+  }
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 3 * 24);
+  for (guint i = 0; i < 3 * 24; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_msg (buffer_id (b) == t08_seed42_ids[i % 24], "response %u, token %u: %d, not %d",
+        i / 24, i % 24, buffer_id (b), t08_seed42_ids[i % 24]);
+    gst_buffer_unref (b);
+  }
+  harness_free (h, NULL);
+}
+END_TEST
+
+/* A kept conversation goes on with one random sequence, and the same seed
+ * gives the same turns every run. */
+START_TEST (test_decode_seed_gives_a_kept_conversation_the_same_turns)
+{
+  const gint32 more[] = { 403 };
+  g_autoptr (GArray) first = NULL;
+
+  for (guint run = 0; run < 2; run++) {
+    GstHarness *h = harness_new ("prompt-mode=buffer keep-context=true",
+        "max-tokens=12 temperature=0.8 seed=42", NULL);
+    gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+    g_free (pull_end_of_response (h));
+    gst_harness_push (h, ids_buffer (more, 1, GST_SECOND));
+    g_free (pull_end_of_response (h));
+    GArray *ids = pull_all_ids (h);
+    harness_free (h, NULL);
+    ck_assert_uint_eq (ids->len, 24);
+    /* the first turn is the seeded response to the prompt alone */
+    ck_assert (memcmp (ids->data, t08_seed42_ids, 12 * sizeof (gint32)) == 0);
+    if (run == 0) {
+      first = ids;
+    } else {
+      ck_assert (memcmp (ids->data, first->data, 24 * sizeof (gint32)) == 0);
+      g_array_unref (ids);
+    }
+  }
+  ck_assert (memcmp (&g_array_index (first, gint32, 12), kept_turn2_ids,
+          sizeof kept_turn2_ids) == 0);
+}
+END_TEST
+
+START_TEST (test_prefill_state_buffer_holds_the_fed_ids_with_logits_to_sample)
+{
+  g_autofree char *desc = g_strdup_printf ("llmprefill model=\"%s\" n-threads=1 "
+      "prompt-mode=buffer prompt-template=\"{prompt} upon a time\"", model_path);
+  GstHarness *h = gst_harness_new_parse (desc);
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE,
+      vocab_hash);
+  gst_harness_set_src_caps_str (h, caps);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 2, 7 * GST_SECOND));
+  GstBuffer *state = gst_harness_pull (h);
+  ck_assert (state != NULL);
+  /* the payload is what the model read: the prompt inside the template */
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  ck_assert (gst_llm_tokens_buffer_read (state, ids));
+  ck_assert_uint_eq (ids->len, 5);
+  ck_assert (memcmp (ids->data, prompt_ids, sizeof prompt_ids) == 0);
+  ck_assert_uint_eq (GST_BUFFER_PTS (state), 7 * GST_SECOND);
+
+  /* The plugin registered the meta's API; this program's copy of the
+   * contract could not register it again, so it is found by name. */
+  GType api = g_type_from_name ("GstLlmSessionMetaAPI");
+  ck_assert (api != 0);
+  GstLlmSessionMeta *meta = (GstLlmSessionMeta *) gst_buffer_get_meta (state, api);
+  ck_assert (meta != NULL && meta->session != NULL);
+  ck_assert (meta->logits_pending);
+  ck_assert_uint_eq (meta->prompt_tokens, 5);
+  ck_assert_uint_eq (meta->prompt_pts, 7 * GST_SECOND);
+  ck_assert_uint_eq (llm_session_n_ids (meta->session), 5);
+  /* nothing was sampled: the logits are there, and what the default
+   * (greedy) sampler picks from them is llama.cpp's first token */
+  ck_assert (llm_session_logits (meta->session) != NULL);
+  ck_assert_int_eq (llm_session_sample (meta->session), golden_ids[0]);
+
+  gst_buffer_unref (state);
+  gst_harness_teardown (h);
+}
+END_TEST
+
+/* Only the output of llmprefill can be continued: a state buffer with no
+ * session whose logits wait to be sampled is an error naming what
+ * llmdecode takes, not a crash. */
+START_TEST (test_decode_state_without_logits_to_sample_is_an_error)
+{
+  GstHarness *h = gst_harness_new_parse ("llmdecode");
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_STATE_MEDIA_TYPE,
+      vocab_hash);
+  gst_harness_set_src_caps_str (h, caps);
+
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, 0)), GST_FLOW_ERROR);
+  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  ck_assert (m != NULL);
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert (g_error_matches (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT));
+  ck_assert_msg (strstr (error->message, "session") != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+}
+END_TEST
+
 static void
 run_kv_setting (const char *props)
 {
@@ -886,6 +1120,12 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_stops_when_the_context_is_full);
   tcase_add_test (tc, test_prefill_keep_context_continues_the_conversation);
   tcase_add_test (tc, test_prefill_template_and_system_prompt_wrap_the_prompt);
+  tcase_add_test (tc, test_decode_sampler_properties_give_what_they_give_on_prefill);
+  tcase_add_test (tc, test_decode_sampler_property_set_on_decode_wins_over_prefill);
+  tcase_add_test (tc, test_decode_seed_gives_every_new_conversation_the_same_text);
+  tcase_add_test (tc, test_decode_seed_gives_a_kept_conversation_the_same_turns);
+  tcase_add_test (tc, test_prefill_state_buffer_holds_the_fed_ids_with_logits_to_sample);
+  tcase_add_test (tc, test_decode_state_without_logits_to_sample_is_an_error);
   tcase_add_test (tc, test_generate_with_q4_0_kv_cache);
   tcase_add_test (tc, test_generate_with_a_window_past_its_size);
   tcase_add_test (tc, test_prefill_missing_model_fails_the_state_change);

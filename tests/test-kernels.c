@@ -20,42 +20,17 @@
 
 /* --- helpers --- */
 
-static guint64 rng_state;
-
-static void
-rng_seed (guint64 seed)
-{
-  rng_state = seed;
-}
-
-/* splitmix64 */
-static guint64
-rng_next (void)
-{
-  guint64 z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static float
-rng_float (void)
-{
-  return (float) ((double) (rng_next () >> 11) / (double) (1ull << 53) * 2.0 - 1.0);
-}
-
 static int
 rng_int (int lo, int hi)
 {
-  return lo + (int) (rng_next () % (guint64) (hi - lo + 1));
+  return lo + (int) (llm_test_rng_next () % (guint64) (hi - lo + 1));
 }
 
 static void
 fill_random (float *x, size_t n, float scale)
 {
   for (size_t i = 0; i < n; i++)
-    x[i] = rng_float () * scale;
+    x[i] = llm_test_rng_float () * scale;
 }
 
 static double
@@ -103,7 +78,7 @@ row_bytes_of (uint32_t type, size_t n)
 static uint16_t
 random_half (float lo, float hi)
 {
-  return llm_fp16_from_f32 (lo + (hi - lo) * (rng_float () * 0.5f + 0.5f));
+  return llm_fp16_from_f32 (lo + (hi - lo) * (llm_test_rng_float () * 0.5f + 0.5f));
 }
 
 static void
@@ -113,7 +88,7 @@ random_k_block (uint32_t type, void *block)
   uint32_t block_bytes = 0;
   ck_assert (llm_type_info (type, NULL, &block_bytes));
   for (uint32_t i = 0; i < block_bytes; i++)
-    bytes[i] = (uint8_t) rng_next ();
+    bytes[i] = (uint8_t) llm_test_rng_next ();
   switch (type) {
     case LLM_TYPE_Q4_K: {
       LlmBlockQ4_K *b = block;
@@ -376,7 +351,7 @@ END_TEST
 
 START_TEST (test_q8_0_roundtrip_error_is_within_half_a_step)
 {
-  rng_seed (1);
+  llm_test_rng_seed (1);
   float x[288], y[288];
   LlmBlockQ8_0 q[288 / 32];
   fill_random (x, 288, 3.0f);
@@ -397,7 +372,7 @@ END_TEST
 
 START_TEST (test_q4_0_roundtrip_error_is_within_one_step)
 {
-  rng_seed (2);
+  llm_test_rng_seed (2);
   float x[288], y[288];
   LlmBlockQ4_0 q[288 / 32];
   fill_random (x, 288, 3.0f);
@@ -448,7 +423,7 @@ check_offset_roundtrip (uint32_t type, int levels)
 
 START_TEST (test_q4_1_and_q5_1_roundtrip_error_is_within_half_a_step)
 {
-  rng_seed (4);
+  llm_test_rng_seed (4);
   check_offset_roundtrip (LLM_TYPE_Q4_1, 15);
   check_offset_roundtrip (LLM_TYPE_Q5_1, 31);
 }
@@ -456,7 +431,7 @@ END_TEST
 
 START_TEST (test_q5_0_roundtrip_error_is_within_one_step)
 {
-  rng_seed (5);
+  llm_test_rng_seed (5);
   float x[288], y[288];
   LlmBlockQ5_0 q[288 / 32];
   fill_random (x, 288, 3.0f);
@@ -502,7 +477,7 @@ END_TEST
 
 START_TEST (test_q8_K_roundtrip_error_is_within_half_a_step_and_bsums_add_up)
 {
-  rng_seed (3);
+  llm_test_rng_seed (3);
   float x[768], y[768];
   LlmBlockQ8_K q[3];
   fill_random (x, 768, 5.0f);
@@ -820,7 +795,7 @@ check_integer_dot (uint32_t wtype, size_t n, const void *w, size_t row_bytes, si
 
 START_TEST (test_q8_0_and_q4_0_integer_parts_are_exact)
 {
-  rng_seed (10);
+  llm_test_rng_seed (10);
   const size_t sizes[] = { 32, 64, 96, 288 };
   for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++) {
     const size_t n = sizes[s], nb = n / 32, rows = 5;
@@ -839,7 +814,7 @@ START_TEST (test_q8_0_and_q4_0_integer_parts_are_exact)
       for (int j = 0; j < 32; j++)
         w8[b].qs[j] = (int8_t) rng_int (-128, 127);
       for (int j = 0; j < 16; j++)
-        w4[b].qs[j] = (uint8_t) rng_next ();
+        w4[b].qs[j] = (uint8_t) llm_test_rng_next ();
     }
     /* Extremes, where vpmaddubsw could saturate if ranges were wrong. */
     memset (w8[0].qs, 0x80, 32);
@@ -861,7 +836,7 @@ END_TEST
  * half; the all-127 block's 4064 too), so the whole dot is an integer. */
 START_TEST (test_q5_0_q4_1_q5_1_integer_parts_are_exact)
 {
-  rng_seed (12);
+  llm_test_rng_seed (12);
   const uint16_t one = llm_fp16_from_f32 (1.0f);
   const size_t sizes[] = { 32, 64, 96, 288 };
   for (size_t s = 0; s < G_N_ELEMENTS (sizes); s++) {
@@ -889,9 +864,9 @@ START_TEST (test_q5_0_q4_1_q5_1_integer_parts_are_exact)
     for (size_t b = 0; b < nb * rows; b++) {
       w50[b].d = w41[b].d = w51[b].d = w41[b].m = w51[b].m = one;
       for (int j = 0; j < 16; j++)
-        w50[b].qs[j] = w41[b].qs[j] = w51[b].qs[j] = (uint8_t) rng_next ();
+        w50[b].qs[j] = w41[b].qs[j] = w51[b].qs[j] = (uint8_t) llm_test_rng_next ();
       for (int j = 0; j < 4; j++)
-        w50[b].qh[j] = w51[b].qh[j] = (uint8_t) rng_next ();
+        w50[b].qh[j] = w51[b].qh[j] = (uint8_t) llm_test_rng_next ();
     }
     /* Largest codes (31) against the all-127 block. */
     memset (w50[0].qs, 0xff, 16);
@@ -967,7 +942,7 @@ check_k_integer_dot (uint32_t wtype, int max_scale)
 
 START_TEST (test_k_quant_integer_parts_are_exact)
 {
-  rng_seed (11);
+  llm_test_rng_seed (11);
   /* Scales small enough that |sum| < 2^24 over 768 values. */
   check_k_integer_dot (LLM_TYPE_Q4_K, 7);
   check_k_integer_dot (LLM_TYPE_Q5_K, 3);
@@ -986,7 +961,7 @@ END_TEST
 static void
 compare_with_reference (uint32_t wtype, size_t n, size_t rows, guint64 seed)
 {
-  rng_seed (seed);
+  llm_test_rng_seed (seed);
   size_t row_bytes;
   uint8_t *w = random_weights (wtype, rows, n, &row_bytes);
   float *x = g_new (float, n);
@@ -1110,7 +1085,7 @@ check_matmul_against_matvec (uint32_t wtype, size_t n, size_t rows, size_t r0, s
     guint64 seed)
 {
   const size_t ldy = rows + 2;
-  rng_seed (seed);
+  llm_test_rng_seed (seed);
   size_t row_bytes;
   uint8_t *w = random_weights (wtype, rows, n, &row_bytes);
   const size_t stride = llm_matmul_act_bytes (wtype, n);
@@ -1209,7 +1184,7 @@ START_TEST (test_avx2_conversions_match_scalar_bytes)
   const size_t n = 1024 + 256;
   float *x = g_new (float, n);
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
-    rng_seed (800 + t);
+    llm_test_rng_seed (800 + t);
     fill_random (x, n, 3.0f);
     for (size_t i = 256; i < 512; i++)
       x[i] = 0.0f;
@@ -1412,7 +1387,7 @@ START_TEST (test_matmul_shared_by_threads_equals_one_thread)
   const size_t n = 512, rows = 61, n_tok = 7;
   LlmThreadPool *pool = llm_threadpool_new (3);
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
-    rng_seed (900 + t);
+    llm_test_rng_seed (900 + t);
     SharedMatmul m = { .wtype = types[t], .n = n, .rows = rows, .n_tok = n_tok };
     size_t row_bytes;
     uint8_t *w = random_weights (types[t], rows, n, &row_bytes);
@@ -1447,7 +1422,7 @@ END_TEST
 
 START_TEST (test_dequantize_row_picks_the_row)
 {
-  rng_seed (600);
+  llm_test_rng_seed (600);
   size_t row_bytes;
   uint8_t *w = random_weights (LLM_TYPE_Q6_K, 4, 512, &row_bytes);
   float a[512], b[512];
@@ -1582,7 +1557,7 @@ START_TEST (test_matvec_throughput_report)
     LLM_TYPE_Q5_1 };
   const size_t rows = 1024, n = 2816;
   for (size_t t = 0; t < G_N_ELEMENTS (types); t++) {
-    rng_seed (700 + t);
+    llm_test_rng_seed (700 + t);
     size_t row_bytes;
     uint8_t *w = random_weights (types[t], rows, n, &row_bytes);
     float *x = g_new (float, n), *y = g_new (float, rows);

@@ -20,25 +20,6 @@
 
 /* --- helpers --- */
 
-static guint64 rng_state;
-
-/* splitmix64 */
-static guint64
-rng_next (void)
-{
-  guint64 z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static float
-rng_float (void)
-{
-  return (float) ((double) (rng_next () >> 11) / (double) (1ull << 53) * 2.0 - 1.0);
-}
-
 static const uint32_t k_types[] = { LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
 static const size_t k_rows[] = { 1, 7, 9, 100 };
 static const size_t k_widths[] = { 256, 512, 2816 };
@@ -63,7 +44,7 @@ random_weights (uint32_t wtype, size_t rows, size_t n, size_t *row_bytes)
   for (size_t r = 0; r < rows; r++) {
     const float scale = 0.01f * (float) (1 + r % 5);
     for (size_t i = 0; i < n; i++)
-      f[i] = rng_float () * scale + (r % 3 == 0 ? 0.3f * scale : 0.0f);
+      f[i] = llm_test_rng_float () * scale + (r % 3 == 0 ? 0.3f * scale : 0.0f);
     void *row = w + r * *row_bytes;
     if (wtype == LLM_TYPE_Q4_K)
       llm_quantize_row_q4_K (f, row, n);
@@ -86,7 +67,7 @@ random_acts (uint32_t wtype, size_t n, size_t n_tok, size_t *xs)
   float *x = g_new (float, n);
   for (size_t t = 0; t < n_tok; t++) {
     for (size_t i = 0; i < n; i++)
-      x[i] = rng_float () * (float) (1 + t % 4);
+      x[i] = llm_test_rng_float () * (float) (1 + t % 4);
     llm_matmul_convert (ref, wtype, x, n, xq + t * *xs);
   }
   g_free (x);
@@ -232,7 +213,7 @@ END_TEST
 
 START_TEST (test_unpack_row_gives_back_the_original_bytes)
 {
-  rng_state = 1;
+  llm_test_rng_seed (1);
   for (size_t ti = 0; ti < N_OF (k_types); ti++)
     for (size_t ri = 0; ri < N_OF (k_rows); ri++)
       for (size_t wi = 0; wi < N_OF (k_widths); wi++) {
@@ -258,13 +239,13 @@ END_TEST
  * (Q6_K scales of -128, Q4_K mins of 63 with scales of 63, ...). */
 START_TEST (test_unpack_row_gives_back_random_bytes)
 {
-  rng_state = 2;
+  llm_test_rng_seed (2);
   for (size_t ti = 0; ti < N_OF (k_types); ti++) {
     const uint32_t wtype = k_types[ti];
     const size_t rows = 23, n = 768, rb = 3 * block_bytes_of (wtype);
     uint8_t *w = g_malloc (rows * rb);
     for (size_t i = 0; i < rows * rb; i++)
-      w[i] = (uint8_t) rng_next ();
+      w[i] = (uint8_t) llm_test_rng_next ();
     uint8_t *p = pack_all (wtype, w, rb, rows, n);
     uint8_t *back = g_malloc (rb);
     for (size_t r = 0; r < rows; r++) {
@@ -281,7 +262,7 @@ END_TEST
 
 START_TEST (test_packing_tile_ranges_separately_gives_the_same_bytes)
 {
-  rng_state = 3;
+  llm_test_rng_seed (3);
   for (size_t ti = 0; ti < N_OF (k_types); ti++) {
     const uint32_t wtype = k_types[ti];
     const size_t rows = 100, n = 512, tiles = 7;
@@ -316,7 +297,7 @@ END_TEST
  * the lanes: gamma(nb + 9) A. The two are within the sum of those. */
 START_TEST (test_packed_reference_is_within_the_rounding_bound_of_the_scalar_dot)
 {
-  rng_state = 4;
+  llm_test_rng_seed (4);
   const LlmCpuKernels *scalar = llm_cpu_kernels (LLM_CPU_ISA_SCALAR);
   const size_t n_tok = 5;
   for (size_t ti = 0; ti < N_OF (k_types); ti++)
@@ -388,7 +369,7 @@ check_kernel_run (const Kernel *k, uint32_t wtype, size_t n, const uint8_t *p, s
 
 START_TEST (test_simd_kernels_equal_the_packed_reference_for_every_batch)
 {
-  rng_state = 5;
+  llm_test_rng_seed (5);
   const size_t max_tok = 128;
   size_t n_run = 0;
   for (size_t ti = 0; ti < N_OF (k_types); ti++) {
@@ -432,7 +413,7 @@ END_TEST
  * prefill). */
 START_TEST (test_batched_results_equal_single_token_results_bit_for_bit)
 {
-  rng_state = 6;
+  llm_test_rng_seed (6);
   size_t n_run = 0;
   for (size_t ti = 0; ti < N_OF (k_types); ti++) {
     const uint32_t wtype = k_types[ti];
@@ -545,7 +526,7 @@ shared_task (void *ctx, int ith, int nth)
 
 START_TEST (test_threads_claiming_rows_give_the_same_bits_as_one)
 {
-  rng_state = 7;
+  llm_test_rng_seed (7);
   LlmThreadPool *pool = llm_threadpool_new (3);
   ck_assert_ptr_nonnull (pool);
   const size_t steps[] = { 16, 48 }, toks[] = { 1, 3, 20 };

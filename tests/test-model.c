@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "gguf-writer.h"
 #include "model.h"
+#include "model-private.h"
 
 #define N_EMBD 32
 #define N_LAYER 2

@@ -82,7 +82,7 @@ bench_pipeline_run (const char *model_path, const gint32 *prompt, guint n_prompt
   g_object_set (prefill, "model", model_path, "n-threads", MAX (n_threads, 0),
       "context-length", context_length, NULL);
   gst_util_set_object_arg (G_OBJECT (prefill), "kv-type", llm_kv_type_name (kv_type));
-  /* One more than -n: the first token comes from prefill, then -n decode
+  /* One more than -n: the first token is sampled from prefill's logits, then -n decode
    * steps, as in the direct measurement. */
   g_object_set (decode, "max-tokens", n_gen + 1, NULL);
 

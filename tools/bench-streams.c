@@ -13,13 +13,19 @@
  *              and the scheduler gathers whatever is pending into shared
  *              forwards. When a stream has generated -n tokens it starts
  *              a new prompt, so prompts keep arriving while the others
- *              decode, as in a server under steady load.
+ *              decode, as in a server under steady load. Each stream's
+ *              rate is reported, and the process's RSS is sampled while
+ *              the window runs, so a long run shows whether the rates stay
+ *              fair and memory stays flat once every cache has filled.
  *
  * Timing is at the caller, as an application sees it; each stream's pick
  * (argmax over the vocabulary) is inside its step. */
 #include "bench.h"
 
 #include <math.h>
+
+#include "latency-stats.h"
+#include "model-private.h"
 
 static LlmKvConfig
 kv_config (const BenchStreamsSetting *s)
@@ -50,6 +56,12 @@ new_engine (LlmModel *model, const BenchStreamsSetting *s, GRand *rand, GError *
     bench_fill_random (rand, w, G_N_ELEMENTS (w), model->hp.n_vocab);
     if (seq == NULL || !llm_seq_eval_tokens (seq, w, G_N_ELEMENTS (w), NULL, FALSE, error))
       return NULL;
+    /* The whole embedding table too: random prompts would otherwise
+     * fault its pages in all through a run (18 MiB of a 246m Q4_0),
+     * RSS growth that is the file being read, not memory being held. */
+    g_autofree float *row = g_new (float, model->hp.n_embd);
+    for (guint32 id = 0; id < model->hp.n_vocab; id++)
+      llm_model_token_embedding (model, id, row);
   }
   return g_steal_pointer (&e);
 }
@@ -156,16 +168,20 @@ out:
 
 /* --- scheduler ------------------------------------------------------- */
 
+/* Latencies go into histograms of fixed size (microseconds), not arrays,
+ * so that a long run's own bookkeeping does not grow the RSS it reports. */
 typedef struct {
   LlmEngine *engine;
   const BenchStreamsSetting *s;
   GMutex lock;
-  GCond cond;
+  GCond cond;                         /* go, and the window's end */
   gboolean go;
   double t_start, t_end, deadline;    /* ms */
   guint64 counted, budget;            /* decode tokens in the window */
   double min_end;                     /* ms: the budget does not end it before */
   gint stop;                          /* atomic: the window has ended */
+  gint warm_streams;                  /* atomic: streams past a whole response */
+  LlmLatencyStats itl, ttft;          /* us, under lock */
 } Window;
 
 typedef struct {
@@ -173,30 +189,37 @@ typedef struct {
   guint index;
   LlmSeq *seq;
   guint32 seed;
-  GArray *itl, *ttft;                 /* double ms */
   guint64 tokens;                     /* decode tokens in the window */
   guint prompts;
   GError *error;
 } Stream;
 
-/* Whether a token done at @t falls in the window; ends the window when
+/* Under w->lock. */
+static void
+stop_window (Window *w, double t_end)
+{
+  w->t_end = t_end;
+  g_atomic_int_set (&w->stop, TRUE);
+  g_cond_broadcast (&w->cond);
+}
+
+/* Whether a token done at @t, @itl_ms after the stream's previous one,
+ * falls in the window (its ITL is then counted); ends the window when
  * it is the last one the budget allows (and the window is long enough)
  * or @t is past the deadline. */
 static gboolean
-count_token (Window *w, double t)
+count_token (Window *w, double t, double itl_ms)
 {
   gboolean in = FALSE;
   g_mutex_lock (&w->lock);
   if (!g_atomic_int_get (&w->stop)) {
     if (t > w->deadline) {
-      w->t_end = w->deadline;
-      g_atomic_int_set (&w->stop, TRUE);
+      stop_window (w, w->deadline);
     } else {
       in = TRUE;
-      if (++w->counted >= w->budget && t >= w->min_end) {
-        w->t_end = t;
-        g_atomic_int_set (&w->stop, TRUE);
-      }
+      llm_latency_stats_add (&w->itl, (gint64) (itl_ms * 1e3));
+      if (++w->counted >= w->budget && t >= w->min_end)
+        stop_window (w, t);
     }
   }
   g_mutex_unlock (&w->lock);
@@ -204,13 +227,19 @@ count_token (Window *w, double t)
 }
 
 static void
+count_ttft (Window *w, double ttft_ms)
+{
+  g_mutex_lock (&w->lock);
+  llm_latency_stats_add (&w->ttft, (gint64) (ttft_ms * 1e3));
+  g_mutex_unlock (&w->lock);
+}
+
+static void
 end_window (Window *w)
 {
   g_mutex_lock (&w->lock);
-  if (!g_atomic_int_get (&w->stop)) {
-    w->t_end = bench_now_ms ();
-    g_atomic_int_set (&w->stop, TRUE);
-  }
+  if (!g_atomic_int_get (&w->stop))
+    stop_window (w, bench_now_ms ());
   g_mutex_unlock (&w->lock);
 }
 
@@ -243,11 +272,13 @@ stream_thread (gpointer data)
       break;
     st->prompts++;
     /* The first prompts all arrive at once; later ones arrive while the
-     * other streams decode, which is the TTFT a server sees. */
-    if (!first) {
-      const double ttft = t_prev - t_arrive;
-      g_array_append_val (st->ttft, ttft);
-    }
+     * other streams decode, which is the TTFT a server sees. A stream's
+     * third prompt means its cache has held a whole -n response (the
+     * first one is shortened, below). */
+    if (!first)
+      count_ttft (w, t_prev - t_arrive);
+    if (st->prompts == 3)
+      g_atomic_int_inc (&w->warm_streams);
     /* Stream i's first response is (i + 1) / N of -n long, so that the
      * streams' later prompts arrive spread over time, one every -n / N
      * steps, rather than all in the same step. */
@@ -259,11 +290,8 @@ stream_thread (gpointer data)
         goto out;
       next = bench_argmax (logits, n_vocab);
       const double t = bench_now_ms ();
-      if (count_token (w, t)) {
-        const double itl = t - t_prev;
-        g_array_append_val (st->itl, itl);
+      if (count_token (w, t, t - t_prev))
         st->tokens++;
-      }
       t_prev = t;
     }
   }
@@ -272,6 +300,47 @@ out:
   if (st->error != NULL)
     end_window (w);
   return NULL;
+}
+
+/* Percentile @p of @stats in ms; NAN when it is empty. */
+static double
+latency_ms (const LlmLatencyStats *stats, guint p)
+{
+  if (llm_latency_stats_count (stats) == 0)
+    return NAN;
+  return llm_latency_stats_percentile (stats, p) / 1e3;
+}
+
+#define RSS_PERIOD_US (100 * G_TIME_SPAN_MILLISECOND)
+
+/* Samples the RSS every RSS_PERIOD_US until the window ends: at the end
+ * of warm-up (the first sample at which every stream has answered a
+ * whole -n response, so every cache has reached its full size, and at
+ * least a tenth of --duration has passed), its largest value from then
+ * on, and at the end of the window, before any sequence is freed. */
+static void
+watch_rss (Window *w, guint n_streams, BenchStreamsResult *res)
+{
+  const double warm_after = w->t_start + 0.1 * w->s->duration_s * 1e3;
+  gboolean warm = FALSE, stop = FALSE;
+  while (!stop) {
+    g_mutex_lock (&w->lock);
+    const gint64 until = g_get_monotonic_time () + RSS_PERIOD_US;
+    while (!g_atomic_int_get (&w->stop) && g_cond_wait_until (&w->cond, &w->lock, until))
+      ;
+    stop = g_atomic_int_get (&w->stop);
+    g_mutex_unlock (&w->lock);
+    const guint64 rss = bench_rss_kb ();
+    const double now = bench_now_ms ();
+    if (!warm && (guint) g_atomic_int_get (&w->warm_streams) == n_streams && now >= warm_after) {
+      warm = TRUE;
+      res->warm_s = (now - w->t_start) / 1e3;
+      res->rss_warm_kb = res->rss_max_kb = rss;
+    }
+    if (warm)
+      res->rss_max_kb = MAX (res->rss_max_kb, rss);
+  }
+  res->rss_end_kb = bench_rss_kb ();
 }
 
 static gboolean
@@ -286,14 +355,12 @@ run_scheduler (LlmEngine *e, const BenchStreamsSetting *s, BenchStreamsResult *r
   };
   g_mutex_init (&w.lock);
   g_cond_init (&w.cond);
+  llm_latency_stats_clear (&w.itl);
+  llm_latency_stats_clear (&w.ttft);
   g_autofree Stream *streams = g_new0 (Stream, n);
   g_autofree GThread **threads = g_new0 (GThread *, n);
   for (guint i = 0; i < n; i++)
-    streams[i] = (Stream) {
-      .w = &w, .index = i, .seed = s->seed + 1 + i,
-      .itl = g_array_new (FALSE, FALSE, sizeof (double)),
-      .ttft = g_array_new (FALSE, FALSE, sizeof (double)),
-    };
+    streams[i] = (Stream) { .w = &w, .index = i, .seed = s->seed + 1 + i };
   gboolean ok = TRUE;
   for (guint i = 0; i < n && ok; i++)
     ok = (streams[i].seq = llm_seq_new (e, &kvc, error)) != NULL;
@@ -319,6 +386,7 @@ run_scheduler (LlmEngine *e, const BenchStreamsSetting *s, BenchStreamsResult *r
   }
   g_cond_broadcast (&w.cond);
   g_mutex_unlock (&w.lock);
+  watch_rss (&w, n, res);
   for (guint i = 0; i < n; i++)
     if (threads[i] != NULL)
       g_thread_join (threads[i]);
@@ -328,10 +396,9 @@ run_scheduler (LlmEngine *e, const BenchStreamsSetting *s, BenchStreamsResult *r
   const double t_joined = bench_now_ms ();
   res->kv_bytes = llm_engine_kv_bytes (e);
 
-  g_autoptr (GArray) itl = g_array_new (FALSE, FALSE, sizeof (double));
-  g_autoptr (GArray) ttft = g_array_new (FALSE, FALSE, sizeof (double));
   const double window_s = (w.t_end - w.t_start) / 1e3;
   guint64 tok_min = G_MAXUINT64, tok_max = 0;
+  res->stream_tokens_per_s = g_new (double, n);
   for (guint i = 0; i < n; i++) {
     Stream *st = &streams[i];
     if (ok && st->error != NULL) {
@@ -339,14 +406,11 @@ run_scheduler (LlmEngine *e, const BenchStreamsSetting *s, BenchStreamsResult *r
       ok = FALSE;
     }
     g_clear_error (&st->error);
-    g_array_append_vals (itl, st->itl->data, st->itl->len);
-    g_array_append_vals (ttft, st->ttft->data, st->ttft->len);
     res->decode_tokens += st->tokens;
     res->prompts += st->prompts;
+    res->stream_tokens_per_s[i] = st->tokens / window_s;
     tok_min = MIN (tok_min, st->tokens);
     tok_max = MAX (tok_max, st->tokens);
-    g_array_unref (st->itl);
-    g_array_unref (st->ttft);
     g_clear_pointer (&st->seq, llm_seq_free);
   }
   g_mutex_clear (&w.lock);
@@ -359,16 +423,22 @@ run_scheduler (LlmEngine *e, const BenchStreamsSetting *s, BenchStreamsResult *r
   res->window_s = window_s;
   res->tg_tokens_per_s = res->decode_tokens / window_s;
   res->rows_per_s = res->rows / ((t_joined - w.t_start) / 1e3);
-  res->itl_ms_p50 = bench_percentile ((double *) itl->data, itl->len, 50);
-  res->itl_ms_p95 = bench_percentile ((double *) itl->data, itl->len, 95);
-  res->n_ttft = ttft->len;
-  res->ttft_ms_p50 = bench_percentile ((double *) ttft->data, ttft->len, 50);
-  res->ttft_ms_p95 = bench_percentile ((double *) ttft->data, ttft->len, 95);
+  res->itl_ms_p50 = latency_ms (&w.itl, 50);
+  res->itl_ms_p95 = latency_ms (&w.itl, 95);
+  res->n_ttft = llm_latency_stats_count (&w.ttft);
+  res->ttft_ms_p50 = latency_ms (&w.ttft, 50);
+  res->ttft_ms_p95 = latency_ms (&w.ttft, 95);
   /* Every stream had the same window, so token counts compare as rates. */
   const double mean = (double) res->decode_tokens / n;
-  res->rate_min_rel = tok_min / mean;
-  res->rate_max_rel = tok_max / mean;
+  res->rate_min_frac = tok_min / mean;
+  res->rate_max_frac = tok_max / mean;
   return TRUE;
+}
+
+void
+bench_streams_result_clear (BenchStreamsResult *result)
+{
+  g_clear_pointer (&result->stream_tokens_per_s, g_free);
 }
 
 gboolean
@@ -378,7 +448,7 @@ bench_streams_run (LlmModel *model, const BenchStreamsSetting *s, BenchStreamsMo
   g_return_val_if_fail (s->n_streams > 0 && s->n_prompt > 0 && s->n_gen > 0, FALSE);
   *result = (BenchStreamsResult) {
     .ppN_tokens_per_s = NAN, .ttft_ms_p50 = NAN, .ttft_ms_p95 = NAN,
-    .rate_min_rel = NAN, .rate_max_rel = NAN,
+    .rate_min_frac = NAN, .rate_max_frac = NAN, .warm_s = NAN,
   };
   g_autoptr (GRand) rand = g_rand_new_with_seed (s->seed);
   g_autoptr (LlmEngine) e = new_engine (model, s, rand, error);

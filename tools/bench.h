@@ -25,6 +25,9 @@ double bench_percentile (double *v, guint n, double p);
 gint32 bench_argmax (const float *x, guint n);
 /* @n ids drawn uniformly from the vocabulary. */
 void bench_fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab);
+/* This process's resident memory now (VmRSS), in KiB; 0 where the
+ * system does not say. */
+guint64 bench_rss_kb (void);
 
 /* --- bench-make-model.c --- */
 
@@ -90,14 +93,21 @@ typedef struct {
 
 typedef struct {
   double tg_tokens_per_s;     /* decode tokens of all streams / their time */
-  double itl_ms_p50, itl_ms_p95;      /* time between two tokens of one stream */
+  double itl_ms_p50, itl_ms_p95;      /* time between two tokens of one stream (scheduler:
+                                       * from a histogram, within 1.6 %) */
   double ppN_tokens_per_s;    /* lock-step: N rows of prompt in one forward */
   /* Scheduler only (NAN or 0 in lock-step): */
   double ttft_ms_p50, ttft_ms_p95;    /* prompts that came while others decoded */
   guint n_ttft;
-  double rate_min_rel, rate_max_rel;  /* slowest, fastest stream / mean stream */
+  double rate_min_frac, rate_max_frac; /* slowest, fastest stream's t/s / the mean's */
+  double *stream_tokens_per_s;        /* [n_streams]: each stream's decode tokens / window */
   guint prompts;              /* prompts answered in the window */
   double window_s;
+  /* RSS sampled during the window (KiB): at the end of warm-up, which
+   * was warm_s into it (NAN and 0s if the window ended first), the
+   * largest from then on, and at the window's end. */
+  double warm_s;
+  guint64 rss_warm_kb, rss_max_kb, rss_end_kb;
   /* Both: */
   guint64 decode_tokens;
   guint64 forwards, rows;     /* llm_engine_batch_stats over the run */
@@ -110,5 +120,7 @@ typedef struct {
  * a sequence or an evaluation fails. */
 gboolean bench_streams_run (LlmModel *model, const BenchStreamsSetting *s,
     BenchStreamsMode mode, BenchStreamsResult *result, GError **error);
+/* Frees what bench_streams_run allocated in @result (success or not). */
+void bench_streams_result_clear (BenchStreamsResult *result);
 
 G_END_DECLS

@@ -25,12 +25,15 @@
 #include "kvcache.h"
 #include "model.h"
 #include "cpu/matmul.h"
+#include "model-private.h"
 
 typedef struct {
   char **models;
   char **prompt_lens, **gen_lens, **thread_counts, **kv_types, **depths, **streams;
   double duration;
   int max_batch_wait_us;
+  double max_rate_deviation;  /* 0: no check */
+  gint64 max_rss_growth_kb;   /* < 0: no check */
   int reps;
   gboolean json;
   gboolean no_warmup;
@@ -126,17 +129,31 @@ bench_fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab)
     ids[i] = g_rand_int_range (rand, 0, (gint32) n_vocab);
 }
 
+/* Field @name ("VmRSS:") of /proc/self/status in KiB, or 0. */
+static guint64
+proc_status_kb (const char *name)
+{
+  g_autofree char *status = NULL;
+  if (!g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    return 0;
+  const char *p = strstr (status, name);
+  return p != NULL ? g_ascii_strtoull (p + strlen (name), NULL, 10) : 0;
+}
+
+guint64
+bench_rss_kb (void)
+{
+  return proc_status_kb ("VmRSS:");
+}
+
 /* Peak resident memory since the last reset_peak_rss(): VmHWM, which
  * counts the mapped weights the run touched. */
 static guint64
 peak_rss_bytes (void)
 {
-  g_autofree char *status = NULL;
-  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL)) {
-    const char *p = strstr (status, "VmHWM:");
-    if (p != NULL)
-      return g_ascii_strtoull (p + 6, NULL, 10) * 1024;
-  }
+  const guint64 hwm = proc_status_kb ("VmHWM:");
+  if (hwm > 0)
+    return hwm * 1024;
   struct rusage ru;
   if (getrusage (RUSAGE_SELF, &ru) == 0)
     return (guint64) ru.ru_maxrss * 1024;
@@ -687,9 +704,27 @@ print_streams_json (const LlmModel *m, const ModelInfo *info, const Setting *s,
     json_number (o, "ttft_ms_p50", r->ttft_ms_p50);
     json_number (o, "ttft_ms_p95", r->ttft_ms_p95);
     json_int (o, "ttft_samples", r->n_ttft);
-    json_number (o, "stream_rate_min_rel", r->rate_min_rel);
-    json_number (o, "stream_rate_max_rel", r->rate_max_rel);
+    json_number (o, "stream_rate_min_frac", r->rate_min_frac);
+    json_number (o, "stream_rate_max_frac", r->rate_max_frac);
+    g_string_append (o, ", \"stream_tokens_per_s\": [");
+    for (guint i = 0; i < row->n_streams; i++) {
+      char buf[G_ASCII_DTOSTR_BUF_SIZE];
+      g_string_append_printf (o, "%s%s", i ? ", " : "",
+          g_ascii_formatd (buf, sizeof buf, "%.4g", r->stream_tokens_per_s[i]));
+    }
+    g_string_append (o, "]");
     json_int (o, "prompts", r->prompts);
+    json_number (o, "warm_s", r->warm_s);
+    if (isfinite (r->warm_s)) {
+      json_int (o, "rss_warm_kb", r->rss_warm_kb);
+      json_int (o, "rss_max_kb", r->rss_max_kb);
+      g_string_append_printf (o, ", \"rss_growth_kb\": %" G_GINT64_FORMAT,
+          (gint64) r->rss_end_kb - (gint64) r->rss_warm_kb);
+    } else {
+      g_string_append (o, ", \"rss_warm_kb\": null, \"rss_max_kb\": null, "
+          "\"rss_growth_kb\": null");
+    }
+    json_int (o, "rss_end_kb", r->rss_end_kb);
   }
   json_int (o, "decode_tokens", r->decode_tokens);
   json_number (o, "window_s", r->window_s);
@@ -706,8 +741,10 @@ print_streams_header (void)
 {
   g_print ("| model | type | th | kv | streams | mode | test | t/s | t/s per stream "
       "| ITL ms p50 | ITL ms p95 | pp-N limit t/s | of limit | TTFT ms p50 | TTFT ms p95 "
-      "| rows/forward | stream t/s min..max | peak RSS MiB | KV MiB |\n");
-  g_print ("|---|---|--:|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+      "| rows/forward | stream t/s min..max of mean | peak RSS MiB | KV MiB "
+      "| RSS MiB warm / max / end | RSS growth KiB | t/s of each stream |\n");
+  g_print ("|---|---|--:|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:"
+      "|--:|--:|---|\n");
 }
 
 /* "-" where a figure does not apply or could not be had. */
@@ -729,22 +766,70 @@ print_streams_row (const ModelInfo *info, const Setting *s, const StreamsRow *ro
   g_autofree char *rpf = fmt_or_dash ("%.2f", r->forwards ? (double) r->rows / r->forwards
       : NAN);
   g_autofree char *spread = sched
-      ? g_strdup_printf ("%.2f..%.2f", r->rate_min_rel, r->rate_max_rel) : g_strdup ("-");
+      ? g_strdup_printf ("%.2f..%.2f", r->rate_min_frac, r->rate_max_frac) : g_strdup ("-");
+  /* Lock-step has no window to sample; a window that ended before every
+   * stream was warm has no warm figure to compare with. */
+  g_autofree char *rss = NULL, *growth = NULL;
+  if (sched && isfinite (r->warm_s)) {
+    rss = g_strdup_printf ("%.1f / %.1f / %.1f", r->rss_warm_kb / 1024.0,
+        r->rss_max_kb / 1024.0, r->rss_end_kb / 1024.0);
+    growth = g_strdup_printf ("%+" G_GINT64_FORMAT,
+        (gint64) r->rss_end_kb - (gint64) r->rss_warm_kb);
+  } else {
+    rss = sched ? g_strdup_printf ("- / - / %.1f", r->rss_end_kb / 1024.0) : g_strdup ("-");
+    growth = g_strdup ("-");
+  }
+  g_autoptr (GString) each = g_string_new (sched ? NULL : "-");
+  for (guint i = 0; sched && i < row->n_streams; i++)
+    g_string_append_printf (each, "%s%.2f", i ? " " : "", r->stream_tokens_per_s[i]);
   g_print ("| %s | %s | %u | %s | %u | %s | pp%u+tg%u | %.1f | %.2f | %.2f | %.2f | %s | %s "
-      "| %s | %s | %s | %s | %.0f | %.1f |\n", info->name, info->type, s->threads,
-      llm_kv_type_name (s->kv_type), row->n_streams, streams_mode_name (row->mode),
+      "| %s | %s | %s | %s | %.0f | %.1f | %s | %s | %s |\n", info->name, info->type,
+      s->threads, llm_kv_type_name (s->kv_type), row->n_streams, streams_mode_name (row->mode),
       s->n_prompt, s->n_gen, r->tg_tokens_per_s, r->tg_tokens_per_s / row->n_streams,
       r->itl_ms_p50, r->itl_ms_p95, limit, frac, t50, t95, rpf, spread,
-      row->peak_rss / 1048576.0, r->kv_bytes / 1048576.0);
+      row->peak_rss / 1048576.0, r->kv_bytes / 1048576.0, rss, growth, each->str);
   fflush (stdout);
 }
 
+/* Whether a scheduler run meets --max-rate-deviation and
+ * --max-rss-growth; says why not on stderr. */
+static gboolean
+streams_stable (const Options *o, const StreamsRow *row)
+{
+  const BenchStreamsResult *r = &row->r;
+  gboolean ok = TRUE;
+  if (o->max_rate_deviation > 0 && (r->rate_min_frac < 1 - o->max_rate_deviation
+          || r->rate_max_frac > 1 + o->max_rate_deviation)) {
+    g_printerr ("gst-llm-bench: %u streams: stream rates %.3f..%.3f of their mean, beyond "
+        "--max-rate-deviation %g\n", row->n_streams, r->rate_min_frac, r->rate_max_frac,
+        o->max_rate_deviation);
+    ok = FALSE;
+  }
+  if (o->max_rss_growth_kb >= 0) {
+    const gint64 growth = (gint64) r->rss_end_kb - (gint64) r->rss_warm_kb;
+    if (!isfinite (r->warm_s)) {
+      g_printerr ("gst-llm-bench: %u streams: the window ended before every stream had "
+          "answered a whole response, so RSS growth after warm-up is unknown; give a "
+          "longer --duration\n", row->n_streams);
+      ok = FALSE;
+    } else if (growth > o->max_rss_growth_kb) {
+      g_printerr ("gst-llm-bench: %u streams: RSS grew by %" G_GINT64_FORMAT " KiB after "
+          "warm-up (%.1f s), beyond --max-rss-growth %" G_GINT64_FORMAT "\n", row->n_streams,
+          growth, r->warm_s, o->max_rss_growth_kb);
+      ok = FALSE;
+    }
+  }
+  return ok;
+}
+
 /* Both modes at every N of --streams for one setting; FALSE after the
- * first failure (printed). */
+ * first failure (printed), or when a scheduler run is not stable by the
+ * checks asked for (the other N still run). */
 static gboolean
 run_streams (LlmModel *model, const ModelInfo *info, const Setting *s, const Options *o,
     GArray *streams)
 {
+  gboolean stable = TRUE;
   for (guint i = 0; i < streams->len; i++) {
     BenchStreamsSetting bs = {
       .n_streams = g_array_index (streams, guint, i),
@@ -764,6 +849,7 @@ run_streams (LlmModel *model, const ModelInfo *info, const Setting *s, const Opt
         g_printerr ("gst-llm-bench: %s: %u streams, %s: %s\n", info->name, bs.n_streams,
             streams_mode_name (mode), error->message);
         g_error_free (error);
+        bench_streams_result_clear (&row.r);
         return FALSE;
       }
       row.peak_rss = peak_rss_bytes ();
@@ -774,9 +860,12 @@ run_streams (LlmModel *model, const ModelInfo *info, const Setting *s, const Opt
         print_streams_json (model, info, s, &row);
       else
         print_streams_row (info, s, &row);
+      if (mode == BENCH_STREAMS_SCHEDULER && !streams_stable (o, &row))
+        stable = FALSE;
+      bench_streams_result_clear (&row.r);
     }
   }
-  return TRUE;
+  return stable;
 }
 
 /* --- main --- */
@@ -826,8 +915,20 @@ static const char *summary =
     "             holds the prefills of the prompts that arrived (rows_per_s in\n"
     "             JSON counts both). TTFT counts the prompts after each stream's\n"
     "             first; rows/forward comes from the engine's batch counts (prompt\n"
-    "             rows included); the spread is the slowest and fastest stream's\n"
-    "             t/s over the mean. 'of limit' compares with lockstep's pp-N.\n"
+    "             rows included); each stream's t/s is its decode tokens over the\n"
+    "             window, and the spread is the slowest and fastest of them over\n"
+    "             their mean (stream_rate_min_frac, stream_rate_max_frac). 'of\n"
+    "             limit' compares with lockstep's pp-N. ITL and TTFT percentiles\n"
+    "             come from fixed-size histograms (within 1.6%), so a long run's\n"
+    "             own bookkeeping does not grow its memory. RSS is sampled every\n"
+    "             0.1 s: at the end of warm-up (every stream has answered a whole\n"
+    "             -n response, so every KV cache has its full size, and a tenth\n"
+    "             of --duration has passed; warm_s), its maximum from then on and\n"
+    "             at the window's end; rss_growth_kb is end minus warm, which a\n"
+    "             steady server keeps near 0 however long it runs.\n"
+    "             --max-rate-deviation 0.25 and --max-rss-growth KIB make the run\n"
+    "             fail (exit 1) when a stream's t/s is more than 25% off the mean\n"
+    "             or RSS grew by more than KIB after warm-up.\n"
     "             --max-batch-wait sets the engine's option of that name: how\n"
     "             long a lone step waits for the other streams' steps.\n"
     "Peak RSS and KV bytes are per run; each run has an engine of its own.\n"
@@ -853,7 +954,7 @@ usage_error (GError *error)
 int
 main (int argc, char **argv)
 {
-  Options o = { .reps = 5, .seed = 42, .bandwidth_mib = 512 };
+  Options o = { .reps = 5, .seed = 42, .bandwidth_mib = 512, .max_rss_growth_kb = -1 };
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &o.models,
       "GGUF model to measure (repeat for several)", "FILE" },
@@ -879,6 +980,11 @@ main (int argc, char **argv)
       "Streams decoding at once on one engine, instead of one (see above)", "N[,N...]" },
     { "duration", 0, 0, G_OPTION_ARG_DOUBLE, &o.duration,
       "With --streams: the scheduler's window in seconds (default: by tokens)", "SECONDS" },
+    { "max-rate-deviation", 0, 0, G_OPTION_ARG_DOUBLE, &o.max_rate_deviation,
+      "With --streams: exit 1 if a stream's t/s is further than FRAC from the mean",
+      "FRAC" },
+    { "max-rss-growth", 0, 0, G_OPTION_ARG_INT64, &o.max_rss_growth_kb,
+      "With --streams: exit 1 if RSS grows by more than KIB after warm-up", "KIB" },
     { "max-batch-wait", 0, 0, G_OPTION_ARG_INT, &o.max_batch_wait_us,
       "With --streams: how long a lone step waits for company, us (default 0)", "US" },
     { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &o.bandwidth_mib,
@@ -974,8 +1080,9 @@ bench_main (const Options *opt)
       return 2;
     }
   }
-  if (o.duration < 0 || o.max_batch_wait_us < 0) {
-    g_printerr ("gst-llm-bench: --duration and --max-batch-wait must not be negative\n");
+  if (o.duration < 0 || o.max_batch_wait_us < 0 || o.max_rate_deviation < 0) {
+    g_printerr ("gst-llm-bench: --duration, --max-batch-wait and --max-rate-deviation must "
+        "not be negative\n");
     return 2;
   }
   if (has_zero (threads)) {

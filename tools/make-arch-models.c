@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "gguf-writer.h"
 #include "model.h"
+#include "model-private.h"
 
 /* The kinds of matrices a model may store in different types. */
 typedef enum {

@@ -25,6 +25,7 @@
  * Threads share a product by claiming blocks of rows from a counter. */
 #include "gemm-avx2.h"
 #include "gemm-common.h"
+#include "threadpool.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -820,32 +821,11 @@ RL_TILES_4 (K_RL_M, rl_q6_K, 16, 2, 0)
 
 /* --- scratch ------------------------------------------------------------ */
 
-/* Per thread, grown as needed and kept for the next product. */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-static void
-scratch_key_init (void)
-{
-  pthread_key_create (&scratch_key, free);
-}
-
+/* The pool slot's, so it is bounded by the pool (threadpool.h). */
 void *
 llm_gemm_scratch (size_t bytes)
 {
-  pthread_once (&scratch_once, scratch_key_init);
-  size_t *blk = pthread_getspecific (scratch_key);
-  if (blk == NULL || blk[0] < bytes) {
-    free (blk);
-    blk = NULL;
-    if (posix_memalign ((void **) &blk, 64, 64 + bytes) != 0)
-      blk = NULL;
-    pthread_setspecific (scratch_key, blk);
-    if (blk == NULL)
-      return NULL;
-    blk[0] = bytes;
-  }
-  return (uint8_t *) blk + 64;
+  return llm_threadpool_scratch (bytes);
 }
 
 static void

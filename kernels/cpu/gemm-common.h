@@ -18,8 +18,8 @@
 #define INLINE static inline __attribute__ ((always_inline))
 #endif
 
-/* At least @bytes, 64-byte aligned, or NULL; per thread, grown as needed
- * and kept for the next product (gemm-avx2.c). */
+/* At least @bytes, 64-byte aligned, or NULL: the running pool slot's
+ * scratch (llm_threadpool_scratch), kept for the next product. */
 void *llm_gemm_scratch (size_t bytes);
 
 /* --- drivers ------------------------------------------------------------

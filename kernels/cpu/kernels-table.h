@@ -12,12 +12,30 @@
 /* Weight type ids are below this (LlmType: BF16 is 30). */
 #define LLM_CPU_N_WTYPES 32
 
+/* y[t * ldy + r] for rows [r0, r1) of a prepared matrix (q4_0x16.h's
+ * contract, which every prepared layout shares). */
+typedef bool (*LlmPreparedFn) (size_t n, const void *prepared, size_t rows, size_t r0,
+    size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
+    atomic_size_t *next, size_t step);
+
+/* A layout the kernels want weights in, made once at load. */
+typedef struct {
+  size_t tile_rows;
+  size_t (*bytes) (uint32_t wtype, size_t rows, size_t n);
+  void (*pack) (uint32_t wtype, const void *w, size_t row_bytes, size_t rows, size_t n,
+      size_t tile0, size_t tile1, void *out);
+  /* Row r back in the file's bytes. */
+  void (*unpack_row) (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out);
+  LlmPreparedFn run;
+} LlmCpuLayout;
+
 typedef struct {
   LlmConvertFn convert;   /* always set for a supported type */
   LlmDotFn dot;           /* always set */
   LlmDot4Fn dot4;         /* or NULL */
   LlmMatvecFn matvec;     /* or NULL: dot per row */
   LlmGemmFn gemm;         /* or NULL: dot4/dot per row */
+  LlmCpuLayout prepared;  /* .run NULL: the file's layout is used as it is */
 } LlmCpuWeightKernels;
 
 struct _LlmCpuKernels {

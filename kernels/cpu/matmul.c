@@ -22,6 +22,8 @@
 #include "gemm-avx512.h"
 #include "matmul-avx2.h"
 #include "quantize.h"
+#include "q4_0x16.h"
+#include "kquants-x8.h"
 
 #include <pthread.h>
 
@@ -326,6 +328,60 @@ kind_of (uint32_t wtype)
 static LlmCpuKernels tables[LLM_CPU_N_ISA];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
+/* q4_0x16.h's functions in the shape every prepared layout has. */
+static size_t
+q4_0x16_bytes (uint32_t wtype, size_t rows, size_t n)
+{
+  (void) wtype;
+  return llm_q4_0x16_bytes (rows, n);
+}
+
+static void
+q4_0x16_pack (uint32_t wtype, const void *w, size_t row_bytes, size_t rows, size_t n,
+    size_t tile0, size_t tile1, void *out)
+{
+  (void) wtype;
+  llm_q4_0x16_pack (w, row_bytes, rows, n, tile0, tile1, out);
+}
+
+static void
+q4_0x16_unpack_row (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out)
+{
+  (void) wtype;
+  llm_q4_0x16_unpack_row (prepared, n, r, out);
+}
+
+/* The layout @isa's kernels want @wtype weights in, prepared once at
+ * load: one kernel family then serves a decode step and a prefill alike
+ * from the same bytes, with no per-call repacking. The scalar table keeps
+ * the file's layout: it is the reference the prepared kernels are
+ * checked against. */
+static LlmCpuLayout
+prepared_layout (LlmCpuIsa isa, uint32_t wtype)
+{
+  LlmCpuLayout none = { 0 };
+  LlmPreparedFn run = NULL;
+  if (wtype == LLM_TYPE_Q4_0) {
+    if (isa == LLM_CPU_ISA_AVX512)
+      run = llm_avx512_q4_0x16_fn ();
+    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
+      run = llm_avx2_q4_0x16_fn ();
+    if (run != NULL)
+      return (LlmCpuLayout) { LLM_Q4_0X16_ROWS, q4_0x16_bytes, q4_0x16_pack,
+        q4_0x16_unpack_row, run };
+  }
+  if (llm_kx8_block_bytes (wtype) > 0) {
+    if (isa == LLM_CPU_ISA_AVX512)
+      run = llm_avx512_kx8_fn (wtype);
+    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
+      run = llm_avx2_kx8_fn (wtype);
+    if (run != NULL)
+      return (LlmCpuLayout) { LLM_KX8_ROWS, llm_kx8_bytes, llm_kx8_pack, llm_kx8_unpack_row,
+        run };
+  }
+  return none;
+}
+
 /* Each table starts from the reference kernels and takes every faster
  * kernel its instruction set has; they give the same bits or (where
  * matmul.h says so) the same exact integer sums. */
@@ -354,6 +410,7 @@ fill_table (LlmCpuKernels *t, LlmCpuIsa isa)
     if (isa >= LLM_CPU_ISA_AVX512 && llm_avx512_gemm_fn (k->wtype) != NULL)
       w->gemm = llm_avx512_gemm_fn (k->wtype);
 #endif
+    w->prepared = prepared_layout (isa, k->wtype);
   }
 }
 
@@ -527,4 +584,64 @@ llm_dequantize_row (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
   assert (k != NULL);
   if (k != NULL)
     k->expand ((const uint8_t *) w + r * row_bytes, out, n);
+}
+
+/* --- weights in a prepared layout --- */
+
+size_t
+llm_prepared_bytes (const LlmCpuKernels *kern, uint32_t wtype, size_t rows, size_t n)
+{
+  const LlmCpuWeightKernels *wk = kind_of (wtype) ? &kern->w[wtype] : NULL;
+  return wk != NULL && wk->prepared.run != NULL ? wk->prepared.bytes (wtype, rows, n) : 0;
+}
+
+size_t
+llm_prepared_tile_rows (const LlmCpuKernels *kern, uint32_t wtype)
+{
+  const LlmCpuWeightKernels *wk = kind_of (wtype) ? &kern->w[wtype] : NULL;
+  return wk != NULL && wk->prepared.run != NULL ? wk->prepared.tile_rows : 0;
+}
+
+void
+llm_prepare_tiles (const LlmCpuKernels *kern, uint32_t wtype, const void *w, size_t row_bytes,
+    size_t rows, size_t n, size_t tile0, size_t tile1, void *out)
+{
+  const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
+  assert (wk != NULL && wk->prepared.run != NULL);
+  if (wk != NULL && wk->prepared.run != NULL)
+    wk->prepared.pack (wtype, w, row_bytes, rows, n, tile0, tile1, out);
+}
+
+bool
+llm_matmul_prepared (const LlmCpuKernels *kern, uint32_t wtype, const void *prepared,
+    size_t rows, size_t n, size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok,
+    float *y, size_t ldy, atomic_size_t *next, size_t step)
+{
+  const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
+  assert (wk != NULL && wk->prepared.run != NULL);
+  if (wk == NULL || wk->prepared.run == NULL)
+    return false;
+  return wk->prepared.run (n, prepared, rows, r0, r1, xq, xs, n_tok, y, ldy, next, step);
+}
+
+bool
+llm_dequantize_prepared_row (const LlmCpuKernels *kern, uint32_t wtype, const void *prepared,
+    size_t n, size_t r, float *out)
+{
+  const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
+  const WeightKind *k = kind_of (wtype);
+  uint64_t row_bytes;
+  assert (wk != NULL && wk->prepared.run != NULL);
+  if (wk == NULL || wk->prepared.run == NULL || !llm_type_row_bytes (wtype, n, &row_bytes))
+    return false;
+  /* One row of blocks: on the stack up to widths of 29k Q4_0 values. */
+  uint8_t stack[16384];
+  uint8_t *blocks = row_bytes <= sizeof stack ? stack : malloc (row_bytes);
+  if (blocks == NULL)
+    return false;
+  wk->prepared.unpack_row (wtype, prepared, n, r, blocks);
+  k->expand (blocks, out, n);
+  if (blocks != stack)
+    free (blocks);
+  return true;
 }

@@ -72,6 +72,31 @@ void llm_matmul_shared (const LlmCpuKernels *kern, uint32_t wtype, const void *w
     size_t row_bytes, size_t n, size_t r0, size_t r1, const void *xq, size_t xq_stride,
     size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step);
 
+/* Weights in the layout a table's kernels prefer, made once at load (the
+ * Q4_0 16-row tiles of q4_0x16.h on the AVX2 and AVX-512 tables): one
+ * kernel then serves any number of tokens from it, with nothing repacked
+ * per call. 0 bytes: @kern uses the file's layout for @wtype as it is. */
+size_t llm_prepared_bytes (const LlmCpuKernels *kern, uint32_t wtype, size_t rows, size_t n);
+/* Rows per tile of that layout; llm_prepare_tiles packs whole tiles. */
+size_t llm_prepared_tile_rows (const LlmCpuKernels *kern, uint32_t wtype);
+/* Packs row tiles [tile0, tile1) of the file's @rows x @n matrix @w into
+ * their place in @out (llm_prepared_bytes); disjoint ranges may be packed
+ * by several threads at once. */
+void llm_prepare_tiles (const LlmCpuKernels *kern, uint32_t wtype, const void *w,
+    size_t row_bytes, size_t rows, size_t n, size_t tile0, size_t tile1, void *out);
+/* llm_matmul_shared over a prepared matrix, for any @n_tok including 1:
+ * y[t * ldy + r] for r in [r0, r1) (r0 a multiple of the tile rows),
+ * claiming @step rows (a multiple of 16) at a time from *@next, or all of
+ * them when @next is NULL. A row's result does not depend on @n_tok or on
+ * the claims. false only if kernel scratch memory ran out. */
+bool llm_matmul_prepared (const LlmCpuKernels *kern, uint32_t wtype, const void *prepared,
+    size_t rows, size_t n, size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok,
+    float *y, size_t ldy, atomic_size_t *next, size_t step);
+/* Row @r of a prepared matrix as floats (embedding lookups of a packed
+ * table); false if memory for a very wide row ran out. */
+bool llm_dequantize_prepared_row (const LlmCpuKernels *kern, uint32_t wtype,
+    const void *prepared, size_t n, size_t r, float *out);
+
 /* Dequantizes weight row @r into @out (n floats): embedding lookups. */
 void llm_dequantize_row (uint32_t wtype, const void *w, size_t row_bytes, size_t n,
     size_t r, float *out);

@@ -58,10 +58,20 @@ typedef struct {
   int ith;
 } Worker;
 
+/* Kernel scratch of one slot, 64-byte aligned. */
+typedef struct {
+  void *p;
+  size_t bytes;
+} SlotScratch;
+
+/* The slot the task call running on this thread has, if any. */
+static _Thread_local SlotScratch *current_scratch;
+
 struct LlmThreadPool {
   int n_threads;
   pthread_t *threads;
   Worker *workers;
+  SlotScratch *scratch;  /* [n_threads] */
 
   /* Written by the caller before the run word that publishes them. */
   LlmTaskFn fn;
@@ -72,6 +82,7 @@ struct LlmThreadPool {
   _Atomic uint64_t run;
   _Atomic int n_done;    /* slots finished in this run */
   _Atomic int workers_sleeping;
+  _Atomic int resting;   /* llm_threadpool_rest: sleep now, do not poll */
   _Atomic int caller_sleeping;
 
   pthread_mutex_t mutex;
@@ -92,12 +103,14 @@ typedef bool (*ReadyFn) (LlmThreadPool *pool, uint32_t arg);
 /* Waits until @ready holds (true) or about SPIN_NS pass (false). The clock
  * is read every 64 polls, not on the fast path. */
 static bool
-spin_until (ReadyFn ready, LlmThreadPool *pool, uint32_t arg)
+spin_until (ReadyFn ready, LlmThreadPool *pool, uint32_t arg, bool may_rest)
 {
   int64_t t0 = 0, last_yield = 0;
   for (unsigned i = 1;; i++) {
     if (ready (pool, arg))
       return true;
+    if (may_rest && atomic_load_explicit (&pool->resting, memory_order_relaxed))
+      return false;
     cpu_relax ();
     if ((i & 63) == 0) {
       const int64_t t = now_ns ();
@@ -129,7 +142,7 @@ all_done (LlmThreadPool *pool, uint32_t unused)
 static void
 wait_for_generation (LlmThreadPool *pool, uint32_t seen)
 {
-  if (spin_until (new_generation, pool, seen))
+  if (spin_until (new_generation, pool, seen, true))
     return;
   pthread_mutex_lock (&pool->mutex);
   atomic_fetch_add (&pool->workers_sleeping, 1);
@@ -166,12 +179,25 @@ finish_slots (LlmThreadPool *pool, int n)
   }
 }
 
+/* Calls @fn for @slot with that slot's scratch current, so kernel
+ * scratch belongs to the pool's slots and not to every thread that ever
+ * led a run (many stream threads take turns leading an engine's runs). */
+static void
+run_slot (LlmThreadPool *pool, LlmTaskFn fn, void *ctx, int slot, int nth)
+{
+  SlotScratch *outer = current_scratch;
+  current_scratch = &pool->scratch[slot];
+  fn (ctx, slot, nth);
+  current_scratch = outer;
+}
+
 static void *
 worker_main (void *data)
 {
   Worker *w = data;
   LlmThreadPool *pool = w->pool;
   uint32_t seen = 0;
+
 
   for (;;) {
     wait_for_generation (pool, seen);
@@ -182,7 +208,7 @@ worker_main (void *data)
      * run, which cannot end (and be replaced) before this slot finishes. */
     int slot;
     while ((slot = claim_slot (pool, seen)) >= 0) {
-      pool->fn (pool->ctx, slot, pool->n_threads);
+      run_slot (pool, pool->fn, pool->ctx, slot, pool->n_threads);
       finish_slots (pool, 1);
     }
   }
@@ -194,6 +220,7 @@ static void
 publish (LlmThreadPool *pool, uint32_t slots_taken)
 {
   pool->generation++;
+  atomic_store_explicit (&pool->resting, 0, memory_order_relaxed);
   atomic_store (&pool->run, ((uint64_t) pool->generation << 32) | slots_taken);
   if (atomic_load (&pool->workers_sleeping)) {
     pthread_mutex_lock (&pool->mutex);
@@ -235,6 +262,7 @@ llm_threadpool_new (int n_threads)
   atomic_init (&pool->run, 0);
   atomic_init (&pool->n_done, 0);
   atomic_init (&pool->workers_sleeping, 0);
+  atomic_init (&pool->resting, 0);
   atomic_init (&pool->caller_sleeping, 0);
   pthread_mutex_init (&pool->mutex, NULL);
   pthread_cond_init (&pool->wake_workers, NULL);
@@ -242,7 +270,8 @@ llm_threadpool_new (int n_threads)
 
   pool->threads = calloc ((size_t) n_threads, sizeof *pool->threads);
   pool->workers = calloc ((size_t) n_threads, sizeof *pool->workers);
-  if (pool->threads == NULL || pool->workers == NULL) {
+  pool->scratch = calloc ((size_t) n_threads, sizeof *pool->scratch);
+  if (pool->threads == NULL || pool->workers == NULL || pool->scratch == NULL) {
     pool->n_threads = 1;
     llm_threadpool_free (pool);
     return NULL;
@@ -275,6 +304,10 @@ llm_threadpool_free (LlmThreadPool *pool)
   pthread_cond_destroy (&pool->wake_caller);
   pthread_cond_destroy (&pool->wake_workers);
   pthread_mutex_destroy (&pool->mutex);
+  if (pool->scratch != NULL)
+    for (int i = 0; i < pool->n_threads; i++)
+      free (pool->scratch[i].p);
+  free (pool->scratch);
   free (pool->workers);
   free (pool->threads);
   free (pool);
@@ -290,7 +323,7 @@ void
 llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx)
 {
   if (pool->n_threads == 1) {
-    fn (ctx, 0, 1);
+    run_slot (pool, fn, ctx, 0, 1);
     return;
   }
 
@@ -299,15 +332,15 @@ llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx)
   atomic_store_explicit (&pool->n_done, 0, memory_order_relaxed);
   publish (pool, 1);
 
-  fn (ctx, 0, pool->n_threads);
+  run_slot (pool, fn, ctx, 0, pool->n_threads);
   int mine = 1, slot;
   while ((slot = claim_slot (pool, pool->generation)) >= 0) {
-    fn (ctx, slot, pool->n_threads);
+    run_slot (pool, fn, ctx, slot, pool->n_threads);
     mine++;
   }
   finish_slots (pool, mine);
 
-  if (!spin_until (all_done, pool, 0)) {
+  if (!spin_until (all_done, pool, 0, false)) {
     pthread_mutex_lock (&pool->mutex);
     atomic_store (&pool->caller_sleeping, 1);
     while (!all_done (pool, 0))
@@ -324,4 +357,62 @@ llm_split_range (size_t n, int ith, int nth, size_t *begin, size_t *end)
   const size_t chunk = n / t, rem = n % t;
   *begin = k * chunk + (k < rem ? k : rem);
   *end = *begin + chunk + (k < rem ? 1 : 0);
+}
+
+/* Outside a pool run (tests, tools calling kernels directly) the calling
+ * thread's own buffer serves. */
+static pthread_key_t thread_scratch_key;
+static pthread_once_t thread_scratch_once = PTHREAD_ONCE_INIT;
+
+static void
+free_thread_scratch (void *data)
+{
+  SlotScratch *s = data;
+  free (s->p);
+  free (s);
+}
+
+static void
+thread_scratch_key_init (void)
+{
+  pthread_key_create (&thread_scratch_key, free_thread_scratch);
+}
+
+static SlotScratch *
+thread_scratch (void)
+{
+  pthread_once (&thread_scratch_once, thread_scratch_key_init);
+  SlotScratch *s = pthread_getspecific (thread_scratch_key);
+  if (s == NULL) {
+    s = calloc (1, sizeof *s);
+    if (s != NULL && pthread_setspecific (thread_scratch_key, s) != 0) {
+      free (s);
+      s = NULL;
+    }
+  }
+  return s;
+}
+
+void
+llm_threadpool_rest (LlmThreadPool *pool)
+{
+  atomic_store_explicit (&pool->resting, 1, memory_order_relaxed);
+}
+
+void *
+llm_threadpool_scratch (size_t bytes)
+{
+  SlotScratch *s = current_scratch != NULL ? current_scratch : thread_scratch ();
+  if (s == NULL)
+    return NULL;
+  if (s->p == NULL || s->bytes < bytes) {
+    free (s->p);
+    s->bytes = 0;
+    if (posix_memalign (&s->p, 64, bytes > 0 ? bytes : 64) != 0) {
+      s->p = NULL;
+      return NULL;
+    }
+    s->bytes = bytes;
+  }
+  return s->p;
 }

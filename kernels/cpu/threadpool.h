@@ -30,6 +30,20 @@ int llm_threadpool_n_threads (const LlmThreadPool *pool);
  * time per pool. */
 void llm_threadpool_run (LlmThreadPool *pool, LlmTaskFn fn, void *ctx);
 
+/* A burst of runs is over (a forward pass ended): the workers sleep now
+ * instead of polling for the next run, so the cores go to the threads
+ * that use the results (on two cores a polling worker would keep the
+ * next stream's thread from running). The next run wakes them. */
+void llm_threadpool_rest (LlmThreadPool *pool);
+
+/* At least @bytes of scratch, 64-byte aligned, for the task call running
+ * now: each pool slot (ith) keeps one buffer, grown as needed, for the
+ * pool's life, so kernel scratch is bounded by the pool and not by how
+ * many threads have led runs. Outside a run, the calling thread's own
+ * buffer. NULL if memory ran out. The next call on this thread in the
+ * same slot may return the same memory. */
+void *llm_threadpool_scratch (size_t bytes);
+
 /* Splits [0, n) into nth near-equal ranges; range of thread @ith. */
 void llm_split_range (size_t n, int ith, int nth, size_t *begin, size_t *end);
 
