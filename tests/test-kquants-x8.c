@@ -211,26 +211,32 @@ START_TEST (test_packed_sizes_stay_within_three_percent_of_the_blocks)
 }
 END_TEST
 
+/* Packs @w (@rows x @n of @wtype, @rb bytes a row) and asserts that every
+ * row unpacks to its bytes exactly. Frees @w. */
+static void
+check_round_trip (uint32_t wtype, uint8_t *w, size_t rb, size_t rows, size_t n)
+{
+  uint8_t *p = pack_all (wtype, w, rb, rows, n);
+  uint8_t *back = g_malloc (rb);
+  for (size_t r = 0; r < rows; r++) {
+    llm_kx8_unpack_row (wtype, p, n, r, back);
+    ck_assert_msg (memcmp (back, w + r * rb, rb) == 0, "%s %zux%zu: row %zu differs",
+        llm_type_name (wtype), rows, n, r);
+  }
+  g_free (back);
+  free (p);
+  g_free (w);
+}
+
 START_TEST (test_unpack_row_gives_back_the_original_bytes)
 {
   llm_test_rng_seed (1);
   for (size_t ti = 0; ti < N_OF (k_types); ti++)
     for (size_t ri = 0; ri < N_OF (k_rows); ri++)
       for (size_t wi = 0; wi < N_OF (k_widths); wi++) {
-        const uint32_t wtype = k_types[ti];
-        const size_t rows = k_rows[ri], n = k_widths[wi];
         size_t rb;
-        uint8_t *w = random_weights (wtype, rows, n, &rb);
-        uint8_t *p = pack_all (wtype, w, rb, rows, n);
-        uint8_t *back = g_malloc (rb);
-        for (size_t r = 0; r < rows; r++) {
-          llm_kx8_unpack_row (wtype, p, n, r, back);
-          ck_assert_msg (memcmp (back, w + r * rb, rb) == 0, "%s %zux%zu: row %zu differs",
-              llm_type_name (wtype), rows, n, r);
-        }
-        g_free (back);
-        free (p);
-        g_free (w);
+        uint8_t *w = random_weights (k_types[ti], k_rows[ri], k_widths[wi], &rb);
+        check_round_trip (k_types[ti], w, rb, k_rows[ri], k_widths[wi]);
       }
 }
 END_TEST
@@ -241,21 +247,11 @@ START_TEST (test_unpack_row_gives_back_random_bytes)
 {
   llm_test_rng_seed (2);
   for (size_t ti = 0; ti < N_OF (k_types); ti++) {
-    const uint32_t wtype = k_types[ti];
-    const size_t rows = 23, n = 768, rb = 3 * block_bytes_of (wtype);
+    const size_t rows = 23, n = 768, rb = 3 * block_bytes_of (k_types[ti]);
     uint8_t *w = g_malloc (rows * rb);
     for (size_t i = 0; i < rows * rb; i++)
       w[i] = (uint8_t) llm_test_rng_next ();
-    uint8_t *p = pack_all (wtype, w, rb, rows, n);
-    uint8_t *back = g_malloc (rb);
-    for (size_t r = 0; r < rows; r++) {
-      llm_kx8_unpack_row (wtype, p, n, r, back);
-      ck_assert_msg (memcmp (back, w + r * rb, rb) == 0, "%s: row %zu differs",
-          llm_type_name (wtype), r);
-    }
-    g_free (back);
-    free (p);
-    g_free (w);
+    check_round_trip (k_types[ti], w, rb, rows, n);
   }
 }
 END_TEST
