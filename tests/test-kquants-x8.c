@@ -46,12 +46,7 @@ random_weights (uint32_t wtype, size_t rows, size_t n, size_t *row_bytes)
     for (size_t i = 0; i < n; i++)
       f[i] = llm_test_rng_float () * scale + (r % 3 == 0 ? 0.3f * scale : 0.0f);
     void *row = w + r * *row_bytes;
-    if (wtype == LLM_TYPE_Q4_K)
-      llm_quantize_row_q4_K (f, row, n);
-    else if (wtype == LLM_TYPE_Q5_K)
-      llm_quantize_row_q5_K (f, row, n);
-    else
-      llm_quantize_row_q6_K (f, row, n);
+    llm_quantize_row_kquant (wtype, f, row, n);
   }
   g_free (f);
   return w;

@@ -125,12 +125,7 @@ random_matrix (uint32_t wtype, size_t rows, size_t n, size_t rb, GRand *rand)
     for (size_t i = 0; i < n; i++)
       f[i] = (float) g_rand_double_range (rand, -0.05, 0.05);
     void *row = w + r * rb;
-    if (wtype == LLM_TYPE_Q4_K)
-      llm_quantize_row_q4_K (f, row, n);
-    else if (wtype == LLM_TYPE_Q5_K)
-      llm_quantize_row_q5_K (f, row, n);
-    else
-      llm_quantize_row_q6_K (f, row, n);
+    llm_quantize_row_kquant (wtype, f, row, n);
   }
   g_free (f);
   return w;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "quantize.h"
+#include "claim.h"
 
 #ifndef INLINE
 #define INLINE static inline __attribute__ ((always_inline))
@@ -22,26 +23,7 @@
  * scratch (llm_threadpool_scratch), kept for the next product. */
 void *llm_gemm_scratch (size_t bytes);
 
-/* --- drivers ------------------------------------------------------------
- * Rows are claimed @step at a time from *@next (which starts at r0) when
- * it is not NULL, so several threads can share one product; with NULL the
- * caller takes all of [r0, r1). */
-
-INLINE bool
-claim (atomic_size_t *next, size_t step, size_t r1, size_t *ra, size_t *rb, bool *first)
-{
-  if (next == NULL) {
-    if (!*first)
-      return false;
-    *first = false;
-    return *ra < r1;
-  }
-  *ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
-  if (*ra >= r1)
-    return false;
-  *rb = *ra + step < r1 ? *ra + step : r1;
-  return true;
-}
+/* --- drivers (rows are shared through claim.h) ------------------------ */
 
 /* Tokens in the next tile with @left to go: RN, but never a lone token at
  * the end (3 + 1 becomes 2 + 2), which would run at a fraction of the

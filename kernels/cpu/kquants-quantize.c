@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "ggml-type.h"
 
 /* ggml's threshold for a group that is all (near) zero. */
 #define GROUP_MAX_EPS 1e-15f
@@ -330,5 +331,23 @@ llm_quantize_row_q6_K (const float *src, LlmBlockQ6_K *dst, size_t n)
             | ((Lh[l + 96] >> 4) << 6));
       }
     }
+  }
+}
+
+bool
+llm_quantize_row_kquant (uint32_t wtype, const float *src, void *dst, size_t n)
+{
+  switch (wtype) {
+    case LLM_TYPE_Q4_K:
+      llm_quantize_row_q4_K (src, dst, n);
+      return true;
+    case LLM_TYPE_Q5_K:
+      llm_quantize_row_q5_K (src, dst, n);
+      return true;
+    case LLM_TYPE_Q6_K:
+      llm_quantize_row_q6_K (src, dst, n);
+      return true;
+    default:
+      return false;
   }
 }

@@ -6,7 +6,9 @@
  * for the same floats. Pure C, no GLib. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kquants.h"
 
@@ -18,6 +20,8 @@ extern "C" {
 void llm_quantize_row_q4_K (const float *src, LlmBlockQ4_K *dst, size_t n);
 void llm_quantize_row_q5_K (const float *src, LlmBlockQ5_K *dst, size_t n);
 void llm_quantize_row_q6_K (const float *src, LlmBlockQ6_K *dst, size_t n);
+/* The one of the three for @wtype (Q4_K, Q5_K or Q6_K); false for others. */
+bool llm_quantize_row_kquant (uint32_t wtype, const float *src, void *dst, size_t n);
 
 #ifdef __cplusplus
 }

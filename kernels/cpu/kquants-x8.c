@@ -8,6 +8,7 @@
  * as they are, Q4_K/Q5_K's 12 bytes of 6-bit scales and mins, go through
  * an exact bijection (96 bits each way). */
 #include "kquants-x8.h"
+#include "claim.h"
 
 #include <assert.h>
 #include <math.h>
@@ -252,21 +253,14 @@ ref_kernel (uint32_t wtype, size_t n, const void *packed, size_t rows, size_t r0
   assert (next == NULL || (step > 0 && step % LLM_KX8_ROWS == 0));
   const size_t nb = n / LLM_QK_K, tb = llm_kx8_block_bytes (wtype);
   size_t ra = r0, rb = r1;
-  for (;;) {
-    if (next != NULL) {
-      ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
-      if (ra >= r1)
-        break;
-      rb = ra + step < r1 ? ra + step : r1;
-    }
+  bool first = true;
+  while (claim (next, step, r1, &ra, &rb, &first)) {
     for (size_t r = ra; r < rb; r++) {
       const uint8_t *tile = (const uint8_t *) packed + r / LLM_KX8_ROWS * nb * tb;
       for (size_t t = 0; t < n_tok; t++)
         y[t * ldy + r] = ref_dot (wtype, nb, tile, (int) (r % LLM_KX8_ROWS),
             (const LlmBlockQ8_K *) ((const uint8_t *) xq + t * xs));
     }
-    if (next == NULL)
-      break;
   }
   return true;
 }

@@ -3,6 +3,7 @@
  * inverse, and the scalar reference kernel over it. Pure C, any CPU; the
  * SIMD kernels are in q4_0x16-avx2.c and q4_0x16-avx512.c. */
 #include "q4_0x16.h"
+#include "claim.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -101,21 +102,14 @@ llm_q4_0x16_ref (size_t n, const void *packed, size_t rows, size_t r0, size_t r1
   (void) rows;
   const size_t nb = n / LLM_QK4_0;
   size_t ra = r0, rb = r1;
-  for (;;) {
-    if (next != NULL) {
-      ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
-      if (ra >= r1)
-        break;
-      rb = ra + step < r1 ? ra + step : r1;
-    }
+  bool first = true;
+  while (claim (next, step, r1, &ra, &rb, &first)) {
     for (size_t r = ra; r < rb; r++) {
       const uint8_t *tile = (const uint8_t *) packed + r / ROWS * nb * PB;
       for (size_t t = 0; t < n_tok; t++)
         y[t * ldy + r] = dot_packed (nb, tile, r % ROWS,
             (const LlmBlockQ8_0 *) ((const uint8_t *) xq + t * xs));
     }
-    if (next == NULL)
-      break;
   }
   return true;
 }
