@@ -190,6 +190,19 @@ llm_test_rng_float (void)
 }
 
 LlmSeq *
+llm_test_standalone_seq (LlmModel *m, const LlmKvConfig *kv, int n_threads, gboolean reference)
+{
+  LlmEngineOptions eo;
+  llm_engine_options_init (&eo);
+  eo.n_threads = n_threads;
+  eo.kernels = reference ? LLM_CPU_KERNELS_SCALAR : LLM_CPU_KERNELS_BEST;
+  GError *error = NULL;
+  LlmSeq *s = llm_seq_new_standalone_with (m, kv, &eo, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  return s;
+}
+
+LlmSeq *
 llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv)
 {
   GError *error = NULL;

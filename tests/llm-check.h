@@ -33,6 +33,11 @@ typedef struct {
 } LlmTestShape;
 gsize llm_test_write_random_llama (const char *path, const LlmTestShape *shape, guint32 type);
 
+/* A sequence on a private engine of @n_threads running the fastest
+ * kernels, or with @reference the scalar ones, or fails the test. */
+LlmSeq *llm_test_standalone_seq (LlmModel *m, const LlmKvConfig *kv, int n_threads,
+    gboolean reference);
+
 /* A new sequence of @e or fails the test. */
 LlmSeq *llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv);
 

@@ -179,13 +179,8 @@ static Agreement
 compare (LlmModel *m, const Golden *g, gboolean reference)
 {
   LlmKvConfig kv = { .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
-  LlmEngineOptions eo;
-  llm_engine_options_init (&eo);
-  eo.n_threads = 2;
-  eo.kernels = reference ? LLM_CPU_KERNELS_SCALAR : LLM_CPU_KERNELS_BEST;
+  g_autoptr (LlmSeq) ctx = llm_test_standalone_seq (m, &kv, 2, reference);
   g_autoptr (GError) error = NULL;
-  g_autoptr (LlmSeq) ctx = llm_seq_new_standalone_with (m, &kv, &eo, &error);
-  ck_assert_msg (ctx != NULL, "%s", error ? error->message : "");
   ck_assert_uint_eq (m->hp.n_vocab, g->n_vocab);
 
   g_autofree float *logits = g_new (float, g->n_vocab);

@@ -188,14 +188,7 @@ static LlmSeq *
 new_context (LlmModel *m, LlmKvType kv_type, gboolean reference)
 {
   LlmKvConfig kv = { .type = kv_type, .policy = LLM_KV_POLICY_FULL, .context_length = 512 };
-  LlmEngineOptions eo;
-  llm_engine_options_init (&eo);
-  eo.n_threads = 1;
-  eo.kernels = reference ? LLM_CPU_KERNELS_SCALAR : LLM_CPU_KERNELS_BEST;
-  g_autoptr (GError) error = NULL;
-  LlmSeq *ctx = llm_seq_new_standalone_with (m, &kv, &eo, &error);
-  ck_assert_msg (ctx != NULL, "%s", error ? error->message : "");
-  return ctx;
+  return llm_test_standalone_seq (m, &kv, 1, reference);
 }
 
 /* Teacher-forced comparison of every step; returns the largest difference. */
