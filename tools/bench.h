@@ -3,7 +3,8 @@
  * engine and prints results, bench-make-model.c writes random-weight
  * models, bench-bandwidth.c measures the memory read bandwidth that bounds
  * decoding, bench-pipeline.c measures through the GStreamer elements,
- * bench-streams.c measures many streams decoding on one engine. */
+ * bench-streams.c measures many streams decoding on one engine,
+ * bench-batch.c what a forward of k rows costs next to a decode step. */
 #pragma once
 
 #include <glib.h>
@@ -122,5 +123,33 @@ gboolean bench_streams_run (LlmModel *model, const BenchStreamsSetting *s,
     BenchStreamsMode mode, BenchStreamsResult *result, GError **error);
 /* Frees what bench_streams_run allocated in @result (success or not). */
 void bench_streams_result_clear (BenchStreamsResult *result);
+
+/* --- bench-batch.c --- */
+
+typedef struct {
+  const guint *sizes;         /* rows per forward to measure, each >= 1 */
+  guint n_sizes;
+  guint depth;                /* tokens in the cache before each forward */
+  guint rounds;               /* rounds of every size in turn */
+  int n_threads;
+  LlmKvType kv_type;
+  guint32 seed;
+  gboolean warmup;
+} BenchBatchSetting;
+
+typedef struct {
+  guint n_rows;
+  double forward_ms;          /* median time of one forward of n_rows rows */
+  double step_ms;             /* the same for one row: a decode step */
+  double rows_per_s;
+  double cost_vs_step;        /* forward_ms / step_ms */
+} BenchBatchResult;
+
+/* Measures a forward of each of @s->sizes rows (every row wanting its
+ * logits) against a decode step on a new engine of @model; @result has
+ * room for @s->n_sizes. FALSE with @error when the engine or an
+ * evaluation fails. */
+gboolean bench_batch_run (LlmModel *model, const BenchBatchSetting *s,
+    BenchBatchResult *result, GError **error);
 
 G_END_DECLS

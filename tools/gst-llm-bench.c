@@ -29,7 +29,7 @@
 
 typedef struct {
   char **models;
-  char **prompt_lens, **gen_lens, **thread_counts, **kv_types, **depths, **streams;
+  char **prompt_lens, **gen_lens, **thread_counts, **kv_types, **depths, **streams, **batch;
   double duration;
   int max_batch_wait_us;
   double max_rate_deviation;  /* 0: no check */
@@ -868,6 +868,51 @@ run_streams (LlmModel *model, const ModelInfo *info, const Setting *s, const Opt
   return stable;
 }
 
+/* --- k rows against a step (--batch) --- */
+
+static void
+print_batch_header (void)
+{
+  g_print ("| model | type | th | kv | depth | rows | ms / forward | step ms | rows/s | x step |\n");
+  g_print ("|---|---|--:|---|--:|--:|--:|--:|--:|--:|\n");
+}
+
+static gboolean
+run_batch (LlmModel *model, const ModelInfo *info, const Setting *s, const Options *o,
+    GArray *sizes)
+{
+  const BenchBatchSetting bs = {
+    .sizes = (const guint *) sizes->data, .n_sizes = sizes->len, .depth = s->depth,
+    .rounds = (guint) o->reps, .n_threads = (int) s->threads, .kv_type = s->kv_type,
+    .seed = (guint32) o->seed, .warmup = !o->no_warmup,
+  };
+  g_autofree BenchBatchResult *res = g_new0 (BenchBatchResult, sizes->len);
+  GError *error = NULL;
+  if (!bench_batch_run (model, &bs, res, &error)) {
+    g_printerr ("gst-llm-bench: %s: --batch: %s\n", info->name, error->message);
+    g_error_free (error);
+    return FALSE;
+  }
+  for (guint i = 0; i < sizes->len; i++) {
+    const BenchBatchResult *r = &res[i];
+    if (o->json) {
+      GString *j = json_begin (model, info, s);
+      json_int (j, "depth", s->depth);
+      json_int (j, "n_rows", r->n_rows);
+      json_number (j, "forward_ms", r->forward_ms);
+      json_number (j, "step_ms", r->step_ms);
+      json_number (j, "rows_per_s", r->rows_per_s);
+      json_number (j, "cost_vs_step", r->cost_vs_step);
+      json_end (j);
+    } else {
+      g_print ("| %s | %s | %u | %s | %u | %u | %.2f | %.2f | %.1f | %.2f |\n", info->name,
+          info->type, s->threads, llm_kv_type_name (s->kv_type), s->depth, r->n_rows,
+          r->forward_ms, r->step_ms, r->rows_per_s, r->cost_vs_step);
+    }
+  }
+  return TRUE;
+}
+
 /* --- main --- */
 
 static const char *summary =
@@ -933,6 +978,15 @@ static const char *summary =
     "             long a lone step waits for the other streams' steps.\n"
     "Peak RSS and KV bytes are per run; each run has an engine of its own.\n"
     "\n"
+    "--batch K[,K...] measures what one forward of K rows costs next to a decode\n"
+    "step instead (-p and -n do not apply; -r is the rounds): a sequence holds\n"
+    "--depth random tokens, each forward appends K random tokens, every row\n"
+    "wanting its logits (a draft verification, a batched step of K streams), and\n"
+    "cuts the sequence back. Every round runs 4 forwards of 1 row and of each K in\n"
+    "turn; figures are medians of all rounds, and 'x step' is K rows' time over\n"
+    "one row's. Weights are read once per forward, so the closer to 1, the more\n"
+    "verifying K draft tokens or decoding K streams together gains.\n"
+    "\n"
     "Making benchmark models:\n"
     "  gst-llm-bench --make-model SHAPE --type TYPE -o FILE [--seed N] [-t N]\n"
     "writes a GGUF with seeded random weights (normal, std 0.02; norms 1) and a\n"
@@ -987,6 +1041,9 @@ main (int argc, char **argv)
       "With --streams: exit 1 if RSS grows by more than KIB after warm-up", "KIB" },
     { "max-batch-wait", 0, 0, G_OPTION_ARG_INT, &o.max_batch_wait_us,
       "With --streams: how long a lone step waits for company, us (default 0)", "US" },
+    { "batch", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.batch,
+      "Cost of one forward of K rows against a decode step, instead (see above)",
+      "K[,K...]" },
     { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &o.bandwidth_mib,
       "Bandwidth test buffer, MiB (default 512; 0: none)", "N" },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &o.seed,
@@ -1020,6 +1077,7 @@ main (int argc, char **argv)
   g_strfreev (o.kv_types);
   g_strfreev (o.depths);
   g_strfreev (o.streams);
+  g_strfreev (o.batch);
   g_free (o.make_shape);
   g_free (o.make_type);
   g_free (o.output);
@@ -1037,6 +1095,7 @@ bench_main (const Options *opt)
   g_autoptr (GArray) depths = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) kvs = g_array_new (FALSE, FALSE, sizeof (LlmKvType));
   g_autoptr (GArray) streams = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) batch = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autofree char *ncpu = g_strdup_printf ("%u", g_get_num_processors ());
   if (!parse_uint_list (o.thread_counts, ncpu, "--threads", threads, &error))
     return usage_error (error);
@@ -1068,8 +1127,14 @@ bench_main (const Options *opt)
       !parse_uint_list (o.gen_lens, many ? "32" : "128", "-n", gens, &error) ||
       !parse_uint_list (o.depths, "0", "--depth", depths, &error) ||
       !parse_kv_list (o.kv_types, kvs, &error) ||
-      (many && !parse_uint_list (o.streams, NULL, "--streams", streams, &error)))
+      (many && !parse_uint_list (o.streams, NULL, "--streams", streams, &error)) ||
+      (o.batch != NULL && !parse_uint_list (o.batch, NULL, "--batch", batch, &error)))
     return usage_error (error);
+  if (o.batch != NULL && (many || o.pipeline || has_zero (batch))) {
+    g_printerr ("gst-llm-bench: --batch needs sizes above 0 and goes without --streams and "
+        "--pipeline\n");
+    return 2;
+  }
   if (many) {
     if (has_zero (streams) || has_zero (prompts) || has_zero (gens)) {
       g_printerr ("gst-llm-bench: --streams needs --streams, -p and -n above 0\n");
@@ -1109,6 +1174,8 @@ bench_main (const Options *opt)
     g_print ("kernels: %s\n\n", llm_cpu_isa_name (llm_cpu_isa_best ()));
     if (many)
       print_streams_header ();
+    else if (o.batch != NULL)
+      print_batch_header ();
     else
       print_table_header ();
   }
@@ -1135,6 +1202,12 @@ bench_main (const Options *opt)
                 .n_gen = g_array_index (gens, guint, gi),
                 .kv_type = g_array_index (kvs, LlmKvType, ki),
               };
+              if (o.batch != NULL) {
+                /* Once per thread count, kv type and depth. */
+                if (pi == 0 && gi == 0 && !run_batch (model, &info, &s, &o, batch))
+                  status = 1;
+                continue;
+              }
               if (s.n_prompt == 0 && s.n_gen == 0)
                 continue;
               if (many) {
