@@ -403,20 +403,27 @@ cpu_add (LlmBackend *be, LlmBackendQueue *q, float *x, const float *y, guint n, 
   per_row (q, n, add_rows, &a);
 }
 
+typedef struct {
+  const LlmCpuKernels *kern;
+  float *gate;
+  const float *up;
+  gsize width;
+} SwigluArgs;
+
 static void
 swiglu_rows (const void *args, guint t0, guint t1)
 {
-  const AddArgs *a = args;
+  const SwigluArgs *a = args;
   for (guint t = t0; t < t1; t++)
-    llm_swiglu (a->x + t * a->width, a->x + t * a->width, a->y + t * a->width, a->width);
+    llm_cpu_swiglu (a->kern, a->gate + t * a->width, a->gate + t * a->width,
+        a->up + t * a->width, a->width);
 }
 
 static void
 cpu_swiglu (LlmBackend *be, LlmBackendQueue *q, float *gate, const float *up, guint n,
     gsize width)
 {
-  (void) be;
-  const AddArgs a = { gate, up, width };
+  const SwigluArgs a = { CPU (be)->kern, gate, up, width };
   per_row (q, n, swiglu_rows, &a);
 }
 

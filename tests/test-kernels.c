@@ -11,7 +11,9 @@
 
 #include "llm-check.h"
 #include "ggml-type.h"
+#include "cpu/exp.h"
 #include "cpu/fp16.h"
+#include "cpu/isa.h"
 #include "cpu/kquants.h"
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
@@ -275,6 +277,69 @@ START_TEST (test_swiglu_is_silu_of_gate_times_up)
   ck_assert (y[0] == 0.0f);
   assert_close (y[1], 1.4621171573, 1e-6); /* 2 / (1 + e^-1) */
   assert_close (y[2], -0.0711388098, 1e-7); /* 0.5 * -3 / (1 + e^3) */
+}
+END_TEST
+
+/* The softmax's and SiLU's exp: within 2 ulp of exp over the whole range
+ * where it is a normal float, every float tried in steps of 61 bits. */
+START_TEST (test_exp_is_within_two_ulp_of_exp)
+{
+  double worst = 0;
+  guint64 tried = 0;
+  for (guint32 sign = 0; sign < 2; sign++)
+    for (guint32 b = 0; b < 0x42b00000u; b += 61) {
+      const guint32 bits = b | sign << 31;
+      float x;
+      memcpy (&x, &bits, sizeof x);
+      if (x <= LLM_EXP_MIN || x > LLM_EXP_MAX)
+        continue;
+      const double want = exp ((double) x);
+      /* One ulp of the result: 2^(exponent - 23). */
+      int e;
+      frexp (want, &e);
+      const double ulp = ldexp (1.0, e - 24);
+      worst = MAX (worst, fabs (llm_exp_ref (x) - want) / ulp);
+      tried++;
+    }
+  ck_assert_uint_gt (tried, 10000000);
+  ck_assert_msg (worst <= 2.0, "%.2f ulp", worst);
+}
+END_TEST
+
+START_TEST (test_exp_limits_are_zero_inf_and_nan)
+{
+  ck_assert (llm_exp_ref (0.0f) == 1.0f && llm_exp_ref (-0.0f) == 1.0f);
+  ck_assert (llm_exp_ref (-INFINITY) == 0.0f && llm_exp_ref (-88.0f) == 0.0f);
+  ck_assert (llm_exp_ref (INFINITY) == INFINITY && llm_exp_ref (88.5f) == INFINITY);
+  ck_assert (isnan (llm_exp_ref (NAN)));
+  /* Just inside either end: normal floats, close to exp. */
+  const float lo = nextafterf (LLM_EXP_MIN, 0.0f);
+  ck_assert (isnormal (llm_exp_ref (lo)));
+  ck_assert_float_eq_tol (llm_exp_ref (LLM_EXP_MAX) / expf (LLM_EXP_MAX), 1.0f, 3e-7f);
+}
+END_TEST
+
+/* The vector SwiGLU (and so its exp) is the reference's bit for bit, over
+ * lengths that leave every tail and values that reach both of exp's
+ * limits. */
+START_TEST (test_vector_swiglu_matches_reference)
+{
+  for (LlmCpuIsa isa = LLM_CPU_ISA_AVX2; isa < LLM_CPU_N_ISA; isa++) {
+    const LlmCpuKernels *kern = llm_cpu_kernels (isa);
+    if (kern == NULL)
+      continue;
+    for (size_t n = 1; n <= 67; n += 3) {
+      float gate[67], up[67], want[67], got[67];
+      fill_random (gate, n, 24.0f);
+      fill_random (up, n, 3.0f);
+      gate[0] = n % 2 ? 95.0f : -95.0f;
+      gate[n - 1] = n % 3 ? -0.0f : 1e-30f;
+      llm_swiglu (want, gate, up, n);
+      llm_cpu_swiglu (kern, got, gate, up, n);
+      ck_assert_msg (memcmp (want, got, n * sizeof (float)) == 0, "%s, n = %zu",
+          llm_cpu_isa_name (isa), n);
+    }
+  }
 }
 END_TEST
 
@@ -1619,6 +1684,9 @@ kernels_suite (void)
   tcase_add_test (ops, test_softmax_of_1_2_3_matches_hand_values);
   tcase_add_test (ops, test_softmax_of_huge_logits_does_not_overflow);
   tcase_add_test (ops, test_swiglu_is_silu_of_gate_times_up);
+  tcase_add_test (ops, test_exp_is_within_two_ulp_of_exp);
+  tcase_add_test (ops, test_exp_limits_are_zero_inf_and_nan);
+  tcase_add_test (ops, test_vector_swiglu_matches_reference);
   tcase_add_test (ops, test_add_adds_elementwise);
   tcase_add_test (ops, test_rope_at_pos_1_rotates_adjacent_pairs);
   tcase_add_test (ops, test_rope_neox_rotates_halves);

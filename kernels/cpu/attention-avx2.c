@@ -12,8 +12,8 @@
  * - Values: the reference adds p * v[j] over positions in order, per j.
  *   Here the lanes are 8 consecutive j and the loop runs over positions
  *   in order.
- * - The softmax calls libm's expf like the reference and sums in double
- *   in position order; only its max and final scaling are vectorised.
+ * - The softmax's exp is exp-simd.h's, lane for lane the reference's
+ *   llm_exp_ref; the sum is in double in position order, as there.
  * Up to 4 queries that read the same KV head (a GQA group, or one head at
  * several tokens) share each tile's loads, conversions and transposes.
  *
@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "exp-simd.h"
 #include "quantize.h"
 
 #define QB 4
@@ -290,7 +291,7 @@ max_of (const float *x, size_t n)
 }
 
 /* llm_attn_softmax on the rows of @nq <= QB queries (row i at x + i *
- * stride, n[i] long, n_min the least), with the same roundings: expf of
+ * stride, n[i] long, n_min the least), with the same roundings: exp.h's exp of
  * x - max in float, the sum in double in position order, one float
  * reciprocal, a multiply each. The double sums of the queries are the
  * lanes of one vector, so their add latencies overlap. */
@@ -301,8 +302,12 @@ softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
   for (int i = 0; i < nq; i++) {
     float *xi = x + i * stride;
     const float max = max_of (xi, n[i]);
-    for (size_t p = 0; p < n[i]; p++)
-      xi[p] = expf (xi[p] - max);
+    const __m256 vmax = _mm256_set1_ps (max);
+    size_t p = 0;
+    for (; p + 8 <= n[i]; p += 8)
+      _mm256_storeu_ps (xi + p, llm_exp8 (_mm256_sub_ps (_mm256_loadu_ps (xi + p), vmax)));
+    for (; p < n[i]; p++)
+      xi[p] = llm_exp_ref (xi[p] - max);
   }
 
   /* Positions every query has: 4 at a time, transposed so that lane i is

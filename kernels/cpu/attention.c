@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exp.h"
 #include "fp16.h"
 #include "matmul.h"
 #include "quantize.h"
@@ -152,7 +153,7 @@ llm_attn_softmax (float *x, size_t n)
     max = x[i] > max ? x[i] : max;
   double sum = 0.0;
   for (size_t i = 0; i < n; i++) {
-    x[i] = expf (x[i] - max);
+    x[i] = llm_exp_ref (x[i] - max);
     sum += x[i];
   }
   const float inv = (float) (1.0 / sum);

@@ -7,6 +7,12 @@
 
 #include <math.h>
 
+#include "exp.h"
+#include "kernels-table.h"
+#ifdef LLM_HAVE_AVX2
+#include "ops-avx2.h"
+#endif
+
 void
 llm_rmsnorm (float *out, const float *x, const float *w, size_t n, float eps)
 {
@@ -38,7 +44,7 @@ llm_softmax (float *x, size_t n)
     max = x[i] > max ? x[i] : max;
   double sum = 0.0;
   for (size_t i = 0; i < n; i++) {
-    x[i] = expf (x[i] - max);
+    x[i] = llm_exp_ref (x[i] - max);
     sum += (double) x[i];
   }
   /* One float reciprocal, then a multiply per value, like ggml. */
@@ -52,9 +58,23 @@ llm_swiglu (float *out, const float *gate, const float *up, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     const float g = gate[i];
-    const float silu = g / (1.0f + expf (-g));
+    const float silu = g / (1.0f + llm_exp_ref (-g));
     out[i] = silu * up[i];
   }
+}
+
+void
+llm_cpu_swiglu (const LlmCpuKernels *kern, float *out, const float *gate, const float *up,
+    size_t n)
+{
+#ifdef LLM_HAVE_AVX2
+  if (kern->isa >= LLM_CPU_ISA_AVX2) {
+    llm_avx2_swiglu (out, gate, up, n);
+    return;
+  }
+#endif
+  (void) kern;
+  llm_swiglu (out, gate, up, n);
 }
 
 void

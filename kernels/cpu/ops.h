@@ -14,11 +14,16 @@ extern "C" {
  * accumulated in double, as ggml does. */
 void llm_rmsnorm (float *out, const float *x, const float *w, size_t n, float eps);
 
-/* In place: x = exp(x - max) / sum. */
+/* In place: x = exp(x - max) / sum, exp as exp.h's llm_exp_ref. */
 void llm_softmax (float *x, size_t n);
 
-/* out = silu(gate) * up, silu(g) = g / (1 + exp(-g)). */
+/* out = silu(gate) * up, silu(g) = g / (1 + exp(-g)), exp as exp.h's
+ * llm_exp_ref. */
 void llm_swiglu (float *out, const float *gate, const float *up, size_t n);
+/* llm_swiglu with the vector kernels of @kern: the same bits. */
+typedef struct _LlmCpuKernels LlmCpuKernels;
+void llm_cpu_swiglu (const LlmCpuKernels *kern, float *out, const float *gate,
+    const float *up, size_t n);
 
 /* out = a + b */
 void llm_add (float *out, const float *a, const float *b, size_t n);

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* exp(x) for the softmax and SiLU, the scalar reference of the vector
+ * versions in exp-simd.h, which give the same bits for every input.
+ *
+ * libm's expf is exact to the last bit but one call per value: at a
+ * context of 4096 it was half of a decode step. This is the classic
+ * reduction and polynomial, cheap in vectors, within 2 ulp of exp:
+ *   n = rint(x * log2 e), r = x - n ln2 (ln2 in two parts, each step one
+ *   fused multiply-add, so r is all but exact), e^r = 1 + r + r^2 P(r)
+ *   with Cephes' degree-5 minimax P on |r| <= ln2 / 2, times 2^n built
+ *   in the exponent bits.
+ * Every operation is one IEEE operation (fmaf, a multiply, an add, rint
+ * to nearest even), so a vector lane doing the same sequence rounds the
+ * same way. Below LLM_EXP_MIN (where exp leaves the normal floats) it
+ * gives 0, above LLM_EXP_MAX (2^n would pass 2^127) +inf; NaN stays
+ * NaN. The softmax's arguments are <= 0 and SiLU's results at either
+ * end are 0 or the input, so neither limit shows in what they compute.
+ * Pure C, no GLib. */
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LLM_EXP_MIN (-87.33654f)    /* ln 2^-126 */
+#define LLM_EXP_MAX 88.37f          /* rint (x log2 e) <= 127 */
+#define LLM_EXP_LOG2E 1.44269504088896341f
+/* ln 2 = HI + LO, HI with 16 significant bits so n * HI is exact. */
+#define LLM_EXP_LN2_HI 0.693359375f
+#define LLM_EXP_LN2_LO (-2.12194440e-4f)
+#define LLM_EXP_P0 1.9875691500e-4f
+#define LLM_EXP_P1 1.3981999507e-3f
+#define LLM_EXP_P2 8.3334519073e-3f
+#define LLM_EXP_P3 4.1665795894e-2f
+#define LLM_EXP_P4 1.6666665459e-1f
+#define LLM_EXP_P5 5.0000001201e-1f
+
+static inline float
+llm_exp_ref (float x)
+{
+  if (!(x > LLM_EXP_MIN))
+    return x != x ? x : 0.0f;
+  if (x > LLM_EXP_MAX)
+    return INFINITY;
+  const float n = rintf (x * LLM_EXP_LOG2E);
+  float r = fmaf (n, -LLM_EXP_LN2_HI, x);
+  r = fmaf (n, -LLM_EXP_LN2_LO, r);
+  float p = LLM_EXP_P0;
+  p = fmaf (p, r, LLM_EXP_P1);
+  p = fmaf (p, r, LLM_EXP_P2);
+  p = fmaf (p, r, LLM_EXP_P3);
+  p = fmaf (p, r, LLM_EXP_P4);
+  p = fmaf (p, r, LLM_EXP_P5);
+  const float y = fmaf (p, r * r, r) + 1.0f;
+  const uint32_t bits = (uint32_t) ((int32_t) n + 127) << 23;
+  float scale;
+  memcpy (&scale, &bits, sizeof scale);
+  return y * scale;
+}

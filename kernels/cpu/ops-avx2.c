@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* AVX2/FMA element-wise operations. Built with -mavx2 -mfma -mf16c and
+ * reached only after the caller's CPU check. Each lane does the scalar
+ * reference's operations in its order (exp-simd.h's exp, an IEEE add,
+ * divide and multiply), so results equal ops.c's bit for bit. */
+#include "ops-avx2.h"
+
+#include <immintrin.h>
+
+#include "exp-simd.h"
+
+void
+llm_avx2_swiglu (float *out, const float *gate, const float *up, size_t n)
+{
+  const __m256 one = _mm256_set1_ps (1.0f);
+  const __m256 sign = _mm256_set1_ps (-0.0f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps (gate + i);
+    const __m256 e = llm_exp8 (_mm256_xor_ps (g, sign));
+    const __m256 silu = _mm256_div_ps (g, _mm256_add_ps (one, e));
+    _mm256_storeu_ps (out + i, _mm256_mul_ps (silu, _mm256_loadu_ps (up + i)));
+  }
+  for (; i < n; i++) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + llm_exp_ref (-g)) * up[i];
+  }
+}
