@@ -47,6 +47,53 @@ detect_avx512_vnni (void)
 }
 #endif
 
+#if defined(LLM_HAVE_AVX2)
+/* Leaf 7 feature bits: bit 0 AVX-VNNI (subleaf 1, EAX bit 4), bit 1 GFNI
+ * (subleaf 0, ECX bit 8). */
+static int
+leaf7_extras (void)
+{
+  static atomic_int cached = -1;
+  int bits = atomic_load_explicit (&cached, memory_order_relaxed);
+  if (bits < 0) {
+    bits = 0;
+    if (detect_avx2_fma_f16c ()) {
+      unsigned a, b, c, d;
+      __cpuid_count (7, 0, a, b, c, d);
+      if (c & (1u << 8))
+        bits |= 2;
+      if (a >= 1) {
+        __cpuid_count (7, 1, a, b, c, d);
+        if (a & (1u << 4))
+          bits |= 1;
+      }
+    }
+    atomic_store_explicit (&cached, bits, memory_order_relaxed);
+  }
+  return bits;
+}
+#endif
+
+bool
+llm_cpu_has_avx_vnni (void)
+{
+#if defined(LLM_HAVE_AVX2)
+  return (leaf7_extras () & 1) != 0 && getenv ("LLM_NO_AVX_VNNI") == NULL;
+#else
+  return false;
+#endif
+}
+
+bool
+llm_cpu_has_gfni (void)
+{
+#if defined(LLM_HAVE_AVX2)
+  return (leaf7_extras () & 2) != 0;
+#else
+  return false;
+#endif
+}
+
 /* Bit i set: ISA i supported; -1 until asked. Racing first calls compute
  * the same answer. */
 static int

@@ -27,6 +27,14 @@ bool llm_cpu_isa_supported (LlmCpuIsa isa);
  * AVX2 kernels (to test and compare them on a CPU that has both). */
 LlmCpuIsa llm_cpu_isa_best (void);
 
+/* Whether the AVX2 kernels may use AVX-VNNI (VEX vpdpbusd/vpdpwssd:
+ * CPUID leaf 7 subleaf 1, EAX bit 4; the OS saves YMM state, as AVX2
+ * needs) and GFNI (leaf 7, ECX bit 8), asked once. LLM_NO_AVX_VNNI in the
+ * environment answers false, so the plain AVX2 kernels (what a Zen 3
+ * runs; same results) can be tested and measured on a newer CPU. */
+bool llm_cpu_has_avx_vnni (void);
+bool llm_cpu_has_gfni (void);
+
 /* "scalar", "avx2", "avx512". */
 const char *llm_cpu_isa_name (LlmCpuIsa isa);
 

@@ -23,10 +23,9 @@
  * about 100 for Q4_K batches, 125-130 for Q5_K and Q6_K). */
 #include "kquants-x8.h"
 #include "kquants-x8-simd.h"
+#include "isa.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define UNROLL _Pragma ("GCC unroll 16")
@@ -397,22 +396,10 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
 VARIANT (, 0)
 VARIANT (_vnni, 1)
 
-/* AVX-VNNI is CPUID leaf 7 subleaf 1, EAX bit 4 (the OS's saving of YMM
- * state was checked with AVX2). LLM_NO_AVX_VNNI keeps the plain kernels,
- * as it does for matmul-avx2.c's. */
-static bool
-avx_vnni (void)
-{
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (getenv ("LLM_NO_AVX_VNNI") != NULL || !__get_cpuid_count (7, 1, &a, &b, &c, &d))
-    return false;
-  return (a & (1u << 4)) != 0;
-}
-
 LlmKx8Fn
 llm_avx2_kx8_fn (uint32_t wtype)
 {
-  const bool vnni = avx_vnni ();
+  const bool vnni = llm_cpu_has_avx_vnni ();
   switch (wtype) {
     case LLM_TYPE_Q4_K:
       return vnni ? kx8_q4_K_vnni : kx8_q4_K;

@@ -23,15 +23,14 @@
  * matvec, dot and dot4 agree bit for bit. */
 #include "matmul-avx2.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ggml-type.h"
 #include "fp16.h"
+#include "isa.h"
 #include "kquants.h"
 #include "quantize.h"
 
@@ -769,30 +768,12 @@ ENTRY_POINTS (q6_K, 4, _vnni, 1)
 #define VNNI_OR(vnni_fn, plain_fn) ((void) vnni, plain_fn)
 #endif
 
-/* The "vnni" kernels need AVX-VNNI (VEX-encoded vpdpbusd, vpdpwssd:
- * CPUID leaf 7 subleaf 1, EAX bit 4) and GFNI (vgf2p8affineqb: leaf 7,
- * ECX bit 8); the OS saving YMM state was checked with AVX2. Every CPU
- * with AVX-VNNI so far has GFNI too. Setting LLM_NO_AVX_VNNI in the
- * environment keeps the plain AVX2 kernels (same results; tests and
- * benchmarks compare the two). */
+/* The "vnni" kernels need AVX-VNNI and GFNI (vgf2p8affineqb); every CPU
+ * with AVX-VNNI so far has GFNI too. */
 static bool
 have_avx_vnni (void)
 {
-  static atomic_int cached = -1; /* -1 unknown, else 0/1 */
-  int have = atomic_load_explicit (&cached, memory_order_relaxed);
-  if (have < 0) {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    bool gfni = false, avx_vnni = false;
-    if (__get_cpuid_max (0, NULL) >= 7) {
-      __cpuid_count (7, 0, a, b, c, d);
-      gfni = (c & (1u << 8)) != 0;
-      __cpuid_count (7, 1, a, b, c, d);
-      avx_vnni = (a & (1u << 4)) != 0;
-    }
-    have = gfni && avx_vnni && getenv ("LLM_NO_AVX_VNNI") == NULL;
-    atomic_store_explicit (&cached, have, memory_order_relaxed);
-  }
-  return have == 1;
+  return llm_cpu_has_avx_vnni () && llm_cpu_has_gfni ();
 }
 
 #define LOOKUP(prefix) \

@@ -27,11 +27,10 @@
 #include "q4_0x16.h"
 #include "q4_0x16-simd.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "isa.h"
 #include "quantize.h"
 
 #define UNROLL _Pragma ("GCC unroll 8")
@@ -228,21 +227,8 @@ q4_0x16_vnni (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, c
   return q4x16_run (tiles_vnni, RN_MAX, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 
-/* AVX-VNNI is CPUID leaf 7, subleaf 1, EAX bit 4 (the OS's saving of YMM
- * state was checked with AVX2). LLM_NO_AVX_VNNI keeps the plain kernel, as
- * it does for matmul-avx2.c's. */
-static bool
-want_avx_vnni (void)
-{
-  unsigned a = 0, b, c, d;
-  if (__get_cpuid_max (0, NULL) < 7)
-    return false;
-  __cpuid_count (7, 1, a, b, c, d);
-  return (a & (1u << 4)) != 0 && getenv ("LLM_NO_AVX_VNNI") == NULL;
-}
-
 LlmQ4x16Fn
 llm_avx2_q4_0x16_fn (void)
 {
-  return want_avx_vnni () ? q4_0x16_vnni : q4_0x16_plain;
+  return llm_cpu_has_avx_vnni () ? q4_0x16_vnni : q4_0x16_plain;
 }
