@@ -80,7 +80,7 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
      * past n repeat the first tile. */
     const uint8_t *rows[TP_MAX][8];
     size_t cnt[TP_MAX];
-    for (int t = 0; t < tp; t++) {
+    UNROLL for (int t = 0; t < tp; t++) {
       const size_t pt = p0 + 8 * (size_t) t;
       if (pt >= n) {
         cnt[t] = 0;
@@ -93,7 +93,7 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
         rows[t][r] = base + (r < cnt[t] ? r : 0) * k->row_bytes;
     }
 
-    for (int t = 0; t < tp; t++) {
+    UNROLL for (int t = 0; t < tp; t++) {
       const size_t pf = p0 + PREFETCH_ROWS + 8 * (size_t) t;
       if (pf < n) {
         const uint8_t *b = llm_attn_row (k, pf);
@@ -104,13 +104,13 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
     }
 
     __m256 acc[QB][TP_MAX];
-    for (int i = 0; i < nq; i++)
-      for (int t = 0; t < tp; t++)
+    UNROLL for (int i = 0; i < nq; i++)
+      UNROLL for (int t = 0; t < tp; t++)
         acc[i][t] = _mm256_setzero_ps ();
 
     for (size_t c0 = 0; c0 < head_dim; c0 += KT_DIMS) {
       const size_t cd = head_dim - c0 < KT_DIMS ? head_dim - c0 : KT_DIMS;
-      for (int t = 0; t < tp; t++) {
+      UNROLL for (int t = 0; t < tp; t++) {
         for (size_t c = 0; c < cd; c += 8) {
           __m256 x[8];
           for (int r = 0; r < 8; r++)
@@ -123,19 +123,19 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
       const float *qc = qp + c0;
       for (size_t j = 0; j < cd; j++) {
         __m256 x[TP_MAX];
-        for (int t = 0; t < tp; t++)
+        UNROLL for (int t = 0; t < tp; t++)
           x[t] = _mm256_load_ps (kt[t][j]);
-        for (int i = 0; i < nq; i++) {
+        UNROLL for (int i = 0; i < nq; i++) {
           const __m256 b = _mm256_broadcast_ss (qc + i * head_dim + j);
-          for (int t = 0; t < tp; t++)
+          UNROLL for (int t = 0; t < tp; t++)
             acc[i][t] = madd_exact (type, b, x[t], acc[i][t]);
         }
       }
     }
 
-    for (int t = 0; t < tp; t++) {
+    UNROLL for (int t = 0; t < tp; t++) {
       const size_t pt = p0 + 8 * (size_t) t;
-      for (int i = 0; i < nq; i++) {
+      UNROLL for (int i = 0; i < nq; i++) {
         const __m256 sv = _mm256_mul_ps (acc[i][t], vscale);
         if (cnt[t] == 8) {
           _mm256_storeu_ps (scores + i * stride + pt, sv);
@@ -159,8 +159,8 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
     size_t s0, size_t s1)
 {
   __m256 acc[QB][2];
-  for (int i = 0; i < nq; i++)
-    for (int w = 0; w < nw; w++)
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int w = 0; w < nw; w++)
       acc[i][w] = _mm256_loadu_ps (out[i] + j0 + 8 * w);
 
   const size_t all = n_all > p0 ? (n_all - p0 < cnt ? n_all - p0 : cnt) : 0;
@@ -169,11 +169,11 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
     if (r < pf_cnt)
       prefetch_slice (pf + r * row_bytes, s0, s1);
     __m256 x[2];
-    for (int w = 0; w < nw; w++)
+    UNROLL for (int w = 0; w < nw; w++)
       x[w] = load8 (type, row, d + 8 * w);
-    for (int i = 0; i < nq; i++) {
+    UNROLL for (int i = 0; i < nq; i++) {
       const __m256 b = _mm256_broadcast_ss (probs + i * stride + p0 + r);
-      for (int w = 0; w < nw; w++)
+      UNROLL for (int w = 0; w < nw; w++)
         acc[i][w] = madd_exact (type, b, x[w], acc[i][w]);
     }
   }
@@ -181,19 +181,19 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
     if (r < pf_cnt)
       prefetch_slice (pf + r * row_bytes, s0, s1);
     __m256 x[2];
-    for (int w = 0; w < nw; w++)
+    UNROLL for (int w = 0; w < nw; w++)
       x[w] = load8 (type, row, d + 8 * w);
-    for (int i = 0; i < nq; i++) {
+    UNROLL for (int i = 0; i < nq; i++) {
       if (p0 + r >= n[i])
         continue;
       const __m256 b = _mm256_broadcast_ss (probs + i * stride + p0 + r);
-      for (int w = 0; w < nw; w++)
+      UNROLL for (int w = 0; w < nw; w++)
         acc[i][w] = madd_exact (type, b, x[w], acc[i][w]);
     }
   }
 
-  for (int i = 0; i < nq; i++)
-    for (int w = 0; w < nw; w++)
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int w = 0; w < nw; w++)
       _mm256_storeu_ps (out[i] + j0 + 8 * w, acc[i][w]);
 }
 

@@ -93,7 +93,7 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
      * past n repeat the first tile. */
     const uint8_t *rows[TP][TR];
     size_t cnt[TP];
-    for (int t = 0; t < TP; t++) {
+    UNROLL for (int t = 0; t < TP; t++) {
       const size_t pt = p0 + TR * (size_t) t;
       if (pt >= n) {
         cnt[t] = 0;
@@ -109,13 +109,13 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
       prefetch_slice (llm_attn_row (k, pf), s0, s1);
 
     __m512 acc[ZQ][TP];
-    for (int i = 0; i < nq; i++)
-      for (int t = 0; t < TP; t++)
+    UNROLL for (int i = 0; i < nq; i++)
+      UNROLL for (int t = 0; t < TP; t++)
         acc[i][t] = _mm512_setzero_ps ();
 
     for (size_t c0 = 0; c0 < head_dim; c0 += KT_DIMS) {
       const size_t cd = head_dim - c0 < KT_DIMS ? head_dim - c0 : KT_DIMS;
-      for (int t = 0; t < TP; t++) {
+      UNROLL for (int t = 0; t < TP; t++) {
         for (int h = 0; h < 2; h++) {
           for (size_t c = 0; c < cd; c += 8) {
             __m256 x[8];
@@ -130,22 +130,22 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
       const float *qc = qp + c0;
       for (size_t j = 0; j < cd; j++) {
         __m512 x[TP];
-        for (int t = 0; t < TP; t++)
+        UNROLL for (int t = 0; t < TP; t++)
           x[t] = _mm512_load_ps (kt[t][j]);
-        for (int i = 0; i < nq; i++) {
+        UNROLL for (int i = 0; i < nq; i++) {
           const __m512 b = _mm512_set1_ps (qc[i * head_dim + j]);
-          for (int t = 0; t < TP; t++)
+          UNROLL for (int t = 0; t < TP; t++)
             acc[i][t] = madd_exact16 (type, b, x[t], acc[i][t]);
         }
       }
     }
 
-    for (int t = 0; t < TP; t++) {
+    UNROLL for (int t = 0; t < TP; t++) {
       const size_t pt = p0 + TR * (size_t) t;
       if (cnt[t] == 0)
         continue;
       const __mmask16 m = (__mmask16) ((1u << cnt[t]) - 1);
-      for (int i = 0; i < nq; i++)
+      UNROLL for (int i = 0; i < nq; i++)
         _mm512_mask_storeu_ps (scores + i * stride + pt, m, _mm512_mul_ps (acc[i][t], vscale));
     }
   }
@@ -160,8 +160,8 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
     float *const *out, size_t j0, const uint8_t *pf, size_t pf_cnt, size_t s0, size_t s1)
 {
   __m512 acc[ZQ][2];
-  for (int i = 0; i < nq; i++)
-    for (int w = 0; w < nw; w++)
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int w = 0; w < nw; w++)
       acc[i][w] = _mm512_loadu_ps (out[i] + j0 + 16 * w);
 
   const size_t all = n_all > p0 ? (n_all - p0 < cnt ? n_all - p0 : cnt) : 0;
@@ -169,19 +169,19 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
     if (r < pf_cnt)
       prefetch_slice (pf + r * row_bytes, s0, s1);
     __m512 x[2];
-    for (int w = 0; w < nw; w++)
+    UNROLL for (int w = 0; w < nw; w++)
       x[w] = load16 (type, row, d + 16 * w);
-    for (int i = 0; i < nq; i++) {
+    UNROLL for (int i = 0; i < nq; i++) {
       if (r >= all && p0 + r >= n[i])
         continue;
       const __m512 b = _mm512_set1_ps (probs[i * stride + p0 + r]);
-      for (int w = 0; w < nw; w++)
+      UNROLL for (int w = 0; w < nw; w++)
         acc[i][w] = madd_exact16 (type, b, x[w], acc[i][w]);
     }
   }
 
-  for (int i = 0; i < nq; i++)
-    for (int w = 0; w < nw; w++)
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int w = 0; w < nw; w++)
       _mm512_storeu_ps (out[i] + j0 + 16 * w, acc[i][w]);
 }
 
