@@ -206,57 +206,99 @@ cpu_reserve (LlmBackend *be, guint n_rows, gsize width, guint32 n_kv,
 
 /* --- matrix products ------------------------------------------------- */
 
+/* Products of one converted input by up to MAT_MAX weights (Q, K, V;
+ * gate and up), in one pool run: a thread done with one weight goes on
+ * to the next instead of waiting for the others at a barrier. */
+#define MAT_MAX 4
+
 typedef struct {
   const LlmCpuKernels *kern;
-  const LlmWeight *w;
+  const LlmWeight *w[MAT_MAX];
+  float *y[MAT_MAX];
+  guint n_w;
   const void *xq;
   gsize xq_stride, n_tok;
-  float *y;
-  /* Batches: rows are handed out @rows_per_item at a time from @next. */
-  gsize rows_per_item;
-  atomic_size_t next;
+  /* Batches: rows are handed out @rows_per_item[i] at a time from @next[i]. */
+  gsize rows_per_item[MAT_MAX];
+  atomic_size_t next[MAT_MAX];
 } MatTask;
+
+/* Rows [r0, r1) of weight @i by the file's or the prepared layout; the
+ * prepared kernel falls back to the file's rows only if its scratch ran
+ * out (it then claimed nothing). */
+static void
+rows_static (const MatTask *t, guint i, gsize r0, gsize r1)
+{
+  const LlmWeight *w = t->w[i];
+  if (w->layout == LAYOUT_PREPARED) {
+    if (!llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, r0, r1, t->xq,
+            t->xq_stride, t->n_tok, t->y[i], w->rows, NULL, 0))
+      llm_matmul (t->kern, w->type, w->host, w->row_bytes, w->n, r0, r1, t->xq,
+          t->xq_stride, t->n_tok, t->y[i], w->rows);
+  } else if (t->n_tok == 1) {
+    llm_matvec (t->kern, w->type, w->host, w->row_bytes, w->n, r0, r1, t->xq, t->y[i] + r0);
+  } else {
+    llm_matmul (t->kern, w->type, w->host, w->row_bytes, w->n, r0, r1, t->xq, t->xq_stride,
+        t->n_tok, t->y[i], w->rows);
+  }
+}
+
+/* Up to STREAM_ROWS tokens the products are bound by memory: each thread
+ * streams one contiguous run of whole tiles (rows, for the file's
+ * layout) of the weights taken end to end, which the hardware
+ * prefetchers follow best. Weights without a prepared layout split by
+ * rows like this only for one token, as llm_matvec does. */
+static gboolean
+streams (const MatTask *t)
+{
+  for (guint i = 0; i < t->n_w; i++)
+    if (t->w[i]->layout != LAYOUT_PREPARED && t->n_tok != 1)
+      return FALSE;
+  return t->n_tok <= STREAM_ROWS;
+}
+
+static gsize
+unit_rows (const MatTask *t, guint i)
+{
+  const LlmWeight *w = t->w[i];
+  return w->layout == LAYOUT_PREPARED ? llm_prepared_tile_rows (t->kern, w->type) : 1;
+}
 
 static void
 matmul_task (void *data, int ith, int nth)
 {
   MatTask *t = data;
-  const LlmWeight *w = t->w;
-  /* One kernel for every row count. Only if its scratch ran out (it then
-   * claimed nothing) does the file's layout, paged back in, serve the rows
-   * still unclaimed. */
-  if (w->layout == LAYOUT_PREPARED && t->n_tok <= STREAM_ROWS) {
-    /* Bound by memory: each thread streams one contiguous run of whole
-     * tiles, which the hardware prefetchers follow best. */
-    const gsize tile = llm_prepared_tile_rows (t->kern, w->type);
-    gsize t0, t1;
-    llm_split_range ((w->rows + tile - 1) / tile, ith, nth, &t0, &t1);
-    const gsize r0 = t0 * tile, r1 = MIN (t1 * tile, w->rows);
-    if (r0 < r1 && !llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, r0, r1,
-            t->xq, t->xq_stride, t->n_tok, t->y, w->rows, NULL, 0))
-      llm_matmul (t->kern, w->type, w->host, w->row_bytes, w->n, r0, r1, t->xq,
-          t->xq_stride, t->n_tok, t->y, w->rows);
-    return;
-  }
-  if (w->layout == LAYOUT_PREPARED) {
-    if (!llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, 0, w->rows, t->xq,
-            t->xq_stride, t->n_tok, t->y, w->rows, &t->next, t->rows_per_item))
-      llm_matmul_shared (t->kern, w->type, w->host, w->row_bytes, w->n, 0, w->rows, t->xq,
-          t->xq_stride, t->n_tok, t->y, w->rows, &t->next, t->rows_per_item);
-    return;
-  }
-  if (t->n_tok == 1) {
-    gsize r0, r1;
-    llm_split_range (w->rows, ith, nth, &r0, &r1);
-    if (r0 < r1)
-      llm_matvec (t->kern, w->type, w->host, w->row_bytes, w->n, r0, r1, t->xq, t->y + r0);
+  if (streams (t)) {
+    gsize total = 0;
+    for (guint i = 0; i < t->n_w; i++)
+      total += (t->w[i]->rows + unit_rows (t, i) - 1) / unit_rows (t, i);
+    gsize u0, u1;
+    llm_split_range (total, ith, nth, &u0, &u1);
+    gsize base = 0;
+    for (guint i = 0; i < t->n_w && u0 < u1; i++) {
+      const gsize unit = unit_rows (t, i);
+      const gsize units = (t->w[i]->rows + unit - 1) / unit;
+      if (u0 < base + units) {
+        const gsize a = u0 - base, b = MIN (u1 - base, units);
+        rows_static (t, i, a * unit, MIN (b * unit, t->w[i]->rows));
+        u0 = base + b;
+      }
+      base += units;
+    }
     return;
   }
   /* A batch is compute-bound: a thread that finishes early, or was
    * descheduled on a busy machine, leaves its remaining rows to the
    * others instead of holding the whole product up. */
-  llm_matmul_shared (t->kern, w->type, w->host, w->row_bytes, w->n, 0, w->rows, t->xq,
-      t->xq_stride, t->n_tok, t->y, w->rows, &t->next, t->rows_per_item);
+  for (guint i = 0; i < t->n_w; i++) {
+    const LlmWeight *w = t->w[i];
+    if (w->layout == LAYOUT_PREPARED &&
+        llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, 0, w->rows, t->xq,
+            t->xq_stride, t->n_tok, t->y[i], w->rows, &t->next[i], t->rows_per_item[i]))
+      continue;
+    llm_matmul_shared (t->kern, w->type, w->host, w->row_bytes, w->n, 0, w->rows, t->xq,
+        t->xq_stride, t->n_tok, t->y[i], w->rows, &t->next[i], t->rows_per_item[i]);
+  }
 }
 
 typedef struct {
@@ -278,39 +320,41 @@ convert_task (void *data, int ith, int nth)
 }
 
 /* The products that read one input share its conversion when their
- * weights take the same one (Q, K, V of one type; gate and up). */
+ * weights take the same one (Q, K, V of one type; gate and up), and then
+ * one pool run. */
 static void
 cpu_matmul (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n_tok,
     const LlmWeight *const *ws, float *const *ys, guint n_w)
 {
   CpuBackend *c = CPU (be);
   LlmThreadPool *pool = POOL (q);
-  guint32 have_dot = G_MAXUINT32;
-  gsize have_n = 0;
+  /* About eight items per thread, whole multiples of 16 rows (the
+   * largest row tile, Q4_0's). */
+  const gsize items = 8 * (gsize) llm_threadpool_n_threads (pool);
 
-  for (guint i = 0; i < n_w; i++) {
+  for (guint i = 0; i < n_w;) {
     const LlmWeight *w = ws[i];
     const gsize xq_stride = llm_matmul_act_bytes (w->type, w->n);
     const guint32 dot = llm_matmul_dot_type (w->type);
-    if (dot != have_dot || w->n != have_n) {
-      g_return_if_fail (xq_stride * n_tok <= c->xq_bytes);  /* see cpu_reserve */
-      ConvertTask ct = { c->kern, w->type, x, w->n, n_tok, xq_stride, c->xq };
-      if (n_tok < 4)
-        convert_task (&ct, 0, 1);
-      else
-        llm_threadpool_run (pool, convert_task, &ct);
-      have_dot = dot;
-      have_n = w->n;
-    }
+    g_return_if_fail (xq_stride * n_tok <= c->xq_bytes);  /* see cpu_reserve */
+    ConvertTask ct = { c->kern, w->type, x, w->n, n_tok, xq_stride, c->xq };
+    if (n_tok < 4)
+      convert_task (&ct, 0, 1);
+    else
+      llm_threadpool_run (pool, convert_task, &ct);
+
     MatTask task = {
-      .kern = c->kern, .w = w, .xq = c->xq, .xq_stride = xq_stride, .n_tok = n_tok,
-      .y = ys[i],
+      .kern = c->kern, .xq = c->xq, .xq_stride = xq_stride, .n_tok = n_tok,
     };
-    /* About eight items per thread, whole multiples of 16 rows (the
-     * largest row tile, Q4_0's). */
-    const gsize items = 8 * (gsize) llm_threadpool_n_threads (pool);
-    task.rows_per_item = MAX ((gsize) 16, (w->rows + items - 1) / items + 15) / 16 * 16;
-    atomic_init (&task.next, 0);
+    for (; i < n_w && task.n_w < MAT_MAX && ws[i]->n == w->n &&
+        llm_matmul_dot_type (ws[i]->type) == dot; i++) {
+      const guint j = task.n_w++;
+      task.w[j] = ws[i];
+      task.y[j] = ys[i];
+      task.rows_per_item[j] = MAX ((gsize) 16, (ws[i]->rows + items - 1) / items + 15) / 16
+          * 16;
+      atomic_init (&task.next[j], 0);
+    }
     llm_threadpool_run (pool, matmul_task, &task);
   }
 }
