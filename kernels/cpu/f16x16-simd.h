@@ -36,18 +36,12 @@ typedef struct {
 
 /* How far ahead of the columns being computed the first token tile asks
  * for weights, over all the row tiles it reads at once (each of their
- * streams runs this over their number ahead: 2 KiB each for 4 row tiles,
- * 8 KiB for one). Measured on Zen 5, one thread, weights from DRAM: a
- * token streamed 35 GB/s with 8 KiB in all, 33 with 4 or 16 KiB, 31 with
- * none; 8 tokens (two row tiles, where the FMAs nearly keep up with
- * memory) ran at half speed without, and 8 KiB was the fastest too. */
+ * streams runs this over their number ahead: 4 KiB each for 2 row tiles,
+ * 2 KiB for 4). Measured on Zen 5, weights from DRAM, interleaved runs on
+ * a shared machine: one token streamed 5-8% faster with 8 KiB in all than
+ * with 4 or 16, and 4 tokens 15% faster than with 4; without prefetches 8
+ * tokens (where the FMAs nearly keep up with memory) ran at half speed. */
 #define F16X16_PF_BYTES 8192
-
-/* Activations per pass over a claim's row tiles: they stay in L2 while the
- * row tiles come from L2 too. */
-#ifndef F16X16_ACT_BUDGET
-#define F16X16_ACT_BUDGET (512 * 1024)
-#endif
 
 /* Bytes between widened token rows: whole lines, and one more, so the
  * token rows of a tile (read at the same column) do not all fall in one
@@ -87,10 +81,12 @@ f16x16_widen (bool bf16, const uint8_t *xq, size_t xs, size_t n_tok, size_t n, f
 }
 
 /* The LlmF16x16Fn contract over @tiles. Claims are the outer loop; within
- * one, tokens are taken a slice at a time (F16X16_ACT_BUDGET), and within
- * a slice row tiles a group at a time, every token tile of the slice over
- * the group before the next: the group's weights come from memory once per
- * slice, the first token tile fetching them ahead. */
+ * one, row tiles are taken a group at a time, and every token tile runs
+ * over the group before the next group: the group's weights come from
+ * memory once, the first token tile fetching them ahead, and from L2 for
+ * the others. (Taking the tokens a slice at a time, so their activations
+ * stay in L2 while the weights are read once per slice, was no faster at
+ * 32 or 128 tokens: the activations stream from L3 well enough.) */
 INLINE bool
 f16x16_run (const F16x16Tiles *tiles, bool bf16, size_t n, const void *packed, size_t r0,
     size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
@@ -105,32 +101,26 @@ f16x16_run (const F16x16Tiles *tiles, bool bf16, size_t n, const void *packed, s
   f16x16_widen (bf16, xq, xs, n_tok, n, xa, xas);
 
   const int RN = tiles->rn_max, G = tiles->group;
-  size_t tok_block = F16X16_ACT_BUDGET / xas / (size_t) RN * (size_t) RN;
-  if (tok_block < (size_t) RN)
-    tok_block = RN;
   const size_t tb = n * LLM_F16X16_COL_BYTES;
   const size_t TR = LLM_F16X16_ROWS;
   size_t ra = r0, rb = r1;
   bool first = true;
   while (claim (next, step, r1, &ra, &rb, &first)) {
-    for (size_t t0 = 0; t0 < n_tok; t0 += tok_block) {
-      const size_t t1 = t0 + tok_block < n_tok ? t0 + tok_block : n_tok;
-      for (size_t r = ra; r < rb; r += (size_t) G * TR) {
-        const size_t left = (rb - r + TR - 1) / TR;
-        const int gt = left < (size_t) G ? (int) left : G;
-        const uint8_t *P = (const uint8_t *) packed + r / TR * tb;
-        for (size_t t = t0, rn; t < t1; t += rn) {
-          rn = tile_tokens (t1 - t, RN);
-          const int rt_max = tiles->rt_max[rn - 1];
-          for (int i = 0, rt; i < gt; i += rt) {
-            rt = gt - i < rt_max ? gt - i : rt_max;
-            const size_t last = r + (size_t) (i + rt - 1) * TR;
-            const int rm = rb - last < TR ? (int) (rb - last) : (int) TR;
-            const size_t pf = t == t0 ? F16X16_PF_BYTES / (size_t) rt : 0;
-            tiles->fn[(rn - 1) * (size_t) G + (size_t) rt - 1] (n, P + (size_t) i * tb, tb,
-                (const float *) ((const uint8_t *) xa + t * xas), xas,
-                y + t * ldy + r + (size_t) i * TR, ldy, rm, pf);
-          }
+    for (size_t r = ra; r < rb; r += (size_t) G * TR) {
+      const size_t left = (rb - r + TR - 1) / TR;
+      const int gt = left < (size_t) G ? (int) left : G;
+      const uint8_t *P = (const uint8_t *) packed + r / TR * tb;
+      for (size_t t = 0, rn; t < n_tok; t += rn) {
+        rn = tile_tokens (n_tok - t, RN);
+        const int rt_max = tiles->rt_max[rn - 1];
+        for (int i = 0, rt; i < gt; i += rt) {
+          rt = gt - i < rt_max ? gt - i : rt_max;
+          const size_t last = r + (size_t) (i + rt - 1) * TR;
+          const int rm = rb - last < TR ? (int) (rb - last) : (int) TR;
+          const size_t pf = t == 0 ? F16X16_PF_BYTES / (size_t) rt : 0;
+          tiles->fn[(rn - 1) * (size_t) G + (size_t) rt - 1] (n, P + (size_t) i * tb, tb,
+              (const float *) ((const uint8_t *) xa + t * xas), xas,
+              y + t * ldy + r + (size_t) i * TR, ldy, rm, pf);
         }
       }
     }
