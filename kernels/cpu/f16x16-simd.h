@@ -19,7 +19,8 @@
  * others @tb bytes apart; all full but the last, which has @rm rows) and
  * its RN tokens (floats at @xa, @xas bytes apart), y[t * ldy + 16 i + r].
  * With @pf non-zero it also asks for the weights @pf bytes ahead of each
- * tile's column, past a tile's end in the same tile of the next group. */
+ * tile's column; past a tile's end, in the tile RT further on, which the
+ * next call reads at the same place. */
 typedef void (*F16x16TileFn) (size_t n, const uint8_t *P, size_t tb, const float *xa,
     size_t xas, float *y, size_t ldy, int rm, size_t pf);
 
@@ -38,7 +39,7 @@ typedef struct {
  * for weights, over all the row tiles it reads at once (each of their
  * streams runs this over their number ahead: 4 KiB each for 2 row tiles,
  * 2 KiB for 4). Measured on Zen 5, weights from DRAM, interleaved runs on
- * a shared machine: one token streamed 5-8% faster with 8 KiB in all than
+ * a shared machine: one token streamed 4-8% faster with 8 KiB in all than
  * with 4 or 16, and 4 tokens 15% faster than with 4; without prefetches 8
  * tokens (where the FMAs nearly keep up with memory) ran at half speed. */
 #define F16X16_PF_BYTES 8192
