@@ -16,8 +16,9 @@
  * to run near 2 FMAs a cycle: 0.5 cycles per 16 rows x token x column at
  * best, 0.54 measured in L2 from 3 tokens on; the weight conversion (one
  * per row tile and column) runs beside the FMAs. A few tokens are bound by
- * memory instead: 32 bytes a tile column, about 7 cycles of one thread's
- * share of DRAM bandwidth, which 8 tokens' FMAs (4 cycles) fit under. */
+ * memory instead: 32 bytes a tile column, 3.4 cycles of one thread's 40
+ * GB/s at 4.2 GHz, 6 of its share when two threads share 45, which 8
+ * tokens' FMAs (4.3 cycles) nearly fit under. */
 #include "f16x16.h"
 #include "f16x16-simd.h"
 
@@ -92,8 +93,9 @@ load_bf16 (const uint8_t *p)
  * 1.9 (0.54 cycles per 16 rows x token x column). 16 tokens of one row
  * tile were slower (0.63): more token streams and pointers than
  * registers. One or two tokens are bound by memory, and take two row
- * tiles (2 or 4 chains: 16 or 8 bytes of weights a cycle, twice what
- * DRAM gives): from DRAM 3-9% faster than four (more streams to follow). */
+ * tiles (2 or 4 chains: in L2 16 bytes of weights a cycle, 1.7 times what
+ * DRAM gives one thread): from DRAM 3-9% faster than four (fewer streams
+ * to follow), though four run 1.15 cycles a tile column in L2, not 2. */
 #define RN_MAX 8
 #define GROUP 4
 static const int rt_max[RN_MAX] = { 2, 2, 4, 4, 4, 3, 3, 2 };
