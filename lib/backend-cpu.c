@@ -96,6 +96,16 @@ drop_pages (const void *p, gsize n)
     madvise ((void *) start, end - start, MADV_DONTNEED);
 }
 
+/* Prepared matrices of a 2 MiB page or more are aligned to one and asked
+ * to be held in such pages where the system has transparent huge pages
+ * (the mapped file's pages, read in place, are not). A decode step
+ * streams every weight once, and with 4 KiB pages the hardware
+ * prefetchers stop at each page's end and every page costs a TLB walk:
+ * measured on Zen 5 (THP on madvise), the 246M F16 model decoded 5-8%
+ * faster on one thread (77 -> 82 t/s) and about 5% on two (90 -> 95).
+ * The padding before an aligned block is address space, never touched. */
+#define HUGE_BYTES ((gsize) 2 << 20)
+
 /* Norms and biases become floats once, so no op dequantises them per
  * call. Matrices whose kernels want another layout are packed into it
  * once; the others are used in place from the mapping. */
@@ -120,10 +130,16 @@ cpu_prepare_weight (LlmBackend *be, LlmWeight *w, gboolean is_vector, GError **e
   const gsize bytes = llm_prepared_bytes (kern, w->type, w->rows, w->n);
   if (bytes == 0)
     return TRUE;
-  /* 64-byte aligned: the kernels' widest loads then never split a line. */
+  /* At least 64-byte aligned: the kernels' widest loads then never split
+   * a line. */
   void *packed = NULL;
-  if (posix_memalign (&packed, 64, bytes) != 0)
+  const gboolean huge = bytes >= HUGE_BYTES;
+  if (posix_memalign (&packed, huge ? HUGE_BYTES : 64, bytes) != 0)
     packed = NULL;
+#ifdef MADV_HUGEPAGE
+  if (packed != NULL && huge)
+    madvise (packed, bytes / HUGE_BYTES * HUGE_BYTES, MADV_HUGEPAGE);
+#endif
   if (packed == NULL) {
     g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
         "out of memory for the %" G_GSIZE_FORMAT " bytes of a %u x %u matrix's "

@@ -173,6 +173,20 @@ START_TEST (test_batched_streams_equal_alone_random_qwen2_q4_0)
 }
 END_TEST
 
+/* F16 weights are packed at load too (kernels/cpu/f16x16.h): rows of 64,
+ * 172 (not a multiple of 16) and 512 values. */
+START_TEST (test_batched_streams_equal_alone_stories260k_f16)
+{
+  check_requantized_batched_equals_alone ("stories260K.gguf", LLM_TYPE_F16);
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_random_qwen2_f16)
+{
+  check_requantized_batched_equals_alone ("random-qwen2-f32.gguf", LLM_TYPE_F16);
+}
+END_TEST
+
 START_TEST (test_batched_streams_equal_alone_stories260k_f32)
 {
   check_batched_equals_alone ("stories260K.gguf");
@@ -670,8 +684,10 @@ engine_suite (void)
   tcase_set_timeout (batch, 300);
   tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_f32);
   tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_q4_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_f16);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_llama_k_quants);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_q4_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_f16);
   tcase_add_test (batch, test_batched_streams_equal_alone_tinystories_q8_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen3);

@@ -72,8 +72,9 @@ void llm_matmul_shared (const LlmCpuKernels *kern, uint32_t wtype, const void *w
     size_t row_bytes, size_t n, size_t r0, size_t r1, const void *xq, size_t xq_stride,
     size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step);
 
-/* Weights in the layout a table's kernels prefer, made once at load (the
- * Q4_0 16-row tiles of q4_0x16.h on the AVX2 and AVX-512 tables): one
+/* Weights in the layout a table's kernels prefer, made once at load (on
+ * the AVX2 and AVX-512 tables the 16-row tiles of q4_0x16.h for Q4_0,
+ * kquants-x8.h for Q4_K/Q5_K/Q6_K and f16x16.h for F16/BF16): one
  * kernel then serves any number of tokens from it, with nothing repacked
  * per call. 0 bytes: @kern uses the file's layout for @wtype as it is. */
 size_t llm_prepared_bytes (const LlmCpuKernels *kern, uint32_t wtype, size_t rows, size_t n);
