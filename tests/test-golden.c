@@ -41,12 +41,15 @@ typedef struct {
  * - F16 KV with flash attention: llama.cpp's CPU flash path accumulates V in
  *   f16 (its error vs float64: 2e-2); we accumulate in f32: 5e-2.
  * - Q8_0 weights: activations are quantized exactly as llama.cpp's x86 build
- *   does (127/amax, ties to even), so integer dot products agree; the
- *   TinyStories-656K model then matches bit for bit (measured 0).
- * - Q4_0 weights: the AVX2 and AVX-512 kernels read the layout prepared
- *   at load (kernels/cpu/q4_0x16.h) and give the scalar reference's bits
- *   for any number of rows (so a batch equals its rows alone), no longer
- *   ggml's x86 order: they share the reference's tolerance.
+ *   does (127/amax, ties to even), so integer dot products agree.
+ * - Q4_0 and Q8_0 weights: the AVX2 and AVX-512 kernels read the layouts
+ *   prepared at load (kernels/cpu/q4_0x16.h, q8_0x16.h) and give the scalar
+ *   reference's bits for any number of rows (so a batch equals its rows
+ *   alone), no longer ggml's x86 order: they share the reference's
+ *   tolerance. (Q8_0 in ggml's order had matched TinyStories-656K bit for
+ *   bit; in the reference's it is 1.9e-6 away with an F32 cache and, through
+ *   the f16 roundings that order flips, 0.17 and 0.107 with an F16 one,
+ *   exactly where the scalar reference kernels are.)
  * - The scalar reference kernels sum in double, i.e. closer to float64 than
  *   llama.cpp is; on TinyStories-656K, which amplifies last-bit differences
  *   (llama.cpp vs float64: 0.37), they may be that far from llama.cpp. */
@@ -56,13 +59,13 @@ static const GoldenCase cases[] = {
   { "stories260K__once_upon_a_time__kv_f16_fa", "models/stories260K.gguf", TRUE, LLM_KV_F16, 5e-2, 5e-2 },
   { "stories260K__the_cat", "models/stories260K.gguf", TRUE, LLM_KV_F16, 2e-2, 2e-2 },
   { "TinyStories-656K-Q8_0__once_upon_a_time__kv_f32", "models/TinyStories-656K-Q8_0.gguf", TRUE, LLM_KV_F32, 1e-4, 0.4 },
-  { "TinyStories-656K-Q8_0__once_upon_a_time", "models/TinyStories-656K-Q8_0.gguf", TRUE, LLM_KV_F16, 1e-4, 0.4 },
-  { "TinyStories-656K-Q8_0__the_cat", "models/TinyStories-656K-Q8_0.gguf", TRUE, LLM_KV_F16, 1e-4, 0.4 },
+  { "TinyStories-656K-Q8_0__once_upon_a_time", "models/TinyStories-656K-Q8_0.gguf", TRUE, LLM_KV_F16, 0.4, 0.4 },
+  { "TinyStories-656K-Q8_0__the_cat", "models/TinyStories-656K-Q8_0.gguf", TRUE, LLM_KV_F16, 0.4, 0.4 },
   { "tiny-llama-f32__hello_world__kv_f32", "models/random/tiny-llama-f32.gguf", FALSE, LLM_KV_F32, 1e-4, 1e-4 },
   { "tiny-llama-f32__hello_world", "models/random/tiny-llama-f32.gguf", FALSE, LLM_KV_F16, 1e-3, 1e-3 },
   { "tiny-llama-f32__hello_world__kv_q8_0_fa", "models/random/tiny-llama-f32.gguf", FALSE, LLM_KV_Q8_0, 2e-2, 2e-2 },
   { "tiny-llama-f16__hello_world", "models/random/tiny-llama-f16.gguf", FALSE, LLM_KV_F16, 1e-3, 1e-3 },
-  { "tiny-llama-q8_0__hello_world", "models/random/tiny-llama-q8_0.gguf", FALSE, LLM_KV_F16, 1e-2, 2e-2 },
+  { "tiny-llama-q8_0__hello_world", "models/random/tiny-llama-q8_0.gguf", FALSE, LLM_KV_F16, 2e-2, 2e-2 },
   { "tiny-llama-q4_0__hello_world", "models/random/tiny-llama-q4_0.gguf", FALSE, LLM_KV_F16, 2e-2, 2e-2 },
 };
 

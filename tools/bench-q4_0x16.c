@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* bench-q4_0x16: Q4_0 products over weights packed once (cpu/q4_0x16.h)
- * against today's path (llm_matvec for one token, llm_matmul_shared for
- * more), on the matrices of a 246M model's feed-forward layers (5632 x
- * 2048 and 2048 x 5632), several layers so the set is far larger than the
- * last-level cache and every pass reads its weights from memory, as a
- * decode step does. Threads share rows as lib/forward.c has them share.
+/* bench-q4_0x16: Q4_0 or (--type q8_0) Q8_0 products over weights packed
+ * once (cpu/q4_0x16.h, cpu/q8_0x16.h) against the file layout's kernels
+ * (llm_matvec for one token, llm_matmul_shared for more: what a model
+ * without the prepared layout runs), on the matrices of a 246M model's
+ * feed-forward layers (5632 x 2048 and 2048 x 5632), several layers so the
+ * set is far larger than the last-level cache and every pass reads its
+ * weights from memory, as a decode step does. Threads share rows as
+ * lib/backend-cpu.c has them share.
  *
  * Per thread count and token count: ns per product (median of samples,
  * old and new interleaved so drift on a shared machine hits both), token
  * rows per second, the packed kernel's time over its own one-token time,
  * and at one token the GB/s of weights read, next to the machine's read
- * bandwidth (the roofline of decoding). */
+ * bandwidth (the roofline of decoding).
+ *
+ * --in-cache instead times one small matrix (128 x 2048) that stays in L2
+ * with its activations, and prints cycles per token and 16-row block (at
+ * the core clock a chain of dependent adds measures): what the kernels
+ * cost when memory is not what bounds them. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,16 +33,56 @@
 #include "cpu/fp16.h"
 #include "cpu/matmul.h"
 #include "cpu/q4_0x16.h"
+#include "cpu/q8_0x16.h"
 #include "cpu/quantize.h"
 #include "cpu/threadpool.h"
 
+/* A weight type with a packed layout. */
+typedef struct {
+  const char *name;
+  uint32_t type;
+  size_t block_bytes;        /* of the file's 32-value block */
+  size_t (*bytes) (size_t rows, size_t n);
+  void (*pack) (const void *w, size_t row_bytes, size_t rows, size_t n, size_t tile0,
+      size_t tile1, void *out);
+  LlmQ4x16Fn ref;
+  LlmQ4x16Fn (*avx2) (void);
+  LlmQ4x16Fn (*avx512) (void);
+} Kind;
+
+static const Kind kinds[] = {
+  { "q4_0", LLM_TYPE_Q4_0, sizeof (LlmBlockQ4_0), llm_q4_0x16_bytes, llm_q4_0x16_pack,
+    llm_q4_0x16_ref, llm_avx2_q4_0x16_fn, llm_avx512_q4_0x16_fn },
+  { "q8_0", LLM_TYPE_Q8_0, sizeof (LlmBlockQ8_0), llm_q8_0x16_bytes, llm_q8_0x16_pack,
+    llm_q8_0x16_ref, llm_avx2_q8_0x16_fn, llm_avx512_q8_0x16_fn },
+};
+
+/* A random block of @kind at @blk: scales of +-0.05 at most, every code. */
+static void
+random_block (const Kind *kind, GRand *rand, uint8_t *blk)
+{
+  const uint16_t d = llm_fp16_from_f32 ((float) g_rand_double_range (rand, -0.05, 0.05));
+  if (kind->type == LLM_TYPE_Q4_0) {
+    LlmBlockQ4_0 *b = (LlmBlockQ4_0 *) blk;
+    b->d = d;
+    for (size_t j = 0; j < sizeof b->qs; j++)
+      b->qs[j] = (uint8_t) g_rand_int_range (rand, 0, 256);
+  } else {
+    LlmBlockQ8_0 *b = (LlmBlockQ8_0 *) blk;
+    b->d = d;
+    for (size_t j = 0; j < sizeof b->qs; j++)
+      b->qs[j] = (int8_t) g_rand_int_range (rand, -127, 128);
+  }
+}
+
 typedef struct {
   size_t rows, n, row_bytes;
-  uint8_t *w;        /* Q4_0, as a GGUF holds it */
+  uint8_t *w;        /* as a GGUF holds it */
   uint8_t *packed;   /* the same, packed once */
 } Matrix;
 
 typedef struct {
+  const Kind *kind;
   const Matrix *m;
   bool packed;
   LlmQ4x16Fn fn;
@@ -95,14 +142,16 @@ product_task (void *data, int ith, int nth)
     size_t r0, r1;
     llm_split_range (m->rows, ith, nth, &r0, &r1);
     if (r0 < r1)
-      llm_matvec (llm_cpu_kernels_best (), LLM_TYPE_Q4_0, m->w, m->row_bytes, m->n, r0, r1, p->xq, p->y + r0);
+      llm_matvec (llm_cpu_kernels_best (), p->kind->type, m->w, m->row_bytes, m->n, r0, r1,
+          p->xq, p->y + r0);
   } else {
-    llm_matmul_shared (llm_cpu_kernels_best (), LLM_TYPE_Q4_0, m->w, m->row_bytes, m->n, 0, m->rows, p->xq, p->xs,
-        p->n_tok, p->y, m->rows, &p->next, p->step);
+    llm_matmul_shared (llm_cpu_kernels_best (), p->kind->type, m->w, m->row_bytes, m->n, 0,
+        m->rows, p->xq, p->xs, p->n_tok, p->y, m->rows, &p->next, p->step);
   }
 }
 
 typedef struct {
+  const Kind *kind;
   Matrix *mats;
   size_t n_mats;
   /* Per width (2048, 5632): the converted activations of 128 tokens. */
@@ -128,7 +177,7 @@ pass (Bench *b, bool packed, size_t n_tok)
   for (size_t i = 0; i < b->n_mats; i++) {
     const Matrix *m = &b->mats[i];
     Product p = {
-      .m = m, .packed = packed, .fn = b->fn, .xq = b->xq[width_index (m->n)],
+      .kind = b->kind, .m = m, .packed = packed, .fn = b->fn, .xq = b->xq[width_index (m->n)],
       .xs = b->xs[width_index (m->n)], .n_tok = n_tok, .y = b->y,
     };
     /* lib/forward.c's items: about eight per thread, whole 16-row tiles. */
@@ -170,7 +219,8 @@ median (double *v, int n)
 /* Do the packed kernel's results equal today's for the last matrix?
  * (Today's batched Q4_0 kernels equal the scalar reference; its one-token
  * matvec adds in ggml's order, so at one token it may differ in the last
- * bits.) */
+ * bits. Today's Q8_0 kernels all sum 8 lanes per row, the packed ones in
+ * the reference's order, so they may differ at every count.) */
 static bool
 same_as_today (Bench *b, size_t n_tok)
 {
@@ -178,7 +228,7 @@ same_as_today (Bench *b, size_t n_tok)
   const size_t count = n_tok * m->rows;
   float *old_y = g_new (float, count);
   Product p = {
-    .m = m, .fn = b->fn, .xq = b->xq[width_index (m->n)], .xs = b->xs[width_index (m->n)],
+    .kind = b->kind, .m = m, .fn = b->fn, .xq = b->xq[width_index (m->n)], .xs = b->xs[width_index (m->n)],
     .n_tok = n_tok, .y = b->y, .step = 64,
   };
   atomic_init (&p.next, 0);
@@ -192,15 +242,36 @@ same_as_today (Bench *b, size_t n_tok)
   return same;
 }
 
+/* Core cycles per second: a chain of dependent adds runs one a cycle. */
+static double
+core_hz (void)
+{
+  double best = 0;
+  for (int k = 0; k < 5; k++) {
+    const long iters = 20 * 1000 * 1000;
+    uint64_t v = 0;
+    const double t0 = now_s ();
+    for (long i = 0; i < iters; i++)
+      __asm__ volatile ("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r" (v));
+    best = MAX (best, 4.0 * (double) iters / (now_s () - t0));
+  }
+  return best;
+}
+
 int
 main (int argc, char **argv)
 {
   int layers = 8, samples = 7, max_threads = 2, bandwidth_mib = 512;
-  char *tokens_arg = NULL;
+  char *tokens_arg = NULL, *type_arg = NULL;
   int sample_ms = 50;
+  gboolean in_cache = FALSE;
   const GOptionEntry entries[] = {
+    { "type", 0, 0, G_OPTION_ARG_STRING, &type_arg, "Weight type: q4_0 (default) or q8_0",
+      "TYPE" },
     { "layers", 'l', 0, G_OPTION_ARG_INT, &layers,
-      "Feed-forward layers (2 matrices, 13 MB each; default 8)", "N" },
+      "Feed-forward layers (2 matrices, 13 MB each in Q4_0; default 8)", "N" },
+    { "in-cache", 0, 0, G_OPTION_ARG_NONE, &in_cache,
+      "One 128 x 2048 matrix that stays in L2: cycles per token-block", NULL },
     { "samples", 's', 0, G_OPTION_ARG_INT, &samples, "Timed samples per setting (default 7)",
       "N" },
     { "threads", 't', 0, G_OPTION_ARG_INT, &max_threads, "Up to this many threads (default 2)",
@@ -213,7 +284,7 @@ main (int argc, char **argv)
       "Token counts, 1 to 128 (default 1,2,4,8,16,32,128)", "N[,N...]" },
     { NULL },
   };
-  GOptionContext *octx = g_option_context_new ("- packed Q4_0 products against today's");
+  GOptionContext *octx = g_option_context_new ("- packed Q4_0 / Q8_0 products against today's");
   g_option_context_add_main_entries (octx, entries, NULL);
   GError *error = NULL;
   if (!g_option_context_parse (octx, &argc, &argv, &error))
@@ -221,6 +292,16 @@ main (int argc, char **argv)
   g_option_context_free (octx);
   if (layers < 1 || samples < 1 || max_threads < 1 || sample_ms < 1)
     g_error ("--layers, --samples, --threads and --sample-ms must be at least 1");
+  const Kind *kind = &kinds[0];
+  if (type_arg != NULL) {
+    kind = NULL;
+    for (size_t k = 0; k < G_N_ELEMENTS (kinds); k++)
+      if (g_ascii_strcasecmp (type_arg, kinds[k].name) == 0)
+        kind = &kinds[k];
+    if (kind == NULL)
+      g_error ("--type: %s is not q4_0 or q8_0", type_arg);
+    g_free (type_arg);
+  }
   const double min_sample_s = sample_ms * 1e-3;
   const size_t max_tok = 128;
   size_t token_counts[32] = { 1, 2, 4, 8, 16, 32, 128 };
@@ -238,64 +319,68 @@ main (int argc, char **argv)
     g_free (tokens_arg);
   }
 
-  Bench b = { 0 };
+  Bench b = { .kind = kind };
   const char *isa = "scalar";
-  b.fn = llm_q4_0x16_ref;
-  if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX512) && llm_avx512_q4_0x16_fn () != NULL) {
-    b.fn = llm_avx512_q4_0x16_fn ();
+  b.fn = kind->ref;
+  if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX512) && kind->avx512 () != NULL) {
+    b.fn = kind->avx512 ();
     isa = "avx512";
-  } else if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX2) && llm_avx2_q4_0x16_fn () != NULL) {
-    b.fn = llm_avx2_q4_0x16_fn ();
+  } else if ((llm_cpu_isa_best () >= LLM_CPU_ISA_AVX2) && kind->avx2 () != NULL) {
+    b.fn = kind->avx2 ();
     isa = g_getenv ("LLM_NO_AVX_VNNI") == NULL ? "avx2 (AVX-VNNI if the CPU has it)" : "avx2";
   }
 
   GRand *rand = g_rand_new_with_seed (42);
-  b.n_mats = 2 * (size_t) layers;
+  b.n_mats = in_cache ? 1 : 2 * (size_t) layers;
   b.mats = g_new0 (Matrix, b.n_mats);
   size_t weight_bytes = 0;
   double pack_s = 0;
   for (size_t i = 0; i < b.n_mats; i++) {
     Matrix *m = &b.mats[i];
-    m->rows = i % 2 ? 2048 : 5632;
+    m->rows = in_cache ? 128 : i % 2 ? 2048 : 5632;
     m->n = i % 2 ? 5632 : 2048;
-    m->row_bytes = m->n / LLM_QK4_0 * sizeof (LlmBlockQ4_0);
+    m->row_bytes = m->n / 32 * kind->block_bytes;
     m->w = alloc_big (m->rows * m->row_bytes);
-    LlmBlockQ4_0 *blk = (LlmBlockQ4_0 *) m->w;
-    for (size_t k = 0; k < m->rows * (m->n / LLM_QK4_0); k++) {
-      blk[k].d = llm_fp16_from_f32 ((float) g_rand_double_range (rand, -0.05, 0.05));
-      for (size_t j = 0; j < sizeof blk[k].qs; j++)
-        blk[k].qs[j] = (uint8_t) g_rand_int_range (rand, 0, 256);
-    }
-    m->packed = alloc_big (llm_q4_0x16_bytes (m->rows, m->n));
-    memset (m->packed, 0, llm_q4_0x16_bytes (m->rows, m->n));
+    for (size_t k = 0; k < m->rows * (m->n / 32); k++)
+      random_block (kind, rand, m->w + k * kind->block_bytes);
+    const size_t packed_bytes = kind->bytes (m->rows, m->n);
+    m->packed = alloc_big (packed_bytes);
+    memset (m->packed, 0, packed_bytes);
     const double t0 = now_s ();
-    llm_q4_0x16_pack (m->w, m->row_bytes, m->rows, m->n, 0, (m->rows + 15) / 16, m->packed);
+    kind->pack (m->w, m->row_bytes, m->rows, m->n, 0, (m->rows + 15) / 16, m->packed);
     pack_s += now_s () - t0;
     weight_bytes += m->rows * m->row_bytes;
   }
   float *x = g_new (float, 5632);
   for (int k = 0; k < 2; k++) {
     const size_t n = k == 0 ? 2048 : 5632;
-    b.xs[k] = llm_matmul_act_bytes (LLM_TYPE_Q4_0, n);
+    b.xs[k] = llm_matmul_act_bytes (kind->type, n);
     b.xq[k] = g_malloc (max_tok * b.xs[k]);
     for (size_t t = 0; t < max_tok; t++) {
       for (size_t i = 0; i < n; i++)
         x[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
-      llm_matmul_convert (llm_cpu_kernels_best (), LLM_TYPE_Q4_0, x, n, b.xq[k] + t * b.xs[k]);
+      llm_matmul_convert (llm_cpu_kernels_best (), kind->type, x, n, b.xq[k] + t * b.xs[k]);
     }
   }
   g_free (x);
   b.y = g_new (float, max_tok * 5632);
 
-  printf ("bench-q4_0x16: %d layers of 5632x2048 + 2048x5632 Q4_0, %.1f MB of weights\n",
-      layers, (double) weight_bytes / 1e6);
+  if (in_cache)
+    printf ("bench-q4_0x16: one 128x2048 %s matrix, %.1f kB of weights, in cache\n",
+        kind->name, (double) weight_bytes / 1e3);
+  else
+    printf ("bench-q4_0x16: %d layers of 5632x2048 + 2048x5632 %s, %.1f MB of weights\n",
+        layers, kind->name, (double) weight_bytes / 1e6);
   printf ("today's kernels: %s; packed kernel: %s\n", llm_cpu_kernels_name (llm_cpu_kernels_best ()), isa);
   printf ("pack (one thread, once at load): %.1f ms for all, %.2f GB/s\n", pack_s * 1e3,
       (double) weight_bytes / pack_s / 1e9);
+  const double hz = in_cache ? core_hz () : 0;
+  if (in_cache)
+    printf ("core clock (dependent adds): %.2f GHz\n", hz / 1e9);
 
   for (int nth = 1; nth <= max_threads; nth++) {
     double bw = 0;
-    if (bandwidth_mib > 0) {
+    if (bandwidth_mib > 0 && !in_cache) {
       bw = bench_read_bandwidth ((size_t) bandwidth_mib << 20, nth, 5, &error);
       if (bw == 0)
         g_error ("%s", error->message);
@@ -307,7 +392,7 @@ main (int argc, char **argv)
     char ratio_head[32];
     g_snprintf (ratio_head, sizeof ratio_head, "x n_tok=%zu", token_counts[0]);
     printf ("%5s %12s %12s %8s %12s %10s %10s %s\n", "n_tok", "today ns", "packed ns", "speedup",
-        "packed tok/s", ratio_head, "GB/s", "same bits as today");
+        "packed tok/s", ratio_head, in_cache ? "cyc/tb" : "GB/s", "same bits as today");
     double one_tok = 0;
     for (size_t k = 0; k < n_counts; k++) {
       const size_t n_tok = token_counts[k];
@@ -322,9 +407,15 @@ main (int argc, char **argv)
       if (k == 0)
         one_tok = tn;
       char gbs[32] = "";
-      if (n_tok == 1)
+      if (in_cache) {
+        /* Per thread: each computes its share of the token-blocks. */
+        const Matrix *m = &b.mats[0];
+        const double tb = (double) n_tok * (double) ((m->rows + 15) / 16) * (double) (m->n / 32);
+        g_snprintf (gbs, sizeof gbs, "%.1f/%.1f", tn * hz * nth / tb, to * hz * nth / tb);
+      } else if (n_tok == 1) {
         g_snprintf (gbs, sizeof gbs, "%.1f/%.1f", (double) weight_bytes / b.n_mats / tn / 1e9,
             (double) weight_bytes / b.n_mats / to / 1e9);
+      }
       printf ("%5zu %12.0f %12.0f %7.2fx %12.0f %9.2fx %10s %s\n", n_tok, to * 1e9, tn * 1e9,
           to / tn, (double) n_tok / tn, tn / one_tok, gbs,
           same_as_today (&b, n_tok) ? "yes" : n_tok == 1 ? "no (matvec: ggml order)" : "NO");
@@ -333,7 +424,10 @@ main (int argc, char **argv)
     }
     llm_threadpool_free (b.pool);
   }
-  printf ("\nGB/s at n_tok=1: packed/today, weight bytes read per second.\n");
+  if (in_cache)
+    printf ("\ncyc/tb: packed/today, core cycles per token and 16-row block, per thread.\n");
+  else
+    printf ("\nGB/s at n_tok=1: packed/today, weight bytes read per second.\n");
 
   for (size_t i = 0; i < b.n_mats; i++) {
     free (b.mats[i].w);

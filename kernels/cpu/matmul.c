@@ -24,6 +24,7 @@
 #include "quantize.h"
 #include "q4_0x16.h"
 #include "f16x16.h"
+#include "q8_0x16.h"
 #include "kquants-x8.h"
 
 #include <pthread.h>
@@ -375,6 +376,29 @@ f16x16_unpack_row (uint32_t wtype, const void *prepared, size_t n, size_t r, voi
   llm_f16x16_unpack_row (prepared, n, r, out);
 }
 
+/* And q8_0x16.h's. */
+static size_t
+q8_0x16_bytes (uint32_t wtype, size_t rows, size_t n)
+{
+  (void) wtype;
+  return llm_q8_0x16_bytes (rows, n);
+}
+
+static void
+q8_0x16_pack (uint32_t wtype, const void *w, size_t row_bytes, size_t rows, size_t n,
+    size_t tile0, size_t tile1, void *out)
+{
+  (void) wtype;
+  llm_q8_0x16_pack (w, row_bytes, rows, n, tile0, tile1, out);
+}
+
+static void
+q8_0x16_unpack_row (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out)
+{
+  (void) wtype;
+  llm_q8_0x16_unpack_row (prepared, n, r, out);
+}
+
 /* The layout @isa's kernels want @wtype weights in, prepared once at
  * load: one kernel family then serves a decode step and a prefill alike
  * from the same bytes, with no per-call repacking. The scalar table keeps
@@ -402,6 +426,15 @@ prepared_layout (LlmCpuIsa isa, uint32_t wtype)
     if (run != NULL)
       return (LlmCpuLayout) { LLM_F16X16_ROWS, f16x16_bytes, f16x16_pack, f16x16_unpack_row,
         run };
+  }
+  if (wtype == LLM_TYPE_Q8_0) {
+    if (isa == LLM_CPU_ISA_AVX512)
+      run = llm_avx512_q8_0x16_fn ();
+    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
+      run = llm_avx2_q8_0x16_fn ();
+    if (run != NULL)
+      return (LlmCpuLayout) { LLM_Q8_0X16_ROWS, q8_0x16_bytes, q8_0x16_pack,
+        q8_0x16_unpack_row, run };
   }
   if (llm_kx8_block_bytes (wtype) > 0) {
     if (isa == LLM_CPU_ISA_AVX512)

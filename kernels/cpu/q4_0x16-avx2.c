@@ -25,7 +25,7 @@
  * AVX-512 kernel's 5. Measured in cache: about 13 (VNNI) and 20 (plain,
  * the speed of gemm-avx2.c's rows-in-lanes Q4_0 tiles). */
 #include "q4_0x16.h"
-#include "q4_0x16-simd.h"
+#include "x16-simd.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -34,21 +34,13 @@
 #include "quantize.h"
 
 #define UNROLL _Pragma ("GCC unroll 8")
+#define PREFETCH_LINES ((LLM_Q4_0X16_BLOCK_BYTES + 63) / 64)
+_Static_assert (LLM_Q4_0X16_ROWS == X16_ROWS, "x16-simd.h drives 16-row tiles");
 
 /* The activations for a vector pair: groups @p and @p + 4 (4 bytes each)
  * in the even and odd lanes, and (SWAP_PAIRS) the other way round. */
 #define BCAST8(p) _mm256_broadcastq_epi64 (_mm_loadl_epi64 ((const __m128i *) (p)))
 #define SWAP_PAIRS(v) _mm256_shuffle_epi32 ((v), 0xb1)
-
-/* @acc plus each lane's 4 products u * s (unsigned by signed bytes). asm,
- * so this file needs no -mavxvnni; only reached where the CPU has
- * AVX-VNNI. */
-INLINE __m256i
-vnni_dot4 (__m256i acc, __m256i u, __m256i s)
-{
-  __asm__ ("%{vex%} vpdpbusd %2, %1, %0" : "+x" (acc) : "x" (u), "x" (s));
-  return acc;
-}
 
 /* Half @h (rows 8 h .. 8 h + 7) of vector pair @p of the block at @pb:
  * [0], [1] the low nibbles of vectors 2 p, 2 p + 1, [2], [3] their high
@@ -81,7 +73,7 @@ dot_pair (int vnni, int p, const __m256i w[4], const __m256i x[4], __m256i s)
 {
   if (vnni) {
     UNROLL for (int k = 0; k < 4; k++)
-      s = vnni_dot4 (s, w[k], x[k]);
+      s = x16_vnni_dot4 (s, w[k], x[k]);
     return s;
   }
   const __m256i p16 = _mm256_add_epi16 (
@@ -123,7 +115,7 @@ store_half (__m256 v, int h, int rm, float *y)
 
 #define TILE_ARGS \
   size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs, const float *dx, \
-  const int32_t *bias, float *y, size_t ldy, int rm, bool ahead
+  const int32_t *bias, float *y, size_t ldy, int rm, X16Ahead *ahead
 #define QS(t, b) (((const LlmBlockQ8_0 *) (xb + (t) * xs) + (b))->qs)
 
 /* Up to 3 tokens: both halves of each block at once, so the tile is read
@@ -139,8 +131,7 @@ store_half (__m256 v, int h, int rm, float *y)
         acc[h][t] = _mm256_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * LLM_Q4_0X16_BLOCK_BYTES; \
-      if (ahead) \
-        q4x16_prefetch (pb); \
+      x16_ahead (ahead, pb, PREFETCH_LINES); \
       __m256i s[2][RN]; \
       UNROLL for (int h = 0; h < 2; h++) \
         UNROLL for (int t = 0; t < (RN); t++) \
@@ -180,8 +171,8 @@ store_half (__m256 v, int h, int rm, float *y)
         acc[t] = _mm256_setzero_ps (); \
       for (size_t b = 0; b < nb; b++) { \
         const uint8_t *pb = P + b * LLM_Q4_0X16_BLOCK_BYTES; \
-        if (ahead && h == 0) \
-          q4x16_prefetch (pb); \
+        if (h == 0 || !ahead->stream) \
+          x16_ahead (ahead, pb, PREFETCH_LINES); \
         __m256i s[RN]; \
         UNROLL for (int t = 0; t < (RN); t++) \
           s[t] = start_sum (VNNI, bias[t * nb + b]); \
@@ -206,7 +197,7 @@ store_half (__m256 v, int h, int rm, float *y)
 #define TILES(pre, VNNI) \
   TILE_BOTH (pre##_1, 1, VNNI) TILE_BOTH (pre##_2, 2, VNNI) TILE_BOTH (pre##_3, 3, VNNI) \
   TILE_HALVES (pre##_4, 4, VNNI) \
-  static const Q4x16TileFn pre[RN_MAX] = { pre##_1, pre##_2, pre##_3, pre##_4 };
+  static const X16TileFn pre[RN_MAX] = { pre##_1, pre##_2, pre##_3, pre##_4 };
 
 TILES (tiles_plain, 0)
 TILES (tiles_vnni, 1)
@@ -216,7 +207,8 @@ q4_0x16_plain (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, 
     size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
   (void) rows;
-  return q4x16_run (tiles_plain, RN_MAX, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
+  static const X16Kernel k = { tiles_plain, RN_MAX, NULL, LLM_Q4_0X16_BLOCK_BYTES, 8, false };
+  return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 
 static bool
@@ -224,7 +216,8 @@ q4_0x16_vnni (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, c
     size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
   (void) rows;
-  return q4x16_run (tiles_vnni, RN_MAX, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
+  static const X16Kernel k = { tiles_vnni, RN_MAX, NULL, LLM_Q4_0X16_BLOCK_BYTES, 8, false };
+  return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 
 LlmQ4x16Fn

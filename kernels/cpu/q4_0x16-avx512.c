@@ -24,7 +24,7 @@
  * token is bound by memory instead: 288 bytes a block at 43 GB/s is 30
  * cycles. */
 #include "q4_0x16.h"
-#include "q4_0x16-simd.h"
+#include "x16-simd.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -32,6 +32,8 @@
 #include "quantize.h"
 
 #define UNROLL _Pragma ("GCC unroll 8")
+#define PREFETCH_LINES ((LLM_Q4_0X16_BLOCK_BYTES + 63) / 64)
+_Static_assert (LLM_Q4_0X16_ROWS == X16_ROWS, "x16-simd.h drives 16-row tiles");
 
 /* As in q4_0x16-avx2.c, 16 lanes wide. */
 #define BCAST8(p) _mm512_broadcastq_epi64 (_mm_loadl_epi64 ((const __m128i *) (p)))
@@ -43,7 +45,7 @@
 #define TILE(name, RN) \
   static void \
   name (size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs, const float *dx, \
-      const int32_t *bias, float *y, size_t ldy, int rm, bool ahead) \
+      const int32_t *bias, float *y, size_t ldy, int rm, X16Ahead *ahead) \
   { \
     enum { CH = (RN) <= 6 ? 2 : 1 }; \
     const __m512i low4 = _mm512_set1_epi8 (0x0f); \
@@ -52,8 +54,7 @@
       acc[t] = _mm512_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * LLM_Q4_0X16_BLOCK_BYTES; \
-      if (ahead) \
-        q4x16_prefetch (pb); \
+      x16_ahead (ahead, pb, PREFETCH_LINES); \
       __m512i s[RN][CH]; \
       UNROLL for (int t = 0; t < (RN); t++) { \
         s[t][0] = _mm512_set1_epi32 (bias[t * nb + b]); \
@@ -91,7 +92,7 @@
 #define RN_MAX 8
 TILE (tile_1, 1) TILE (tile_2, 2) TILE (tile_3, 3) TILE (tile_4, 4)
 TILE (tile_5, 5) TILE (tile_6, 6) TILE (tile_7, 7) TILE (tile_8, 8)
-static const Q4x16TileFn tiles[RN_MAX] = {
+static const X16TileFn tiles[RN_MAX] = {
   tile_1, tile_2, tile_3, tile_4, tile_5, tile_6, tile_7, tile_8,
 };
 
@@ -100,7 +101,8 @@ q4_0x16 (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const 
     size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
   (void) rows;
-  return q4x16_run (tiles, RN_MAX, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
+  static const X16Kernel k = { tiles, RN_MAX, NULL, LLM_Q4_0X16_BLOCK_BYTES, 8, false };
+  return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 
 LlmQ4x16Fn

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to the kernels over the 16-row prepared layouts of the types
+ * with Q8_0 activations (q4_0x16-avx2.c, q4_0x16-avx512.c, q8_0x16-avx2.c,
+ * q8_0x16-avx512.c; all built with at least AVX2): what they share around
+ * the tiles: the per-token activation side, prefetching ahead of the
+ * tiles, and the driver that claims rows and walks token tiles. A layout
+ * is one stream of (tile, block) records of a fixed size, 16 rows each,
+ * whose weights the kernels multiply as unsigned bytes a constant offset
+ * above their values (taken back off through the activation side's
+ * bias). */
+#pragma once
+
+#include <assert.h>
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "gemm-common.h"
+#include "quantize.h"
+
+#define X16_ROWS 16
+
+/* --- prefetching ---------------------------------------------------- */
+
+/* How far ahead of the block being computed a tile's only token tile asks
+ * for weights when all the tokens fit one (x16_prefetch). Packed tiles
+ * are one contiguous stream, yet the hardware prefetchers alone left a
+ * kernel doing more than one token's work per block waiting on memory:
+ * at 8 tokens a Q4_0 block took 3x its in-cache time, not the larger of
+ * compute and memory time. Measured on Zen 5: 8 to 64 KiB ahead all close
+ * that gap, 4 KiB only partly; into L1 (prefetcht0, which fills L2 too, so
+ * later token tiles still find the tile there) one token ran 5% faster
+ * than into L2 alone. Past the end of a claim it fetches rows the next
+ * claim (usually this thread's or its neighbour's) reads anyway. */
+#define X16_PREFETCH_BYTES (16 * 1024)
+
+/* One block's worth of the stream, X16_PREFETCH_BYTES past @pb: @lines
+ * cache lines, at least the block's bytes, so consecutive blocks leave no
+ * line out. */
+INLINE void
+x16_prefetch (const uint8_t *pb, int lines)
+{
+  for (int l = 0; l < lines; l++)
+    _mm_prefetch ((const char *) pb + X16_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
+}
+
+/* What a tile fetches ahead while it computes, block by block. With
+ * @stream (set for the first token tile when all the tokens fit one),
+ * x16_prefetch()'s lines along the stream. Otherwise @lines lines a block
+ * from @p on, up to @end: with X16Kernel.spread, this token tile's share
+ * of the next row tile, so the memory reads of a compute-bound product
+ * overlap all of its computing (see x16_run); else nothing. */
+typedef struct {
+  const char *p, *end;
+  size_t lines;
+  bool stream;
+} X16Ahead;
+
+/* One block's prefetching (@stream_lines: the lines of a block). A tile
+ * making several passes over its blocks prefetches in each (or, with
+ * @ahead->stream, only in its first). */
+INLINE void
+x16_ahead (X16Ahead *ahead, const uint8_t *pb, int stream_lines)
+{
+  if (ahead->stream) {
+    x16_prefetch (pb, stream_lines);
+    return;
+  }
+  for (size_t l = 0; l < ahead->lines && ahead->p < ahead->end; l++, ahead->p += 64)
+    _mm_prefetch (ahead->p, _MM_HINT_T1);
+}
+
+/* --- activations ------------------------------------------------------ */
+
+/* The sum of a Q8_0 block's 32 codes, by vpsadbw over code + 128. */
+INLINE int
+x16_code_sum (const int8_t *qs)
+{
+  const __m256i u = _mm256_xor_si256 (_mm256_loadu_si256 ((const __m256i *) qs),
+      _mm256_set1_epi8 ((char) 0x80));
+  const __m256i s = _mm256_sad_epu8 (u, _mm256_setzero_si256 ());
+  const __m128i h = _mm_add_epi64 (_mm256_castsi256_si128 (s), _mm256_extracti128_si256 (s, 1));
+  return _mm_cvtsi128_si32 (_mm_add_epi64 (h, _mm_unpackhi_epi64 (h, h))) - 128 * LLM_QK8_0;
+}
+
+/* Per token t and block b, at [t * nb + b]: d_x as a float (@dx), and
+ * -@offset * (the sum of the block's 32 codes) (@bias): weights
+ * multiplied as unsigned bytes @offset above their values start each
+ * row's integer sum from it and end exactly at the reference's sumi. */
+INLINE void
+x16_act_side (const uint8_t *xq, size_t xs, size_t n_tok, size_t nb, int offset, float *dx,
+    int32_t *bias)
+{
+  for (size_t t = 0; t < n_tok; t++) {
+    const LlmBlockQ8_0 *x = (const LlmBlockQ8_0 *) (xq + t * xs);
+    for (size_t b = 0; b < nb; b++) {
+      dx[t * nb + b] = _cvtsh_ss (x[b].d);
+      bias[t * nb + b] = offset == 0 ? 0 : -offset * x16_code_sum (x[b].qs);
+    }
+  }
+}
+
+/* --- the driver ------------------------------------------------------- */
+
+/* Computes y[t * ldy + r] for the tile's rows r < @rm (of 16) and up to
+ * the kernel's RN tokens at @xq, @xs bytes apart, from the tile's @nb
+ * blocks at @tile; @dx and @bias are those tokens' rows of the activation
+ * side, @nb apart; each block calls x16_ahead (@ahead). */
+typedef void (*X16TileFn) (size_t nb, const uint8_t *tile, const uint8_t *xq, size_t xs,
+    const float *dx, const int32_t *bias, float *y, size_t ldy, int rm, X16Ahead *ahead);
+
+/* A kernel family over one layout. */
+typedef struct {
+  const X16TileFn *tiles;     /* [k] takes k + 1 tokens, k < rn */
+  int rn;
+  /* Passes tiles[k] makes over the blocks (a tile in halves makes 2);
+   * NULL: one each. */
+  const uint8_t *passes;
+  size_t block_bytes;         /* of a (tile, block) record */
+  int offset;                 /* weights are multiplied this far above their values */
+  /* With more tokens than one token tile takes, every token tile fetches
+   * its share of the next row tile (X16Ahead); else only the first fetches,
+   * x16_prefetch() ahead. */
+  bool spread;
+} X16Kernel;
+
+/* A prepared-layout product (q4_0x16.h's contract) with kernel @k.
+ * Tokens are the inner loop: a row tile is read from memory once and then
+ * from cache by the other token tiles.
+ *
+ * Where it is read from memory is the prefetching's choice. Without
+ * @k->spread, the first token tile reads it, fetching X16_PREFETCH_BYTES
+ * ahead along the stream: right for one token tile, bound by memory, but
+ * with several the first then waits on memory and the others only
+ * compute, so a product takes its memory time plus most of its compute
+ * time. With @k->spread, all the passes over a tile (every token tile, each
+ * half) fetch the next tile into L2 a few lines a block, so fetching
+ * overlaps all the computing and the product takes nearer the larger of
+ * the two (Q8_0 at 8 and 16 tokens on AVX2: 15% and 10% faster). */
+INLINE bool
+x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1, const void *xq,
+    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
+{
+  /* Tiles are addressed from their first row. */
+  assert (r0 % X16_ROWS == 0 && (next == NULL || step % X16_ROWS == 0));
+  const size_t nb = n / LLM_QK8_0;
+  float *dx = llm_gemm_scratch (n_tok * nb * (sizeof (float) + sizeof (int32_t)));
+  if (dx == NULL)
+    return false;
+  int32_t *bias = (int32_t *) (dx + n_tok * nb);
+  x16_act_side (xq, xs, n_tok, nb, k->offset, dx, bias);
+
+  const size_t tile_bytes = nb * k->block_bytes;
+  const bool stream = !k->spread || n_tok <= (size_t) k->rn;
+  size_t lines = 0;
+  if (!stream) {
+    /* The next tile's lines over every pass of every token tile's blocks. */
+    size_t passes = 0;
+    for (size_t t = 0, rn; t < n_tok; t += rn) {
+      rn = tile_tokens (n_tok - t, k->rn);
+      passes += k->passes != NULL ? k->passes[rn - 1] : 1;
+    }
+    lines = (tile_bytes / 64 + passes * nb - 1) / (passes * nb);
+  }
+  size_t ra = r0, rb = r1;
+  bool first = true;
+  while (claim (next, step, r1, &ra, &rb, &first)) {
+    for (size_t r = ra; r < rb; r += X16_ROWS) {
+      const int rm = rb - r < X16_ROWS ? (int) (rb - r) : X16_ROWS;
+      const uint8_t *tile = (const uint8_t *) packed + r / X16_ROWS * tile_bytes;
+      /* Past the claim the next tile is usually this thread's next claim
+       * or the one its neighbour is on; past the matrix there is none. */
+      X16Ahead ahead = { (const char *) tile + tile_bytes,
+        (const char *) tile + (r + X16_ROWS < r1 ? 2 : 1) * tile_bytes, lines, false };
+      for (size_t t = 0, rn; t < n_tok; t += rn) {
+        rn = tile_tokens (n_tok - t, k->rn);
+        ahead.stream = stream && t == 0;
+        k->tiles[rn - 1] (nb, tile, (const uint8_t *) xq + t * xs, xs, dx + t * nb,
+            bias + t * nb, y + t * ldy + r, ldy, rm, &ahead);
+      }
+    }
+  }
+  return true;
+}
+
+/* --- AVX2 helpers (the AVX-512 files do not use them) ----------------- */
+
+/* @acc plus each 32-bit lane's 4 products u * s (unsigned by signed
+ * bytes): AVX-VNNI's vpdpbusd. asm, so the AVX2 files need no -mavxvnni;
+ * only reached where the CPU has AVX-VNNI. */
+INLINE __m256i
+x16_vnni_dot4 (__m256i acc, __m256i u, __m256i s)
+{
+  __asm__ ("%{vex%} vpdpbusd %2, %1, %0" : "+x" (acc) : "x" (u), "x" (s));
+  return acc;
+}
+
