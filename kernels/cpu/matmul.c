@@ -330,74 +330,33 @@ kind_of (uint32_t wtype)
 static LlmCpuKernels tables[LLM_CPU_N_ISA];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-/* q4_0x16.h's functions in the shape every prepared layout has. */
-static size_t
-q4_0x16_bytes (uint32_t wtype, size_t rows, size_t n)
-{
-  (void) wtype;
-  return llm_q4_0x16_bytes (rows, n);
-}
+/* A one-type layout's functions (llm_NAME_bytes, _pack, _unpack_row) in
+ * the shape every prepared layout has, which also names the weight type
+ * (f16x16 serves F16 and BF16 alike). */
+#define LAYOUT_FNS(name) \
+  static size_t \
+  name##_bytes (uint32_t wtype, size_t rows, size_t n) \
+  { \
+    (void) wtype; \
+    return llm_##name##_bytes (rows, n); \
+  } \
+  static void \
+  name##_pack (uint32_t wtype, const void *w, size_t row_bytes, size_t rows, size_t n, \
+      size_t tile0, size_t tile1, void *out) \
+  { \
+    (void) wtype; \
+    llm_##name##_pack (w, row_bytes, rows, n, tile0, tile1, out); \
+  } \
+  static void \
+  name##_unpack_row (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out) \
+  { \
+    (void) wtype; \
+    llm_##name##_unpack_row (prepared, n, r, out); \
+  }
 
-static void
-q4_0x16_pack (uint32_t wtype, const void *w, size_t row_bytes, size_t rows, size_t n,
-    size_t tile0, size_t tile1, void *out)
-{
-  (void) wtype;
-  llm_q4_0x16_pack (w, row_bytes, rows, n, tile0, tile1, out);
-}
-
-static void
-q4_0x16_unpack_row (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out)
-{
-  (void) wtype;
-  llm_q4_0x16_unpack_row (prepared, n, r, out);
-}
-
-/* f16x16.h's, likewise (one layout for F16 and BF16). */
-static size_t
-f16x16_bytes (uint32_t wtype, size_t rows, size_t n)
-{
-  (void) wtype;
-  return llm_f16x16_bytes (rows, n);
-}
-
-static void
-f16x16_pack (uint32_t wtype, const void *w, size_t row_bytes, size_t rows, size_t n,
-    size_t tile0, size_t tile1, void *out)
-{
-  (void) wtype;
-  llm_f16x16_pack (w, row_bytes, rows, n, tile0, tile1, out);
-}
-
-static void
-f16x16_unpack_row (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out)
-{
-  (void) wtype;
-  llm_f16x16_unpack_row (prepared, n, r, out);
-}
-
-/* And q8_0x16.h's. */
-static size_t
-q8_0x16_bytes (uint32_t wtype, size_t rows, size_t n)
-{
-  (void) wtype;
-  return llm_q8_0x16_bytes (rows, n);
-}
-
-static void
-q8_0x16_pack (uint32_t wtype, const void *w, size_t row_bytes, size_t rows, size_t n,
-    size_t tile0, size_t tile1, void *out)
-{
-  (void) wtype;
-  llm_q8_0x16_pack (w, row_bytes, rows, n, tile0, tile1, out);
-}
-
-static void
-q8_0x16_unpack_row (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out)
-{
-  (void) wtype;
-  llm_q8_0x16_unpack_row (prepared, n, r, out);
-}
+LAYOUT_FNS (q4_0x16)
+LAYOUT_FNS (q8_0x16)
+LAYOUT_FNS (f16x16)
 
 /* The layout @isa's kernels want @wtype weights in, prepared once at
  * load: one kernel family then serves a decode step and a prefill alike
