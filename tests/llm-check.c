@@ -242,3 +242,37 @@ llm_test_run_suite (Suite *suite)
     return EXIT_FAILURE;
   return (run > 0 && skipped == run) ? 77 : EXIT_SUCCESS;
 }
+
+typedef struct {
+  LlmTestPackedFn fn;
+  size_t n, rows, r0, r1, xs, n_tok, ldy, step;
+  const void *packed, *xq;
+  float *y;
+  atomic_size_t next;
+  atomic_bool failed;
+} PackedShared;
+
+static void
+packed_shared_task (void *data, int ith, int nth)
+{
+  (void) ith, (void) nth;
+  PackedShared *s = data;
+  if (!s->fn (s->n, s->packed, s->rows, s->r0, s->r1, s->xq, s->xs, s->n_tok, s->y, s->ldy,
+          &s->next, s->step))
+    atomic_store (&s->failed, true);
+}
+
+gboolean
+llm_test_packed_shared (LlmThreadPool *pool, LlmTestPackedFn fn, size_t n,
+    const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, size_t xs,
+    size_t n_tok, float *y, size_t ldy, size_t step)
+{
+  PackedShared s = {
+    .fn = fn, .n = n, .rows = rows, .r0 = r0, .r1 = r1, .xs = xs, .n_tok = n_tok,
+    .ldy = ldy, .step = step, .packed = packed, .xq = xq, .y = y,
+  };
+  atomic_init (&s.next, r0);
+  atomic_init (&s.failed, false);
+  llm_threadpool_run (pool, packed_shared_task, &s);
+  return !atomic_load (&s.failed);
+}

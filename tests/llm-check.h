@@ -4,9 +4,12 @@
 #pragma once
 
 #include <check.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <glib.h>
 
 #include "engine.h"
+#include "cpu/threadpool.h"
 
 /* Bundled test data (tests/data). */
 char *llm_test_data_path (const char *relative);
@@ -50,6 +53,19 @@ float llm_test_rng_float (void);
 
 /* The greedy pick: the first index of the largest of @n logits. */
 guint llm_test_argmax (const float *x, guint n);
+
+/* A packed-layout product (q4_0x16.h's contract, which every prepared
+ * layout's kernels share). */
+typedef bool (*LlmTestPackedFn) (size_t n, const void *packed, size_t rows, size_t r0,
+    size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
+    atomic_size_t *next, size_t step);
+
+/* @fn over rows [@r0, @r1) on every thread of @pool at once, each
+ * claiming @step rows at a time from one counter; FALSE if a call ran out
+ * of scratch. */
+gboolean llm_test_packed_shared (LlmThreadPool *pool, LlmTestPackedFn fn, size_t n,
+    const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, size_t xs,
+    size_t n_tok, float *y, size_t ldy, size_t step);
 
 /* Runs @suite and returns the process exit status (0, 1, or 77 if every
  * test skipped). */

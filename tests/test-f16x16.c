@@ -412,25 +412,6 @@ END_TEST
 
 /* --- rows shared by threads --- */
 
-typedef struct {
-  LlmF16x16Fn fn;
-  size_t n, rows, r0, r1, xs, n_tok, ldy, step;
-  const uint8_t *packed, *xq;
-  float *y;
-  atomic_size_t next;
-  atomic_bool failed;
-} Shared;
-
-static void
-shared_task (void *data, int ith, int nth)
-{
-  (void) ith, (void) nth;
-  Shared *s = data;
-  if (!s->fn (s->n, s->packed, s->rows, s->r0, s->r1, s->xq, s->xs, s->n_tok, s->y, s->ldy,
-          &s->next, s->step))
-    atomic_store (&s->failed, true);
-}
-
 START_TEST (test_rows_claimed_by_threads_give_the_reference_bits)
 {
   GRand *rand = g_rand_new_with_seed (30);
@@ -462,20 +443,15 @@ START_TEST (test_rows_claimed_by_threads_give_the_reference_bits)
       for (size_t a = 0; a < G_N_ELEMENTS (token_counts); a++)
         for (size_t step = 16; step <= 48; step += 32)
           for (size_t r0 = 0; r0 <= 16; r0 += 16) {
-            Shared s = {
-              .fn = fns[k], .n = n, .rows = rows, .r0 = r0, .r1 = rows, .xs = xs,
-              .n_tok = token_counts[a], .ldy = ldy, .step = step, .packed = p, .xq = xq,
-            };
-            s.y = output_rows (s.n_tok, ldy);
-            atomic_init (&s.next, r0);
-            atomic_init (&s.failed, false);
-            llm_threadpool_run (pool, shared_task, &s);
-            ck_assert (!atomic_load (&s.failed));
+            const size_t n_tok = token_counts[a];
+            float *y = output_rows (n_tok, ldy);
+            ck_assert (llm_test_packed_shared (pool, fns[k], n, p, rows,
+                    r0, rows, xq, xs, n_tok, y, ldy, step));
             char *what = g_strdup_printf ("%s %s, %zu tokens, step %zu from row %zu", names[k],
-                llm_type_name (type), s.n_tok, step, r0);
-            assert_rows_equal (what, s.y, ldy, want, rows, r0, rows, s.n_tok);
+                llm_type_name (type), n_tok, step, r0);
+            assert_rows_equal (what, y, ldy, want, rows, r0, rows, n_tok);
             g_free (what);
-            g_free (s.y);
+            g_free (y);
           }
     }
     g_free (want);

@@ -495,26 +495,6 @@ START_TEST (test_extreme_codes_give_the_reference_bits)
 }
 END_TEST
 
-typedef struct {
-  LlmKx8Fn fn;
-  size_t n, rows, r0, r1, xs, n_tok, ldy, step;
-  const uint8_t *p, *xq;
-  float *y;
-  atomic_size_t next;
-  atomic_int failed;
-} SharedRun;
-
-static void
-shared_task (void *ctx, int ith, int nth)
-{
-  (void) ith;
-  (void) nth;
-  SharedRun *s = ctx;
-  if (!s->fn (s->n, s->p, s->rows, s->r0, s->r1, s->xq, s->xs, s->n_tok, s->y, s->ldy,
-          &s->next, s->step))
-    atomic_store (&s->failed, 1);
-}
-
 START_TEST (test_threads_claiming_rows_give_the_same_bits_as_one)
 {
   llm_test_rng_seed (7);
@@ -537,18 +517,15 @@ START_TEST (test_threads_claiming_rows_give_the_same_bits_as_one)
     for (size_t i = 0; i < nk; i++)
       for (size_t si = 0; si < N_OF (steps); si++)
         for (size_t ni = 0; ni < N_OF (toks); ni++) {
-          SharedRun s = { .fn = ks[i].fn, .n = n, .rows = rows, .r0 = 16, .r1 = rows,
-            .xs = xs, .n_tok = toks[ni], .ldy = rows, .step = steps[si], .p = p, .xq = xq };
-          s.y = g_new0 (float, s.n_tok * rows);
-          atomic_init (&s.next, s.r0);
-          atomic_init (&s.failed, 0);
-          llm_threadpool_run (pool, shared_task, &s);
-          ck_assert_int_eq (atomic_load (&s.failed), 0);
-          for (size_t t = 0; t < s.n_tok; t++)
-            ck_assert_msg (memcmp (s.y + t * rows + s.r0, want + t * rows + s.r0,
-                    (rows - s.r0) * sizeof (float)) == 0, "%s %s step %zu, %zu tokens: token %zu",
-                ks[i].name, llm_type_name (wtype), s.step, s.n_tok, t);
-          g_free (s.y);
+          const size_t r0 = 16, n_tok = toks[ni], step = steps[si];
+          float *y = g_new0 (float, n_tok * rows);
+          ck_assert (llm_test_packed_shared (pool, ks[i].fn, n, p, rows, r0, rows, xq, xs,
+                  n_tok, y, rows, step));
+          for (size_t t = 0; t < n_tok; t++)
+            ck_assert_msg (memcmp (y + t * rows + r0, want + t * rows + r0,
+                    (rows - r0) * sizeof (float)) == 0, "%s %s step %zu, %zu tokens: token %zu",
+                ks[i].name, llm_type_name (wtype), step, n_tok, t);
+          g_free (y);
         }
     g_free (want);
     free (p);
