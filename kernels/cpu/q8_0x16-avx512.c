@@ -26,8 +26,10 @@
  * tiles of 10 or 12 (5.9-6.0 at 12 and more) or a second chain of sums at
  * more than 6 tokens. One token is bound by memory instead: 544 bytes a
  * block at 25 GB/s a thread is about 90 cycles, next to 15 of computing;
- * at 16 tokens the two are about equal, and a product of 16 tokens over
- * weights in memory takes 1.2-1.3x the time of one. */
+ * at 16 tokens the two are about equal (16 x 6.3 cycles), and in
+ * bench-q4_0x16's runs a product of 16 tokens over weights in memory took
+ * 1.2x to 1.9x the time of one (the more bandwidth the machine had at the
+ * time, the more), 8 tokens 1.1x. */
 #include "q8_0x16.h"
 #include "x16-simd.h"
 
