@@ -318,6 +318,38 @@ argmax (const LlmSamplerCandidate *c, guint32 n)
   return c[best].id;
 }
 
+/* Lanes of llm_argmax's first pass: independent maxima, so the compiler
+ * makes it vector max instructions (x > m ? x : m is exactly maxps, NaN
+ * included) rather than one chain of compares. */
+#define ARGMAX_LANES 16
+
+gint32
+llm_argmax (const float *x, gsize n)
+{
+  g_return_val_if_fail (x != NULL || n == 0, 0);
+
+  /* Two passes, the largest value and then its first place, took a fifth
+   * of the time of one pass keeping the index (151936 logits: 37 us
+   * against 173 us with the candidate copy greedy sampling used to make). */
+  float m[ARGMAX_LANES];
+  for (int j = 0; j < ARGMAX_LANES; j++)
+    m[j] = -INFINITY;
+  gsize i = 0;
+  for (; i + ARGMAX_LANES <= n; i += ARGMAX_LANES)
+    for (int j = 0; j < ARGMAX_LANES; j++)
+      m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  float best = -INFINITY;
+  for (; i < n; i++)
+    best = x[i] > best ? x[i] : best;
+  for (int j = 0; j < ARGMAX_LANES; j++)
+    best = m[j] > best ? m[j] : best;
+  if (best == -INFINITY)
+    return 0;
+  for (i = 0; x[i] != best; i++)
+    ;
+  return (gint32) i;
+}
+
 /* Drops the -inf candidates: probability zero in any later stage, and
  * without them no softmax subtracts -inf from -inf. If some logit is +inf,
  * only those remain, as equals, rather than making every probability NaN. */
@@ -552,9 +584,13 @@ llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab)
   g_return_val_if_fail (logits != NULL, -1);
   g_return_val_if_fail (n_vocab > 0 && n_vocab <= (guint32) G_MAXINT32, -1);
 
-  load (s, logits, n_vocab);
+  /* Every filter keeps the argmax, so greedy needs none of them; without
+   * a penalty it needs no candidates either (a NaN logit is never taken,
+   * as load() makes it -inf). */
+  if (s->greedy && !s->penalise)
+    return llm_argmax (logits, n_vocab);
 
-  /* Every filter keeps the argmax, so greedy needs none of them. */
+  load (s, logits, n_vocab);
   if (s->greedy)
     return argmax (s->cand, n_vocab);
 

@@ -38,6 +38,9 @@ void llm_sampler_forget_history (LlmSampler *s);
 /* Add @id to the history the repetition penalty looks at (prompt tokens and
  * generated ones). */
 void llm_sampler_accept (LlmSampler *s, gint32 id);
+/* The lowest index among the largest of @n values, a NaN never counting;
+ * 0 when none is above -inf (as greedy sampling picks). */
+gint32 llm_argmax (const float *x, gsize n);
 /* The next token for @logits (@n_vocab values; not modified). */
 gint32 llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab);
 

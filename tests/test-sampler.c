@@ -165,6 +165,75 @@ START_TEST (test_greedy_breaks_ties_to_the_lowest_id)
 }
 END_TEST
 
+/* The rule llm_argmax keeps, one compare at a time. */
+static gint32
+argmax_ref (const float *x, gsize n)
+{
+  gsize best = 0;
+  float best_x = n > 0 && !isnan (x[0]) ? x[0] : -INFINITY;
+  for (gsize i = 1; i < n; i++)
+    if (x[i] > best_x) {
+      best = i;
+      best_x = x[i];
+    }
+  return (gint32) best;
+}
+
+START_TEST (test_argmax_matches_one_compare_at_a_time)
+{
+  /* Lengths around the 16 lanes and the tail; the largest value planted
+   * in the tail, the last lane, repeated (the first place wins), beside
+   * NaNs, infinities and both zeros. */
+  static const gsize sizes[] = { 1, 2, 15, 16, 17, 31, 33, 100, 32000, 151936 };
+  GRand *rand = g_rand_new_with_seed (7);
+  float *x = g_new (float, 151936);
+  for (guint k = 0; k < G_N_ELEMENTS (sizes); k++) {
+    const gsize n = sizes[k];
+    for (guint trial = 0; trial < 40; trial++) {
+      for (gsize i = 0; i < n; i++)
+        x[i] = (float) g_rand_double_range (rand, -20.0, 20.0);
+      switch (trial % 8) {
+        case 1: x[n - 1] = 99.0f; break;
+        case 2: x[g_rand_int_range (rand, 0, (gint32) n)] = 99.0f;
+                x[g_rand_int_range (rand, 0, (gint32) n)] = 99.0f; break;
+        case 3: for (gsize i = 0; i < n; i += 3) x[i] = NAN; break;
+        case 4: for (gsize i = 0; i < n; i++) x[i] = i % 2 ? -INFINITY : NAN; break;
+        case 5: for (gsize i = 0; i < n; i++) x[i] = i % 5 ? -0.0f : 0.0f; break;
+        case 6: x[g_rand_int_range (rand, 0, (gint32) n)] = INFINITY; break;
+        case 7: for (gsize i = 0; i < n; i++) x[i] = -INFINITY; break;
+        default: break;
+      }
+      ck_assert_msg (llm_argmax (x, n) == argmax_ref (x, n), "n %zu, trial %u: %d against %d",
+          n, trial, llm_argmax (x, n), argmax_ref (x, n));
+    }
+  }
+  g_free (x);
+  g_rand_free (rand);
+}
+END_TEST
+
+START_TEST (test_greedy_with_and_without_a_penalty_agree_when_it_changes_nothing)
+{
+  /* Greedy without a penalty skips the candidate list; with a penalty on
+   * a token that is not the best it goes through it. Same pick. */
+  float logits[1000];
+  GRand *rand = g_rand_new_with_seed (11);
+  for (guint i = 0; i < G_N_ELEMENTS (logits); i++)
+    logits[i] = (float) g_rand_double_range (rand, -5.0, 5.0);
+  g_rand_free (rand);
+  logits[500] = 6.0f;
+  logits[700] = 6.0f;
+  LlmSamplerParams p = plain_params ();
+  p.temperature = 0.0f;
+  g_autoptr (LlmSampler) fast = llm_sampler_new (&p);
+  p.repeat_penalty = 1.5f;
+  g_autoptr (LlmSampler) listed = llm_sampler_new (&p);
+  llm_sampler_accept (listed, 3);
+  ck_assert_int_eq (llm_sampler_sample (fast, logits, 1000), 500);
+  ck_assert_int_eq (llm_sampler_sample (listed, logits, 1000), 500);
+}
+END_TEST
+
 /* --- repetition penalty --- */
 
 START_TEST (test_penalty_divides_positive_and_multiplies_negative_logits)
@@ -796,6 +865,8 @@ sampler_suite (void)
   tcase_add_test (rules, test_params_init_gives_llama_cpp_defaults);
   tcase_add_test (rules, test_greedy_picks_the_argmax);
   tcase_add_test (rules, test_greedy_breaks_ties_to_the_lowest_id);
+  tcase_add_test (rules, test_argmax_matches_one_compare_at_a_time);
+  tcase_add_test (rules, test_greedy_with_and_without_a_penalty_agree_when_it_changes_nothing);
   tcase_add_test (rules, test_penalty_divides_positive_and_multiplies_negative_logits);
   tcase_add_test (rules, test_penalty_on_a_positive_logit_changes_the_greedy_pick);
   tcase_add_test (rules, test_penalty_on_a_negative_logit_multiplies_it_down);

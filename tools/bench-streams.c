@@ -129,7 +129,7 @@ run_lockstep (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand,
   if (!llm_engine_eval (e, rows, n * s->n_prompt, logits, error))
     goto out;
   for (guint i = 0; i < n; i++)
-    next[i] = bench_argmax (logits + (gsize) i * n_vocab, n_vocab);
+    next[i] = llm_argmax (logits + (gsize) i * n_vocab, n_vocab);
 
   /* The decode steps' forwards alone: rows per forward is N, a check. */
   guint64 f0, r0, f1, r1;
@@ -143,7 +143,7 @@ run_lockstep (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand,
     if (!llm_engine_eval (e, rows, n, logits, error))
       goto out;
     for (guint i = 0; i < n; i++)
-      next[i] = bench_argmax (logits + (gsize) i * n_vocab, n_vocab);
+      next[i] = llm_argmax (logits + (gsize) i * n_vocab, n_vocab);
     step_ms[step] = bench_now_ms () - t0;
     total += step_ms[step];
   }
@@ -266,7 +266,7 @@ stream_thread (gpointer data)
     if (!llm_engine_submit (w->engine, st->seq, prompt, s->n_prompt, logits, FALSE,
             &st->error))
       break;
-    gint32 next = bench_argmax (logits, n_vocab);
+    gint32 next = llm_argmax (logits, n_vocab);
     double t_prev = bench_now_ms ();
     if (g_atomic_int_get (&w->stop))
       break;
@@ -288,7 +288,7 @@ stream_thread (gpointer data)
     for (guint k = 0; k < n_gen && !g_atomic_int_get (&w->stop); k++) {
       if (!llm_engine_submit (w->engine, st->seq, &next, 1, logits, FALSE, &st->error))
         goto out;
-      next = bench_argmax (logits, n_vocab);
+      next = llm_argmax (logits, n_vocab);
       const double t = bench_now_ms ();
       if (count_token (w, t, t - t_prev))
         st->tokens++;

@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "kvcache.h"
 #include "model.h"
+#include "sampler.h"
 
 G_BEGIN_DECLS
 
@@ -22,8 +23,6 @@ double bench_now_ms (void);
 /* Nearest-rank percentile @p (0..100) of @n values; sorts @v. NAN when
  * @n is 0. */
 double bench_percentile (double *v, guint n, double p);
-/* The greedy choice: index of the largest of @n logits. */
-gint32 bench_argmax (const float *x, guint n);
 /* @n ids drawn uniformly from the vocabulary. */
 void bench_fill_random (GRand *rand, gint32 *ids, guint n, guint n_vocab);
 /* This process's resident memory now (VmRSS), in KiB; 0 where the

@@ -110,16 +110,6 @@ bench_percentile (double *v, guint n, double p)
   return v[rank > 0 ? rank - 1 : 0];
 }
 
-gint32
-bench_argmax (const float *x, guint n)
-{
-  guint best = 0;
-  for (guint i = 1; i < n; i++)
-    if (x[i] > x[best])
-      best = i;
-  return (gint32) best;
-}
-
 /* Any id of the vocabulary, as llama-bench does: speed does not depend on
  * which tokens, only on how many. */
 void
@@ -308,7 +298,7 @@ run_rep (LlmSeq *ctx, const Setting *s, GRand *rand, const gint32 *prompt, float
     if (!llm_seq_eval_tokens (ctx, prompt, s->n_prompt, logits, FALSE, error))
       return FALSE;
     double t1 = bench_now_ms ();
-    next = bench_argmax (logits, n_vocab);
+    next = llm_argmax (logits, n_vocab);
     double t2 = bench_now_ms ();
     rep->pp = s->n_prompt / ((t1 - t0) / 1e3);
     rep->ttft = t2 - t0;
@@ -321,7 +311,7 @@ run_rep (LlmSeq *ctx, const Setting *s, GRand *rand, const gint32 *prompt, float
       double t0 = bench_now_ms ();
       if (!llm_seq_eval_tokens (ctx, &next, 1, logits, FALSE, error))
         return FALSE;
-      next = bench_argmax (logits, n_vocab);
+      next = llm_argmax (logits, n_vocab);
       itl[i] = bench_now_ms () - t0;
       total += itl[i];
     }
