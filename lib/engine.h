@@ -49,7 +49,7 @@ typedef struct {
   int n_threads;              /* <= 0: one per usable core */
   gsize kv_pool_bytes;        /* 0: no limit */
   LlmKvFullPolicy kv_full;
-  guint max_prefill_chunk;    /* prompt rows per shared forward; 0: 128 */
+  guint max_prefill_chunk;    /* prompt rows of all prompts per forward; 0: 128 */
   guint max_batch_wait_us;    /* how long a lone step waits for company; 0 */
   LlmCpuKernelChoice kernels; /* BEST; tests pick SCALAR for the reference */
 } LlmEngineOptions;

@@ -2,7 +2,8 @@
 /* Continuous batching. Every stream's thread submits its rows and waits;
  * whichever waiting thread finds no forward running becomes the leader:
  * it takes the ready work of every pending request (the one decode row
- * of each stream, and up to max-prefill-chunk rows of each prompt), runs
+ * of each stream, and up to max-prefill-chunk rows of the prompts, oldest
+ * first), runs
  * it as one forward, hands out the results and steps down, and the next
  * waiter with work left leads the next forward. No scheduler thread, no
  * waiting for a batch to fill (unless max-batch-wait asks for it): a lone
@@ -30,11 +31,20 @@ typedef struct {
  * beside it hold (kv-full=preempt) before it fails. */
 #define MAX_DEFERRALS 64
 
-/* Rows of @r for this forward, at most @room. */
+/* Rows of @r for this forward, at most @room. A decode step's one row is
+ * always taken; prompt rows come out of @budget, which all the prompts of
+ * a forward share, so a forward costs at most its decode steps plus
+ * max-prefill-chunk prompt rows, however many prompts arrive at once: the
+ * bound on every stream's token latency that the option promises. */
 static guint
-take_rows (const LlmEngine *e, const SchedRequest *r, guint room)
+take_rows (const SchedRequest *r, guint room, guint *budget)
 {
-  return MIN (MIN (r->n - r->done, e->opts.max_prefill_chunk), room);
+  const guint left = r->n - r->done;
+  if (left == 1)
+    return MIN (1, room);
+  const guint take = MIN (MIN (left, *budget), room);
+  *budget -= take;
+  return take;
 }
 
 /* Runs one forward over the ready work of the pending requests and
@@ -47,6 +57,7 @@ lead_one_forward (LlmEngine *e)
   LlmEvalSegment segs[LLM_FORWARD_CHUNK];
   SchedRequest *reqs[LLM_FORWARD_CHUNK];
   guint n_rows = 0, n_segs = 0;
+  guint budget = e->opts.max_prefill_chunk;
 
   /* Requests that found no KV memory last time first (they may preempt
    * the others then); then decode steps (one row each), which streams
@@ -57,7 +68,9 @@ lead_one_forward (LlmEngine *e)
       const int kind = r->deferred > 0 ? 0 : r->n - r->done == 1 ? 1 : 2;
       if (r->finished || kind != pass)
         continue;
-      const guint take = take_rows (e, r, LLM_FORWARD_CHUNK - n_rows);
+      const guint take = take_rows (r, LLM_FORWARD_CHUNK - n_rows, &budget);
+      if (take == 0)
+        continue;
       segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL, 0 };
       reqs[n_segs++] = r;
       llm_engine_token_rows (r->seq, r->tokens, r->n, r->pos0, r->logits, r->all_logits,

@@ -489,6 +489,76 @@ START_TEST (test_streams_without_batch_wait_still_step_together)
 }
 END_TEST
 
+/* Prompts that arrive together share max-prefill-chunk: a forward takes
+ * that many prompt rows in all, not that many of each, so every stream's
+ * step waits on at most one chunk however many prompts arrive. */
+typedef struct {
+  LlmEngine *engine;
+  LlmSeq *seq;
+  guint index;
+  float *logits;
+  GError *error;
+} Prompter;
+
+#define PROMPT_ROWS 20
+
+static gpointer
+prompter_main (gpointer data)
+{
+  Prompter *p = data;
+  gint32 prompt[PROMPT_ROWS];
+  for (guint k = 0; k < PROMPT_ROWS; k++)
+    prompt[k] = (gint32) (2 + 7 * k + p->index);
+  llm_engine_submit (p->engine, p->seq, prompt, PROMPT_ROWS, p->logits, FALSE, &p->error);
+  return NULL;
+}
+
+START_TEST (test_prompts_arriving_together_share_the_prefill_chunk)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  o.max_prefill_chunk = 8;
+  /* The first prompt waits (up to half a second) for the second, so
+   * both are pending from the first forward on; the last two forwards,
+   * the second prompt's alone, wait that long too. */
+  o.max_batch_wait_us = 500000;
+  GError *error = NULL;
+  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  enum { N = 2 };
+  const guint n_vocab = m->hp.n_vocab;
+  Prompter p[N];
+  GThread *threads[N];
+  for (guint i = 0; i < N; i++) {
+    p[i] = (Prompter) { e, llm_test_new_seq (e, &kv_f16), i, g_new (float, n_vocab), NULL };
+    threads[i] = g_thread_new ("prompter", prompter_main, &p[i]);
+  }
+  for (guint i = 0; i < N; i++)
+    g_thread_join (threads[i]);
+  guint64 forwards, rows;
+  llm_engine_batch_stats (e, &forwards, &rows);
+  /* 40 rows 8 at a time: 5 forwards (a chunk each would take 3). */
+  ck_assert_uint_eq (rows, N * PROMPT_ROWS);
+  ck_assert_uint_eq (forwards, N * PROMPT_ROWS / 8);
+  for (guint i = 0; i < N; i++) {
+    ck_assert_msg (p[i].error == NULL, "prompt %u: %s", i, p[i].error->message);
+    /* And the chunks change no logit. */
+    gint32 prompt[PROMPT_ROWS];
+    for (guint k = 0; k < PROMPT_ROWS; k++)
+      prompt[k] = (gint32) (2 + 7 * k + i);
+    g_autoptr (LlmSeq) seq = llm_test_new_seq (solo, &kv_f16);
+    g_autofree float *alone = g_new (float, n_vocab);
+    feed (seq, prompt, PROMPT_ROWS, alone);
+    ck_assert_mem_eq (p[i].logits, alone, n_vocab * sizeof (float));
+    g_free (p[i].logits);
+    llm_seq_free (p[i].seq);
+  }
+}
+END_TEST
+
 /* --- KV pool limit --------------------------------------------------- */
 
 /* Bytes of a kv_f16 sequence's first block of positions on @m (measured
@@ -704,6 +774,7 @@ engine_suite (void)
   tcase_set_timeout (sched, 120);
   tcase_add_test (sched, test_concurrent_streams_share_forwards_and_keep_their_ids);
   tcase_add_test (sched, test_streams_without_batch_wait_still_step_together);
+  tcase_add_test (sched, test_prompts_arriving_together_share_the_prefill_chunk);
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);

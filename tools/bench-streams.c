@@ -46,6 +46,7 @@ new_engine (LlmModel *model, const BenchStreamsSetting *s, GRand *rand, GError *
   llm_engine_options_init (&opts);
   opts.n_threads = s->n_threads;
   opts.max_batch_wait_us = s->max_batch_wait_us;
+  opts.max_prefill_chunk = s->max_prefill_chunk;
   g_autoptr (LlmEngine) e = llm_engine_new (model, &opts, error);
   if (e == NULL)
     return NULL;

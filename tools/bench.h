@@ -87,6 +87,7 @@ typedef struct {
   double duration_s;          /* scheduler window; 0: until N x n_gen x 3 decode
                                * tokens and at least a second */
   guint max_batch_wait_us;    /* the engine's option of that name */
+  guint max_prefill_chunk;    /* the engine's option of that name; 0: its default */
   guint32 seed;
   gboolean warmup;            /* an untimed forward first */
 } BenchStreamsSetting;

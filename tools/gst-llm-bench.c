@@ -32,6 +32,7 @@ typedef struct {
   char **prompt_lens, **gen_lens, **thread_counts, **kv_types, **depths, **streams, **batch;
   double duration;
   int max_batch_wait_us;
+  int max_prefill_chunk;
   double max_rate_deviation;  /* 0: no check */
   gint64 max_rss_growth_kb;   /* < 0: no check */
   int reps;
@@ -659,7 +660,7 @@ print_rows (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
 
 /* One (N, mode) run and what it is compared with. */
 typedef struct {
-  guint n_streams, max_batch_wait_us;
+  guint n_streams, max_batch_wait_us, max_prefill_chunk;
   BenchStreamsMode mode;
   BenchStreamsResult r;
   double limit;               /* pp-N of the lock-step run of this N */
@@ -682,6 +683,7 @@ print_streams_json (const LlmModel *m, const ModelInfo *info, const Setting *s,
   json_int (o, "n_gen", s->n_gen);
   json_int (o, "n_streams", row->n_streams);
   json_int (o, "max_batch_wait_us", row->max_batch_wait_us);
+  json_int (o, "max_prefill_chunk", row->max_prefill_chunk);
   g_string_append (o, ", \"mode\": ");
   json_string (o, streams_mode_name (row->mode));
   json_number (o, "tg_tokens_per_s", r->tg_tokens_per_s);
@@ -826,13 +828,15 @@ run_streams (LlmModel *model, const ModelInfo *info, const Setting *s, const Opt
       .n_prompt = s->n_prompt, .n_gen = s->n_gen,
       .n_threads = (int) s->threads, .kv_type = s->kv_type,
       .duration_s = o->duration, .max_batch_wait_us = (guint) o->max_batch_wait_us,
+      .max_prefill_chunk = (guint) o->max_prefill_chunk,
       .seed = (guint32) o->seed, .warmup = !o->no_warmup,
     };
     double limit = NAN;
     for (BenchStreamsMode mode = BENCH_STREAMS_LOCKSTEP; mode <= BENCH_STREAMS_SCHEDULER;
         mode++) {
       StreamsRow row = { .n_streams = bs.n_streams, .mode = mode,
-        .max_batch_wait_us = bs.max_batch_wait_us };
+        .max_batch_wait_us = bs.max_batch_wait_us,
+        .max_prefill_chunk = bs.max_prefill_chunk != 0 ? bs.max_prefill_chunk : 128 };
       GError *error = NULL;
       reset_peak_rss ();
       if (!bench_streams_run (model, &bs, mode, &row.r, &error)) {
@@ -966,6 +970,8 @@ static const char *summary =
     "             or RSS grew by more than KIB after warm-up.\n"
     "             --max-batch-wait sets the engine's option of that name: how\n"
     "             long a lone step waits for the other streams' steps.\n"
+    "             --max-prefill-chunk sets the engine's option of that name: the\n"
+    "             prompt rows a forward takes besides the decode steps (1-128).\n"
     "Peak RSS and KV bytes are per run; each run has an engine of its own.\n"
     "\n"
     "--batch K[,K...] measures what one forward of K rows costs next to a decode\n"
@@ -1031,6 +1037,8 @@ main (int argc, char **argv)
       "With --streams: exit 1 if RSS grows by more than KIB after warm-up", "KIB" },
     { "max-batch-wait", 0, 0, G_OPTION_ARG_INT, &o.max_batch_wait_us,
       "With --streams: how long a lone step waits for company, us (default 0)", "US" },
+    { "max-prefill-chunk", 0, 0, G_OPTION_ARG_INT, &o.max_prefill_chunk,
+      "With --streams: prompt rows per forward besides the decode steps (default 128)", "N" },
     { "batch", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.batch,
       "Cost of one forward of K rows against a decode step, instead (see above)",
       "K[,K...]" },
@@ -1134,6 +1142,10 @@ bench_main (const Options *opt)
       g_printerr ("gst-llm-bench: --depth and --pipeline do not go with --streams\n");
       return 2;
     }
+  }
+  if (o.max_prefill_chunk < 0 || o.max_prefill_chunk > 128) {
+    g_printerr ("gst-llm-bench: --max-prefill-chunk takes 1 to 128\n");
+    return 2;
   }
   if (o.duration < 0 || o.max_batch_wait_us < 0 || o.max_rate_deviation < 0) {
     g_printerr ("gst-llm-bench: --duration, --max-batch-wait and --max-rate-deviation must "
