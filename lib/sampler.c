@@ -561,6 +561,44 @@ draw (LlmSampler *s, LlmSamplerCandidate *c, guint32 n)
   return c[last].id;
 }
 
+/* Speculative sampling's rule for a proposal made with certainty (an
+ * n-gram continuation, a greedy draft): accept @draft with its
+ * probability p(draft) under the distribution draw() samples, otherwise
+ * draw from that distribution without it, renormalised. A token comes out
+ * with exactly its probability either way: p(draft) for the draft, (1 -
+ * p(draft)) p(x) / (1 - p(draft)) for any other x. */
+static gint32
+draw_against (LlmSampler *s, LlmSamplerCandidate *c, guint32 n, gint32 draft, gboolean *accepted)
+{
+  const float max = max_logit (c, n);
+  const float temperature = s->params.temperature;
+  double sum = 0.0, w_draft = 0.0;
+  for (guint32 i = 0; i < n; i++) {
+    c[i].p = n == 1 ? 1.0f : expf ((c[i].logit - max) / temperature);
+    sum += c[i].p;
+    if (c[i].id == draft)
+      w_draft = c[i].p;
+  }
+  if (w_draft > 0.0 && uniform01 (s) * sum < w_draft) {
+    *accepted = TRUE;
+    return draft;
+  }
+  *accepted = FALSE;
+  /* The rest has mass: with the draft's whole it was accepted above. */
+  const double target = uniform01 (s) * (sum - w_draft);
+  double cum = 0.0;
+  gint32 last = -1;
+  for (guint32 i = 0; i < n; i++) {
+    if (c[i].p <= 0.0f || c[i].id == draft)
+      continue;
+    cum += c[i].p;
+    last = c[i].id;
+    if (cum > target)
+      return c[i].id;
+  }
+  return last >= 0 ? last : draft;
+}
+
 /* --- entry points --- */
 
 guint32
@@ -598,4 +636,28 @@ llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab)
   if (n == 0)
     return 0;
   return draw (s, s->cand, n);
+}
+
+gint32
+llm_sampler_sample_draft (LlmSampler *s, const float *logits, guint32 n_vocab, gint32 draft,
+    gboolean *accepted)
+{
+  g_return_val_if_fail (s != NULL, -1);
+  g_return_val_if_fail (logits != NULL, -1);
+  g_return_val_if_fail (n_vocab > 0 && n_vocab <= (guint32) G_MAXINT32, -1);
+  g_return_val_if_fail (accepted != NULL, -1);
+
+  if (s->greedy) {
+    /* The greedy pick is certain: the draft is right or it is not. */
+    const gint32 pick = llm_sampler_sample (s, logits, n_vocab);
+    *accepted = pick == draft;
+    return pick;
+  }
+  load (s, logits, n_vocab);
+  guint32 n = filter (s, n_vocab);
+  if (n == 0) {
+    *accepted = draft == 0;
+    return 0;
+  }
+  return draw_against (s, s->cand, n, draft, accepted);
 }

@@ -44,4 +44,13 @@ gint32 llm_argmax (const float *x, gsize n);
 /* The next token for @logits (@n_vocab values; not modified). */
 gint32 llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab);
 
+/* The next token for @logits when a drafter proposed @draft for it with
+ * certainty: *@accepted says whether the pick is the draft. Greedy: the
+ * pick llm_sampler_sample makes. Otherwise speculative sampling's
+ * accept/reject rule: the draft with its probability, else a draw from
+ * the rest, so every token comes out with exactly the probability
+ * llm_sampler_sample gives it (the random draws differ). */
+gint32 llm_sampler_sample_draft (LlmSampler *s, const float *logits, guint32 n_vocab,
+    gint32 draft, gboolean *accepted);
+
 G_END_DECLS

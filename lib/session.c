@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "session.h"
+
+#include <string.h>
+
 #include "forward.h"
 #include "model-private.h"
 
@@ -15,6 +18,8 @@ struct _LlmSession {
   GArray *ids;                /* gint32: what the cache holds, slot by slot */
   float *logits;
   gboolean have_logits;
+  float *draft_logits;        /* a verification's rows, grown as needed */
+  guint draft_rows;
 };
 
 /* Replaces the sampler by a fresh one for @params: its random sequence
@@ -75,6 +80,7 @@ llm_session_unref (LlmSession *s)
   llm_sampler_free (s->sampler);
   g_array_free (s->ids, TRUE);
   g_free (s->logits);
+  g_free (s->draft_logits);
   g_mutex_clear (&s->lock);
   g_free (s);
 }
@@ -164,6 +170,84 @@ llm_session_feed (LlmSession *s, const gint32 *ids, guint n, GError **error)
   gboolean ok = feed_locked (s, ids, n, error);
   g_mutex_unlock (&s->lock);
   return ok;
+}
+
+/* What llm_session_verify can check in one forward without a window
+ * policy evicting: a verification must leave the cache as the steps it
+ * stands for would, and an eviction cannot be rolled back. */
+static guint
+verify_room (LlmSession *s, guint n)
+{
+  LlmKvCache *kv = llm_seq_kv (s->seq);
+  const guint32 cached = llm_kv_cache_n (kv), capacity = llm_kv_cache_capacity (kv);
+  const guint room = cached < capacity ? capacity - cached : 0;
+  return MAX (1, MIN (n, room));
+}
+
+static gboolean
+submit_all_logits (LlmSession *s, const gint32 *ids, guint n, GError **error)
+{
+  const guint32 n_vocab = llm_session_model (s)->hp.n_vocab;
+  if (n > s->draft_rows) {
+    g_free (s->draft_logits);
+    s->draft_logits = g_try_new (float, (gsize) n * n_vocab);
+    s->draft_rows = s->draft_logits != NULL ? n : 0;
+    if (s->draft_logits == NULL) {
+      g_set_error (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_RESOURCES,
+          "out of memory for %u rows of %u logits", n, n_vocab);
+      return FALSE;
+    }
+  }
+  GError *err = NULL;
+  gboolean ok = llm_engine_submit (s->engine, s->seq, ids, n, s->draft_logits, TRUE, &err);
+  for (guint tries = 0; !ok && tries < MAX_RECOMPUTES
+      && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED); tries++) {
+    /* As feed_locked, but the history's rows want no logits. */
+    g_clear_error (&err);
+    llm_seq_clear (s->seq);
+    ok = (s->ids->len == 0 || llm_engine_submit (s->engine, s->seq,
+            (const gint32 *) s->ids->data, s->ids->len, s->logits, FALSE, &err))
+        && llm_engine_submit (s->engine, s->seq, ids, n, s->draft_logits, TRUE, &err);
+  }
+  if (!ok)
+    g_propagate_error (error, err);
+  return ok;
+}
+
+gboolean
+llm_session_verify (LlmSession *s, const gint32 *ids, guint n, gint32 *out, guint *n_out,
+    GError **error)
+{
+  g_return_val_if_fail (n > 0 && ids != NULL && out != NULL && n_out != NULL, FALSE);
+  g_mutex_lock (&s->lock);
+  const guint32 n_vocab = llm_session_model (s)->hp.n_vocab;
+  n = verify_room (s, n);
+  const guint64 evicted = llm_kv_cache_n_evicted (llm_seq_kv (s->seq));
+  if (!submit_all_logits (s, ids, n, error)) {
+    g_mutex_unlock (&s->lock);
+    return FALSE;
+  }
+  /* Row i's pick sees the penalty window of the steps before it, as
+   * plain decoding would; a rejected draft never enters it. */
+  guint i = 0;
+  for (;; i++) {
+    llm_sampler_accept (s->sampler, ids[i]);
+    const float *row = s->draft_logits + (gsize) i * n_vocab;
+    gboolean accepted = FALSE;
+    out[i] = i + 1 < n ? llm_sampler_sample_draft (s->sampler, row, n_vocab, ids[i + 1],
+        &accepted) : llm_sampler_sample (s->sampler, row, n_vocab);
+    if (!accepted)
+      break;
+  }
+  g_array_append_vals (s->ids, ids, i + 1);
+  follow_evictions (s, llm_kv_cache_n_evicted (llm_seq_kv (s->seq)) - evicted);
+  if (i + 1 < n)
+    llm_seq_truncate (s->seq, s->ids->len);
+  memcpy (s->logits, s->draft_logits + (gsize) i * n_vocab, n_vocab * sizeof (float));
+  s->have_logits = TRUE;
+  *n_out = i + 1;
+  g_mutex_unlock (&s->lock);
+  return TRUE;
 }
 
 gint32

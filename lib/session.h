@@ -60,6 +60,26 @@ gboolean llm_session_prefill (LlmSession *s, const gint32 *ids, guint n, gint32 
 /* Feeds @id (normally the token sampled last) and samples the next one. */
 gboolean llm_session_step (LlmSession *s, gint32 id, gint32 *next, GError **error);
 
+/* Speculative verification. @ids[0] is the token sampled last (not fed
+ * yet), @ids[1..n) a drafter's proposals for the tokens after it. All @n
+ * are evaluated in one forward; then, row by row, the session's sampler
+ * picks the token after each (llm_sampler_sample_draft against the
+ * proposal), and the proposals are accepted up to the first it does not
+ * pick. @out gets the accepted proposals and then the sampler's own pick
+ * after them (*@n_out = accepted + 1 tokens); the cache, history and
+ * penalty window keep @ids up to the last accepted one, as if each had
+ * been fed by llm_session_step, so the next call's @ids[0] is
+ * @out[*@n_out - 1]. Greedy, the tokens are exactly llm_session_step's.
+ * When the cache has room for fewer than @n positions before a window
+ * policy would evict, only that many are checked (at least @ids[0]): an
+ * eviction cannot be rolled back, and evicting for the whole draft would
+ * leave the accepted rows a shorter window than plain steps see. So a
+ * full window checks one token per call (lossless, no speed-up) until
+ * attention can mask each row's own window over a cache with slack.
+ * @out holds @n tokens. */
+gboolean llm_session_verify (LlmSession *s, const gint32 *ids, guint n, gint32 *out,
+    guint *n_out, GError **error);
+
 /* Ids the cache holds now (prompt and generated; a window policy's
  * evictions leave them out), oldest first. */
 guint llm_session_n_ids (LlmSession *s);

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Prompt-lookup drafting: proposes the tokens that followed the latest
+ * earlier occurrence of the history's last n tokens, trying n from n_max
+ * down to n_min. The history is the prompt and every token generated so
+ * far (the one sampled last included); captions and transcripts repeat
+ * themselves and their prompts, so their continuations are often there.
+ *
+ * The index is kept as tokens arrive: each new token files the n-grams
+ * that end just before it under the position it sits at, so a proposal is
+ * one lookup per n, never a scan of the history. A live stream's memory
+ * stays bounded: only the last @window tokens are looked in (between
+ * @window and 2 @window are held; the index is rebuilt from the last
+ * @window each time 2 @window are reached, an amortised constant per
+ * token). Pure GLib, no model. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct _LlmNgramDraft LlmNgramDraft;
+
+/* 1 <= @n_min <= @n_max <= LLM_NGRAM_MAX_N; @window >= @n_max + 1. NULL
+ * (and a critical warning) otherwise. */
+#define LLM_NGRAM_MAX_N 16
+LlmNgramDraft *llm_ngram_draft_new (guint n_min, guint n_max, guint window);
+void llm_ngram_draft_free (LlmNgramDraft *d);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmNgramDraft, llm_ngram_draft_free)
+
+/* Forgets the history (a new conversation). */
+void llm_ngram_draft_reset (LlmNgramDraft *d);
+/* Appends @n tokens to the history. */
+void llm_ngram_draft_add (LlmNgramDraft *d, const gint32 *ids, guint n);
+/* Up to @max tokens to follow the history into @out; returns how many (0
+ * when no suffix of n_min or more tokens occurred before). */
+guint llm_ngram_draft_propose (LlmNgramDraft *d, guint max, gint32 *out);
+
+/* The tokens looked in now, oldest first (for tests). */
+const gint32 *llm_ngram_draft_history (const LlmNgramDraft *d, guint *n);
+
+G_END_DECLS

@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Speculative decoding's engine side: the n-gram drafter's lookups, and
+ * verification of drafts, which must give exactly the tokens plain
+ * decoding gives (greedy), leave the cache as a fresh sequence fed the
+ * accepted tokens, and keep every token's probability when sampling. */
+#include <math.h>
+#include <string.h>
+
+#include "llm-check.h"
+#include "ngram-draft.h"
+#include "sampler-private.h"
+#include "session.h"
+#include "model-private.h"
+#include "ggml-type.h"
+
+/* --- n-gram drafter ---------------------------------------------------- */
+
+START_TEST (test_ngram_proposes_what_followed_the_latest_match)
+{
+  g_autoptr (LlmNgramDraft) d = llm_ngram_draft_new (1, 3, 64);
+  const gint32 h[] = { 5, 6, 7, 8, 9, 5, 6, 1, 2, 3, 4, 9, 5, 6 };
+  llm_ngram_draft_add (d, h, G_N_ELEMENTS (h));
+  gint32 out[8];
+  /* "9 5 6" last came at 4..6, followed by 1 2 3 4 9 5 6. */
+  ck_assert_uint_eq (llm_ngram_draft_propose (d, 4, out), 4);
+  ck_assert_int_eq (out[0], 1);
+  ck_assert_int_eq (out[3], 4);
+  /* The continuation ends where the history does. */
+  ck_assert_uint_eq (llm_ngram_draft_propose (d, 8, out), 7);
+  ck_assert_int_eq (out[6], 6);
+
+  /* No earlier occurrence of any suffix. */
+  const gint32 fresh = 42;
+  llm_ngram_draft_add (d, &fresh, 1);
+  ck_assert_uint_eq (llm_ngram_draft_propose (d, 4, out), 0);
+  llm_ngram_draft_reset (d);
+  ck_assert_uint_eq (llm_ngram_draft_propose (d, 4, out), 0);
+}
+END_TEST
+
+/* The rule, by scanning: for n from n_max down, the latest earlier start
+ * of the last n tokens, and what followed it. */
+static guint
+propose_by_scan (const gint32 *h, guint len, guint n_min, guint n_max, guint max, gint32 *out)
+{
+  for (guint n = n_max; n >= n_min; n--) {
+    if (len <= n)
+      continue;
+    for (guint s = len - n; s-- > 0;) {
+      if (memcmp (h + s, h + len - n, n * sizeof *h) == 0) {
+        const guint count = MIN (max, len - (s + n));
+        memcpy (out, h + s + n, count * sizeof *out);
+        return count;
+      }
+    }
+  }
+  return 0;
+}
+
+START_TEST (test_ngram_matches_a_scan_of_what_it_holds)
+{
+  /* Few distinct ids, so matches of every length are common; a window
+   * small enough to be rebuilt many times. */
+  static const guint windows[] = { 8, 33, 1000 };
+  for (guint w = 0; w < G_N_ELEMENTS (windows); w++) {
+    g_autoptr (LlmNgramDraft) d = llm_ngram_draft_new (2, 5, windows[w]);
+    llm_test_rng_seed (w + 1);
+    for (guint step = 0; step < 3000; step++) {
+      const gint32 id = (gint32) (llm_test_rng_next () % 4);
+      llm_ngram_draft_add (d, &id, 1);
+      guint len;
+      const gint32 *h = llm_ngram_draft_history (d, &len);
+      ck_assert_uint_le (len, 2 * windows[w]);
+      gint32 got[6], want[6];
+      const guint n_got = llm_ngram_draft_propose (d, 6, got);
+      const guint n_want = propose_by_scan (h, len, 2, 5, 6, want);
+      ck_assert_msg (n_got == n_want && memcmp (got, want, n_got * sizeof *got) == 0,
+          "window %u, step %u: %u tokens against %u", windows[w], step, n_got, n_want);
+    }
+  }
+}
+END_TEST
+
+START_TEST (test_ngram_rejects_bad_sizes)
+{
+  /* g_return_val_if_fail's criticals, not aborts. */
+  g_log_set_always_fatal (G_LOG_FATAL_MASK);
+  ck_assert_ptr_null (llm_ngram_draft_new (0, 3, 64));
+  ck_assert_ptr_null (llm_ngram_draft_new (4, 3, 64));
+  ck_assert_ptr_null (llm_ngram_draft_new (1, LLM_NGRAM_MAX_N + 1, 64));
+  ck_assert_ptr_null (llm_ngram_draft_new (1, 3, 3));
+}
+END_TEST
+
+/* --- verification -------------------------------------------------------- */
+
+#define N_GEN 40
+#define DRAFT_MAX 5
+
+typedef enum {
+  DRAFT_NGRAM,     /* prompt lookup */
+  DRAFT_ORACLE,    /* what plain decoding gives: every draft accepted */
+  DRAFT_WRONG,     /* never what plain decoding gives */
+  DRAFT_HALF,      /* right for two tokens, then wrong */
+} DraftKind;
+
+static LlmSession *
+new_session (LlmEngine *e, const LlmKvConfig *kv, float repeat_penalty)
+{
+  LlmSessionConfig cfg = { .kv = *kv };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  cfg.sampler.repeat_penalty = repeat_penalty;
+  GError *error = NULL;
+  LlmSession *s = llm_session_new (e, &cfg, &error);
+  ck_assert_msg (s != NULL, "%s", error ? error->message : "");
+  return s;
+}
+
+/* Stream @i's prompt: a phrase said twice, so prompt lookup finds drafts. */
+static guint
+make_prompt (guint n_vocab, gint32 *ids)
+{
+  const guint half = 9;
+  for (guint k = 0; k < half; k++)
+    ids[k] = ids[half + k] = (gint32) ((17 + 31 * k) % n_vocab);
+  return 2 * half;
+}
+
+static void
+plain_generate (LlmSession *s, const gint32 *prompt, guint n, gint32 *ids)
+{
+  GError *error = NULL;
+  ck_assert_msg (llm_session_prefill (s, prompt, n, &ids[0], &error), "%s",
+      error ? error->message : "");
+  for (guint k = 1; k < N_GEN; k++)
+    ck_assert (llm_session_step (s, ids[k - 1], &ids[k], &error));
+}
+
+/* Returns the verifications it took; *@rejected counts those that did
+ * not take their whole draft. */
+static guint
+spec_generate (LlmSession *s, const gint32 *prompt, guint n, DraftKind kind,
+    const gint32 *plain, guint n_vocab, gint32 *ids, guint *rejected)
+{
+  GError *error = NULL;
+  g_autoptr (LlmNgramDraft) lookup = llm_ngram_draft_new (1, 3, 256);
+  ck_assert_msg (llm_session_prefill (s, prompt, n, &ids[0], &error), "%s",
+      error ? error->message : "");
+  llm_ngram_draft_add (lookup, prompt, n);
+  llm_ngram_draft_add (lookup, &ids[0], 1);
+  guint have = 1, verifications = 0;
+  *rejected = 0;
+  while (have < N_GEN) {
+    gint32 draft[1 + DRAFT_MAX] = { ids[have - 1] };
+    guint k = 0;
+    switch (kind) {
+      case DRAFT_NGRAM:
+        k = llm_ngram_draft_propose (lookup, DRAFT_MAX, draft + 1);
+        break;
+      default:
+        for (; k < DRAFT_MAX && have + k < N_GEN; k++) {
+          const gboolean right = kind == DRAFT_ORACLE || (kind == DRAFT_HALF && k < 2);
+          draft[1 + k] = right ? plain[have + k] : (plain[have + k] + 1) % (gint32) n_vocab;
+        }
+        break;
+    }
+    gint32 out[1 + DRAFT_MAX];
+    guint n_out = 0;
+    ck_assert_msg (llm_session_verify (s, draft, 1 + k, out, &n_out, &error), "%s",
+        error ? error->message : "");
+    ck_assert_uint_ge (n_out, 1);
+    ck_assert_uint_le (n_out, 1 + k);
+    verifications++;
+    if (n_out < 1 + k)
+      (*rejected)++;
+    for (guint j = 0; j < n_out && have < N_GEN; j++)
+      ids[have++] = out[j];
+    llm_ngram_draft_add (lookup, out, n_out);
+  }
+  return verifications;
+}
+
+/* Every kind of draft gives plain decoding's tokens; afterwards the
+ * session's cache equals a fresh sequence fed the same ids: the next
+ * step's logits are the same bits. */
+static void
+check_lossless (LlmModel *m, const char *name, const LlmKvConfig *kv, float penalty)
+{
+  /* A window's evictions renumber what a fresh sequence would hold. */
+  const gboolean compare_cache = kv->policy == LLM_KV_POLICY_FULL;
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  GError *error = NULL;
+  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  const guint n_vocab = m->hp.n_vocab;
+  gint32 prompt[32];
+  const guint n = make_prompt (n_vocab, prompt);
+
+  gint32 plain[N_GEN];
+  {
+    g_autoptr (LlmSession) s = new_session (e, kv, penalty);
+    plain_generate (s, prompt, n, plain);
+  }
+  for (DraftKind kind = DRAFT_NGRAM; kind <= DRAFT_HALF; kind++) {
+    g_autoptr (LlmSession) s = new_session (e, kv, penalty);
+    gint32 ids[N_GEN];
+    guint rejected;
+    const guint verifications = spec_generate (s, prompt, n, kind, plain, n_vocab, ids,
+        &rejected);
+    for (guint k = 0; k < N_GEN; k++)
+      ck_assert_msg (ids[k] == plain[k], "%s, draft kind %d, penalty %.2f: token %u is %d, "
+          "plain decoding gives %d", name, kind, penalty, k, ids[k], plain[k]);
+    /* The drafts did what they were made for (a full window checks one
+     * token a step: see llm_session_verify). */
+    if (kind == DRAFT_ORACLE && compare_cache)
+      ck_assert_uint_le (verifications, (N_GEN + DRAFT_MAX) / (DRAFT_MAX + 1) + 1);
+    if (kind == DRAFT_WRONG)
+      ck_assert_uint_ge (rejected, N_GEN - 2);
+
+    if (!compare_cache)
+      continue;
+    /* The next step from the session and from a fresh sequence fed the
+     * ids the session's cache holds. */
+    const guint held = llm_session_n_ids (s);
+    g_autoptr (LlmSeq) fresh = llm_test_new_seq (e, kv);
+    g_autofree float *a = g_new (float, n_vocab);
+    g_autofree float *b = g_new (float, n_vocab);
+    ck_assert (llm_seq_eval_tokens (fresh, llm_session_ids (s), held, b, FALSE, &error));
+    const gint32 last = ids[N_GEN - 1];
+    ck_assert (llm_seq_eval_tokens (fresh, &last, 1, b, FALSE, &error));
+    gint32 next;
+    ck_assert (llm_session_step (s, last, &next, &error));
+    memcpy (a, llm_session_logits (s), n_vocab * sizeof (float));
+    ck_assert_msg (memcmp (a, b, n_vocab * sizeof (float)) == 0,
+        "%s, draft kind %d: the cache after verification is not a fresh one's", name, kind);
+  }
+}
+
+static const LlmKvConfig kv_full = {
+  .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
+};
+
+START_TEST (test_verify_is_lossless_stories260k)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  check_lossless (m, "stories260K", &kv_full, 1.0f);
+  check_lossless (m, "stories260K", &kv_full, 1.3f);
+}
+END_TEST
+
+START_TEST (test_verify_is_lossless_tinystories_q8_0)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
+  check_lossless (m, "TinyStories-656K-Q8_0", &kv_full, 1.0f);
+}
+END_TEST
+
+START_TEST (test_verify_is_lossless_stories260k_q4_0)
+{
+  g_autoptr (LlmModel) m = llm_test_requantized_model ("stories260K.gguf", LLM_TYPE_Q4_0);
+  check_lossless (m, "stories260K as Q4_0", &kv_full, 1.0f);
+}
+END_TEST
+
+START_TEST (test_verify_is_lossless_random_qwen2)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("random-qwen2-f32.gguf");
+  check_lossless (m, "random-qwen2", &kv_full, 1.0f);
+}
+END_TEST
+
+START_TEST (test_verify_is_lossless_random_qwen3)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("random-qwen3-f32.gguf");
+  check_lossless (m, "random-qwen3", &kv_full, 1.0f);
+}
+END_TEST
+
+START_TEST (test_verify_is_lossless_when_a_window_evicts)
+{
+  /* A sink window smaller than the prompt and the response: drafts are
+   * checked only as far as the cache has room before it evicts, so the
+   * evictions happen where plain decoding makes them. */
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const LlmKvConfig kv = {
+    .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 24, .sink = 4,
+  };
+  check_lossless (m, "stories260K, sink window", &kv, 1.0f);
+}
+END_TEST
+
+/* --- sampling against a draft ------------------------------------------ */
+
+/* Tokens drawn with a fixed draft come out with their softmax
+ * probabilities: the draft's own and every other's. */
+static void
+check_draws_keep_the_distribution (gint32 draft)
+{
+  const float logits[] = { 1.0f, 2.5f, 0.5f, 2.0f, -1.0f, 1.5f };
+  enum { N = G_N_ELEMENTS (logits), DRAWS = 40000 };
+  LlmSamplerParams p;
+  llm_sampler_params_init (&p);
+  p.temperature = 0.8f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 5 + (guint64) draft;
+  g_autoptr (LlmSampler) s = llm_sampler_new (&p);
+  guint counts[N] = { 0 };
+  guint accepted_n = 0;
+  for (guint i = 0; i < DRAWS; i++) {
+    gboolean accepted;
+    const gint32 id = llm_sampler_sample_draft (s, logits, N, draft, &accepted);
+    ck_assert_int_ge (id, 0);
+    ck_assert_int_lt (id, N);
+    ck_assert (accepted == (id == draft));
+    counts[id]++;
+    accepted_n += accepted;
+  }
+  double w[N], sum = 0;
+  for (guint i = 0; i < N; i++)
+    sum += (w[i] = exp ((logits[i] - 2.5) / 0.8));
+  for (guint i = 0; i < N; i++) {
+    const double pi = w[i] / sum, mean = DRAWS * pi, se = sqrt (DRAWS * pi * (1 - pi));
+    ck_assert_msg (fabs (counts[i] - mean) <= 4 * se, "draft %d: id %u drawn %u times, "
+        "expected %.1f +- %.1f", draft, i, counts[i], mean, 4 * se);
+  }
+}
+
+START_TEST (test_sampling_against_a_draft_keeps_every_probability)
+{
+  check_draws_keep_the_distribution (1);   /* the likeliest */
+  check_draws_keep_the_distribution (4);   /* the least likely */
+  check_draws_keep_the_distribution (77);  /* outside the vocabulary: never accepted */
+}
+END_TEST
+
+START_TEST (test_greedy_against_a_draft_is_the_argmax)
+{
+  LlmSamplerParams p;
+  llm_sampler_params_init (&p);
+  p.temperature = 0.0f;
+  g_autoptr (LlmSampler) s = llm_sampler_new (&p);
+  const float logits[] = { 0.0f, 3.0f, 3.0f, 1.0f };
+  gboolean accepted = TRUE;
+  ck_assert_int_eq (llm_sampler_sample_draft (s, logits, 4, 2, &accepted), 1);
+  ck_assert (!accepted);
+  ck_assert_int_eq (llm_sampler_sample_draft (s, logits, 4, 1, &accepted), 1);
+  ck_assert (accepted);
+}
+END_TEST
+
+static Suite *
+spec_suite (void)
+{
+  Suite *s = suite_create ("spec");
+  TCase *ngram = tcase_create ("ngram");
+  tcase_add_test (ngram, test_ngram_proposes_what_followed_the_latest_match);
+  tcase_add_test (ngram, test_ngram_matches_a_scan_of_what_it_holds);
+  tcase_add_test (ngram, test_ngram_rejects_bad_sizes);
+  suite_add_tcase (s, ngram);
+
+  TCase *verify = tcase_create ("verify");
+  tcase_set_timeout (verify, 0);
+  tcase_add_test (verify, test_verify_is_lossless_stories260k);
+  tcase_add_test (verify, test_verify_is_lossless_tinystories_q8_0);
+  tcase_add_test (verify, test_verify_is_lossless_stories260k_q4_0);
+  tcase_add_test (verify, test_verify_is_lossless_random_qwen2);
+  tcase_add_test (verify, test_verify_is_lossless_random_qwen3);
+  tcase_add_test (verify, test_verify_is_lossless_when_a_window_evicts);
+  suite_add_tcase (s, verify);
+
+  TCase *draw = tcase_create ("draw");
+  tcase_add_test (draw, test_sampling_against_a_draft_keeps_every_probability);
+  tcase_add_test (draw, test_greedy_against_a_draft_is_the_argmax);
+  suite_add_tcase (s, draw);
+  return s;
+}
+
+LLM_TEST_MAIN (spec_suite)
