@@ -66,3 +66,62 @@ gst_buffer_add_llm_session_meta (GstBuffer *buffer, LlmSession *session)
   m->session = llm_session_ref (session);
   return m;
 }
+
+/* --- GstLlmDraftMeta ----------------------------------------------------- */
+
+GType
+gst_llm_draft_meta_api_get_type (void)
+{
+  static GType type = 0;
+  static const gchar *tags[] = { NULL };
+  if (g_once_init_enter (&type)) {
+    GType t = gst_meta_api_type_register ("GstLlmDraftMetaAPI", tags);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static gboolean
+draft_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
+{
+  ((GstLlmDraftMeta *) meta)->drafter = NULL;
+  return TRUE;
+}
+
+static void
+draft_meta_free (GstMeta *meta, GstBuffer *buffer)
+{
+  GstLlmDraftMeta *m = (GstLlmDraftMeta *) meta;
+  llm_drafter_unref (m->drafter);
+  m->drafter = NULL;
+}
+
+static gboolean
+draft_meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type,
+    gpointer data)
+{
+  gst_buffer_add_llm_draft_meta (dest, ((const GstLlmDraftMeta *) meta)->drafter);
+  return TRUE;
+}
+
+const GstMetaInfo *
+gst_llm_draft_meta_get_info (void)
+{
+  static const GstMetaInfo *info = NULL;
+  if (g_once_init_enter ((GstMetaInfo **) &info)) {
+    const GstMetaInfo *i = gst_meta_register (GST_LLM_DRAFT_META_API_TYPE,
+        "GstLlmDraftMeta", sizeof (GstLlmDraftMeta), draft_meta_init, draft_meta_free,
+        draft_meta_transform);
+    g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
+  }
+  return info;
+}
+
+GstLlmDraftMeta *
+gst_buffer_add_llm_draft_meta (GstBuffer *buffer, LlmDrafter *drafter)
+{
+  GstLlmDraftMeta *m = (GstLlmDraftMeta *) gst_buffer_add_meta (buffer,
+      gst_llm_draft_meta_get_info (), NULL);
+  m->drafter = llm_drafter_ref (drafter);
+  return m;
+}

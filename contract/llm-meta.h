@@ -7,6 +7,7 @@
 #pragma once
 
 #include <gst/gst.h>
+#include "drafter.h"
 #include "session.h"
 
 G_BEGIN_DECLS
@@ -36,5 +37,26 @@ const GstMetaInfo *gst_llm_session_meta_get_info (void);
 GstLlmSessionMeta *gst_buffer_add_llm_session_meta (GstBuffer *buffer, LlmSession *session);
 #define gst_buffer_get_llm_session_meta(b) \
   ((GstLlmSessionMeta *) gst_buffer_get_meta ((b), GST_LLM_SESSION_META_API_TYPE))
+
+/* GstLlmDraftMeta: the drafter llmdraft adds to a state buffer for
+ * llmspecverify, which asks it for proposals as it decodes. Such a buffer
+ * goes as `application/x-llm-draft` (with the state's vocab field): the
+ * session meta and payload of application/x-llm-state, and this meta.
+ * Copying the metadata takes another reference on the drafter. */
+#define GST_LLM_DRAFT_MEDIA_TYPE "application/x-llm-draft"
+
+typedef struct {
+  GstMeta meta;
+  LlmDrafter *drafter;
+} GstLlmDraftMeta;
+
+GType gst_llm_draft_meta_api_get_type (void);
+#define GST_LLM_DRAFT_META_API_TYPE (gst_llm_draft_meta_api_get_type ())
+const GstMetaInfo *gst_llm_draft_meta_get_info (void);
+
+/* Attaches @drafter (a new reference) to @buffer. */
+GstLlmDraftMeta *gst_buffer_add_llm_draft_meta (GstBuffer *buffer, LlmDrafter *drafter);
+#define gst_buffer_get_llm_draft_meta(b) \
+  ((GstLlmDraftMeta *) gst_buffer_get_meta ((b), GST_LLM_DRAFT_META_API_TYPE))
 
 G_END_DECLS

@@ -85,6 +85,7 @@
 
 #include <string.h>
 
+#include "gstllmdecode.h"
 #include "gstllmelements.h"
 #include "gstllmlatency.h"
 #include "gstllmsamplerprops.h"
@@ -107,10 +108,6 @@ GST_DEBUG_CATEGORY_STATIC (gst_llm_decode_debug);
  *
  * Since: 0.1
  */
-typedef enum {
-  GST_LLM_ON_NEW_PROMPT_QUEUE,
-  GST_LLM_ON_NEW_PROMPT_REPLACE,
-} GstLlmOnNewPrompt;
 
 #define GST_TYPE_LLM_ON_NEW_PROMPT (gst_llm_on_new_prompt_get_type ())
 static GType
@@ -155,39 +152,6 @@ typedef struct {
   GstClockTime pts, duration;
   guint index;          /* position in the response */
 } HeldToken;
-
-#define GST_TYPE_LLM_DECODE (gst_llm_decode_get_type ())
-G_DECLARE_FINAL_TYPE (GstLlmDecode, gst_llm_decode, GST, LLM_DECODE, GstElement)
-
-struct _GstLlmDecode {
-  GstElement parent;
-
-  GstPad *sinkpad, *srcpad;
-
-  /* properties; object lock */
-  guint max_tokens;
-  char **stop_strings;
-  GstLlmOnNewPrompt on_new_prompt;
-  GstLlmSamplerProps sampler;
-
-  /* between the sink pad and the task; lock */
-  GMutex lock;
-  GCond cond;
-  GQueue queue;                 /* Queued */
-  guint n_queued_states;
-  GstFlowReturn srcresult;      /* not OK: refuse input (flushing, downstream error) */
-  gboolean generating;
-  gint cancel;                  /* atomic too: read between decode steps */
-
-  /* task thread */
-  GstClockTime last_end;        /* where the previous response's tokens ended */
-  GString *piece;               /* scratch: the text of one token */
-  GArray *held;                 /* HeldToken, those the stop matcher holds */
-  LlmLatencyStats steps;        /* wall time of the decode steps, us: fixed memory
-                                 * however long generation runs */
-
-  GstLlmLatency latency;        /* of a decode step; object lock */
-};
 
 G_DEFINE_TYPE (GstLlmDecode, gst_llm_decode, GST_TYPE_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (llmdecode, "llmdecode", GST_RANK_NONE,
@@ -425,8 +389,19 @@ post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, gint64 ttft_us, guint g
       "context-tokens", G_TYPE_UINT, context_tokens,
       "device", G_TYPE_STRING, device,
       "stop-reason", G_TYPE_STRING, reason, NULL);
+  GstLlmDecodeClass *klass = GST_LLM_DECODE_GET_CLASS (self);
+  if (klass->add_stats)
+    klass->add_stats (self, s);
   GST_INFO_OBJECT (self, "%" GST_PTR_FORMAT, s);
   gst_element_post_message (GST_ELEMENT (self), gst_message_new_element (GST_OBJECT (self), s));
+}
+
+static gboolean
+one_step (GstLlmDecode *self, GstBuffer *state, LlmSession *session, gint32 token, gint32 *out,
+    guint *n_out, GError **error)
+{
+  *n_out = 1;
+  return llm_session_step (session, token, out, error);
 }
 
 /* Generates the response to one prompt (consumed). */
@@ -471,6 +446,13 @@ generate (GstLlmDecode *self, Queued *prompt)
   gboolean cancelled = FALSE;
   GST_DEBUG_OBJECT (self, "response to a prompt of %u tokens, first token %d",
       meta->prompt_tokens, token);
+  GstLlmDecodeClass *klass = GST_LLM_DECODE_GET_CLASS (self);
+  if (klass->begin)
+    klass->begin (self, state, session, token);
+  /* Tokens the last step made that are not out yet; all but the last are
+   * fed to the session already. */
+  gint32 made[GST_LLM_DECODE_MAX_STEP];
+  guint n_made = 0, n_taken = 0;
 
   for (;;) {
     if (g_atomic_int_get (&self->cancel)) {
@@ -502,9 +484,13 @@ generate (GstLlmDecode *self, Queued *prompt)
       break;
     }
 
+    if (n_taken < n_made) {
+      token = made[n_taken++];
+      continue;
+    }
     gint64 t0 = g_get_monotonic_time ();
-    gint32 next;
-    if (!llm_session_step (session, token, &next, &error)) {
+    if (!klass->step (self, state, session, token, made, &n_made, &error)) {
+      n_made = n_taken = 0;
       if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
         GST_DEBUG_OBJECT (self, "context full: %s", error->message);
         reason = GST_LLM_STOP_REASON_CONTEXT_FULL;
@@ -520,11 +506,21 @@ generate (GstLlmDecode *self, Queued *prompt)
       break;
     }
     gint64 took = g_get_monotonic_time () - t0;
-    llm_latency_stats_add (&self->steps, took);
+    g_assert (n_made >= 1 && n_made <= GST_LLM_DECODE_MAX_STEP);
+    /* A step that made several tokens: each lasts its share. The latency
+     * is the whole step's: a token may wait for all of it. */
+    for (guint i = 0; i < n_made; i++)
+      llm_latency_stats_add (&self->steps, took / n_made);
     gst_llm_latency_note (GST_ELEMENT (self), &self->latency, took * GST_USECOND);
-    duration = took * GST_USECOND;
-    token = next;
+    duration = took / n_made * GST_USECOND;
+    token = made[0];
+    n_taken = 1;
   }
+  /* A response that ended inside a step's tokens: the session was fed
+   * those after the one that ended it; take them back, so it holds what
+   * plain steps would have fed. */
+  if (n_taken < n_made)
+    llm_session_truncate (session, llm_session_n_ids (session) - (n_made - n_taken));
 
   /* Held tokens that began no stop string are output after all. */
   if (ret == GST_FLOW_OK && !cancelled)
@@ -657,7 +653,7 @@ static gboolean
 answer_caps_query (GstLlmDecode *self, GstPad *pad, GstQuery *query)
 {
   GstPad *other = pad == self->sinkpad ? self->srcpad : self->sinkpad;
-  const char *media_type = pad == self->sinkpad ? GST_LLM_STATE_MEDIA_TYPE
+  const char *media_type = pad == self->sinkpad ? GST_LLM_DECODE_GET_CLASS (self)->sink_media_type
       : GST_LLM_TOKENS_MEDIA_TYPE;
   GstCaps *peer = gst_pad_peer_query_caps (other, NULL);
   GstCaps *caps = map_caps (peer, media_type);
@@ -890,7 +886,9 @@ gst_llm_decode_finalize (GObject *object)
 static void
 gst_llm_decode_init (GstLlmDecode *self)
 {
-  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  GstElementClass *klass = GST_ELEMENT_GET_CLASS (self);
+  self->sinkpad = gst_pad_new_from_template (gst_element_class_get_pad_template (klass, "sink"),
+      "sink");
   gst_pad_set_chain_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_llm_decode_chain));
   gst_pad_set_event_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_llm_decode_sink_event));
   gst_pad_set_query_function (self->sinkpad, GST_DEBUG_FUNCPTR (gst_llm_decode_sink_query));
@@ -898,7 +896,8 @@ gst_llm_decode_init (GstLlmDecode *self)
       GST_DEBUG_FUNCPTR (gst_llm_decode_sink_activate_mode));
   gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
 
-  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  self->srcpad = gst_pad_new_from_template (gst_element_class_get_pad_template (klass, "src"),
+      "src");
   gst_pad_set_query_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_llm_decode_src_query));
   gst_pad_set_activatemode_function (self->srcpad,
       GST_DEBUG_FUNCPTR (gst_llm_decode_src_activate_mode));
@@ -927,6 +926,9 @@ gst_llm_decode_class_init (GstLlmDecodeClass *klass)
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING;
 
   GST_DEBUG_CATEGORY_INIT (gst_llm_decode_debug, "llmdecode", 0, "LLM token generation");
+
+  klass->sink_media_type = GST_LLM_STATE_MEDIA_TYPE;
+  klass->step = one_step;
 
   gobject_class->set_property = gst_llm_decode_set_property;
   gobject_class->get_property = gst_llm_decode_get_property;

@@ -15,6 +15,8 @@ GST_ELEMENT_REGISTER_DECLARE (llmtokenize);
 GST_ELEMENT_REGISTER_DECLARE (llmdetokenize);
 GST_ELEMENT_REGISTER_DECLARE (llmprefill);
 GST_ELEMENT_REGISTER_DECLARE (llmdecode);
+GST_ELEMENT_REGISTER_DECLARE (llmdraft);
+GST_ELEMENT_REGISTER_DECLARE (llmspecverify);
 
 /* Debug category "llm" for what the elements share (library errors). */
 GST_DEBUG_CATEGORY_EXTERN (gst_llm_debug);

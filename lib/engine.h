@@ -37,6 +37,7 @@ GQuark llm_engine_error_quark (void);
 typedef enum {
   LLM_ENGINE_ERROR_BATCH,   /* rows that do not make a batch (see llm_engine_eval) */
   LLM_ENGINE_ERROR_PREEMPTED, /* the sequence lost its KV to another stream; feed it again */
+  LLM_ENGINE_ERROR_CONFIG,  /* settings it cannot run with (the message names them) */
 } LlmEngineError;
 
 /* When the KV pool cannot take another block. */

@@ -15,6 +15,8 @@ plugin_init (GstPlugin *plugin)
   ok |= GST_ELEMENT_REGISTER (llmdetokenize, plugin);
   ok |= GST_ELEMENT_REGISTER (llmprefill, plugin);
   ok |= GST_ELEMENT_REGISTER (llmdecode, plugin);
+  ok |= GST_ELEMENT_REGISTER (llmdraft, plugin);
+  ok |= GST_ELEMENT_REGISTER (llmspecverify, plugin);
   return ok;
 }
 

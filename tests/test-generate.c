@@ -2,7 +2,13 @@
 /* llmprefill ! llmdecode with a real model (stories260K), driven through
  * GstHarness: greedy output equals llama.cpp's, sampling settings on
  * either element, the state buffer between them, timing, statistics,
- * flushing, EOS, prompt replacement, errors and KV cache settings. */
+ * flushing, EOS, prompt replacement, errors and KV cache settings.
+ *
+ * With LLM_TEST_DECODER=spec the same tests run through llmdraft !
+ * llmspecverify, the drop-in for llmdecode, with its budget fixed at 4
+ * proposals a step (the planner alone might stop drafting): everything
+ * but the exact draws of a seeded sampler must be the same, as speculative
+ * sampling keeps each token's probability but draws differently. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +71,10 @@ static const gint32 kept_turn2_ids[] = {
 static char *model_path;
 static char vocab_hash[GST_LLM_VOCAB_HASH_LEN + 1];
 
+/* What decodes: llmdecode, or llmspecverify behind llmdraft. */
+static gboolean spec;
+#define DECODER (spec ? "llmdraft ! llmspecverify budget=fixed draft-max=4" : "llmdecode")
+
 static void
 setup (void)
 {
@@ -88,7 +98,7 @@ static GstHarness *
 harness_new (const char *prefill_props, const char *decode_props, GstBus **bus)
 {
   char *desc = g_strdup_printf ("llmprefill name=p model=\"%s\" n-threads=1 %s "
-      "! llmdecode name=d %s", model_path, prefill_props, decode_props);
+      "! %s name=d %s", model_path, prefill_props, DECODER, decode_props);
   GstHarness *h = gst_harness_new_parse (desc);
   g_free (desc);
   if (bus) {
@@ -809,11 +819,11 @@ END_TEST
  * llmdecode takes, not a crash. */
 START_TEST (test_decode_state_without_logits_to_sample_is_an_error)
 {
-  GstHarness *h = gst_harness_new_parse ("llmdecode");
+  GstHarness *h = gst_harness_new_parse (spec ? "llmspecverify" : "llmdecode");
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (h->element, bus);
-  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_STATE_MEDIA_TYPE,
-      vocab_hash);
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s",
+      spec ? GST_LLM_DRAFT_MEDIA_TYPE : GST_LLM_STATE_MEDIA_TYPE, vocab_hash);
   gst_harness_set_src_caps_str (h, caps);
 
   ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, 0)), GST_FLOW_ERROR);
@@ -1100,10 +1110,40 @@ START_TEST (test_prefill_refuses_another_vocabulary)
 }
 END_TEST
 
+/* llmspecverify checked proposals and kept some, and says so. */
+START_TEST (test_spec_verify_reports_its_drafts)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=64", &bus);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  g_free (pull_end_of_response (h));
+  g_autoptr (GArray) ids = pull_all_ids (h);
+  ck_assert_uint_eq (ids->len, 64);
+  ck_assert (memcmp (ids->data, golden_ids, sizeof golden_ids) == 0);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "draft-method"), "ngram");
+  guint64 drafted = 0, accepted = 0;
+  ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
+  ck_assert (gst_structure_get_uint64 (s, "accepted-tokens", &accepted));
+  ck_assert_uint_gt (drafted, 0);
+  ck_assert_uint_gt (accepted, 0);
+  ck_assert_uint_le (accepted, drafted);
+  ck_assert_double_eq_tol (stats_double (s, "acceptance-rate"), (double) accepted / drafted,
+      1e-12);
+  ck_assert_double_gt (stats_double (s, "mean-accepted-length"), 1.0);
+  ck_assert_double_le (stats_double (s, "draft-length-mean"), 4.0);
+  /* Steps that made several tokens count each of them. */
+  ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 64);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
 static Suite *
 generate_suite (void)
 {
-  Suite *s = suite_create ("generate");
+  spec = g_strcmp0 (g_getenv ("LLM_TEST_DECODER"), "spec") == 0;
+  Suite *s = suite_create (spec ? "generate-spec" : "generate");
   TCase *tc = tcase_create ("generate");
 
   gst_init (NULL, NULL);
@@ -1120,10 +1160,15 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_stops_when_the_context_is_full);
   tcase_add_test (tc, test_prefill_keep_context_continues_the_conversation);
   tcase_add_test (tc, test_prefill_template_and_system_prompt_wrap_the_prompt);
-  tcase_add_test (tc, test_decode_sampler_properties_give_what_they_give_on_prefill);
-  tcase_add_test (tc, test_decode_sampler_property_set_on_decode_wins_over_prefill);
-  tcase_add_test (tc, test_decode_seed_gives_every_new_conversation_the_same_text);
-  tcase_add_test (tc, test_decode_seed_gives_a_kept_conversation_the_same_turns);
+  if (spec)
+    tcase_add_test (tc, test_spec_verify_reports_its_drafts);
+  if (!spec) {
+    /* These pin the draws of a seed. */
+    tcase_add_test (tc, test_decode_sampler_properties_give_what_they_give_on_prefill);
+    tcase_add_test (tc, test_decode_sampler_property_set_on_decode_wins_over_prefill);
+    tcase_add_test (tc, test_decode_seed_gives_every_new_conversation_the_same_text);
+    tcase_add_test (tc, test_decode_seed_gives_a_kept_conversation_the_same_turns);
+  }
   tcase_add_test (tc, test_prefill_state_buffer_holds_the_fed_ids_with_logits_to_sample);
   tcase_add_test (tc, test_decode_state_without_logits_to_sample_is_an_error);
   tcase_add_test (tc, test_generate_with_q4_0_kv_cache);

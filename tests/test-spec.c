@@ -10,6 +10,7 @@
 #include "ngram-draft.h"
 #include "sampler-private.h"
 #include "session.h"
+#include "spec-budget.h"
 #include "model-private.h"
 #include "ggml-type.h"
 
@@ -353,6 +354,64 @@ START_TEST (test_greedy_against_a_draft_is_the_argmax)
 }
 END_TEST
 
+/* --- the budget planner ------------------------------------------------ */
+
+/* A step of @w proposals costs 1000 us + @per_row_us each; proposals at
+ * every position are accepted with @p (a fixed random sequence). Returns
+ * the mean proposals asked for over the last 200 of 600 steps. */
+static double
+settle (LlmSpecBudget *b, double p, double per_row_us)
+{
+  llm_test_rng_seed (99);
+  double asked = 0;
+  for (guint step = 0; step < 600; step++) {
+    const guint k = llm_spec_budget_choose (b);
+    guint accepted = 0;
+    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < p)
+      accepted++;
+    llm_spec_budget_observe (b, k, accepted, (gint64) (1000 + per_row_us * k));
+    if (step >= 400)
+      asked += k;
+  }
+  return asked / 200;
+}
+
+START_TEST (test_budget_stops_drafting_what_is_never_accepted)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  /* Mostly 0, with a probe of one proposal every 16 steps. */
+  const double asked = settle (&b, 0.0, 50);
+  ck_assert_msg (asked <= 1.0 / 16 + 0.01, "asks for %.3f proposals a step", asked);
+  /* And plain steps are the best rate it knows. */
+  ck_assert_double_gt (llm_spec_budget_rate (&b, 0), llm_spec_budget_rate (&b, 1));
+}
+END_TEST
+
+START_TEST (test_budget_drafts_long_when_it_pays)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  /* 90% acceptance, a row 2% of a step: the longest draft is best. */
+  ck_assert_double_ge (settle (&b, 0.9, 20), 7.0);
+  /* 60%, a row 30% of a step: 1 + 0.6 + 0.36 over 1.6 beats 1.6 over 1.3
+   * and 1 over 1: two proposals. */
+  llm_spec_budget_init (&b, 8, FALSE);
+  const double asked = settle (&b, 0.6, 300);
+  ck_assert_msg (asked >= 1.0 && asked <= 3.0, "asks for %.2f proposals a step", asked);
+}
+END_TEST
+
+START_TEST (test_budget_fixed_always_asks_for_the_maximum)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 5, TRUE);
+  ck_assert_double_eq (settle (&b, 0.0, 50), 5.0);
+  llm_spec_budget_configure (&b, 0, FALSE);
+  ck_assert_uint_eq (llm_spec_budget_choose (&b), 0);
+}
+END_TEST
+
 static Suite *
 spec_suite (void)
 {
@@ -372,6 +431,12 @@ spec_suite (void)
   tcase_add_test (verify, test_verify_is_lossless_random_qwen3);
   tcase_add_test (verify, test_verify_is_lossless_when_a_window_evicts);
   suite_add_tcase (s, verify);
+
+  TCase *budget = tcase_create ("budget");
+  tcase_add_test (budget, test_budget_stops_drafting_what_is_never_accepted);
+  tcase_add_test (budget, test_budget_drafts_long_when_it_pays);
+  tcase_add_test (budget, test_budget_fixed_always_asks_for_the_maximum);
+  suite_add_tcase (s, budget);
 
   TCase *draw = tcase_create ("draw");
   tcase_add_test (draw, test_sampling_against_a_draft_keeps_every_probability);

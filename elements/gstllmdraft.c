@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-llmdraft
+ * @title: llmdraft
+ * @short_description: gives llmspecverify a drafter that proposes the next tokens
+ *
+ * llmdraft sits between llmprefill and llmspecverify. It passes every
+ * `application/x-llm-state` buffer on as `application/x-llm-draft` (the
+ * same session, the same vocabulary) with its drafter attached; as
+ * llmspecverify decodes, it asks that drafter what the next tokens will
+ * probably be, checks them all in one forward and keeps those the model
+ * itself picks, so the output is the one llmdecode gives.
+ *
+ * #GstLlmDraft:method `ngram` (prompt lookup, no model): the tokens that
+ * followed the latest earlier occurrence of the last n tokens, n from
+ * #GstLlmDraft:ngram-max down to #GstLlmDraft:ngram-min, looked up in the
+ * conversation so far (the prompt, earlier turns the session kept, and
+ * the response). Captions, transcripts and summaries repeat themselves
+ * and their prompts, so their continuations are often there. The index
+ * is kept as tokens arrive and covers the last #GstLlmDraft:ngram-window
+ * tokens, so a live stream's memory stays bounded.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 -m filesrc location=captions.txt ! llmtokenize model=m.gguf ! \
+ *     llmprefill model=m.gguf ! llmdraft method=ngram ! llmspecverify max-tokens=64 ! \
+ *     llmdetokenize model=m.gguf ! fdsink
+ * ]| Continues captions.txt as llmdecode would, faster where it repeats
+ * itself; the llm-stats message says how many drafts were accepted.
+ *
+ * Since: 0.3
+ */
+#include "config.h"
+
+#include <gst/base/gstbasetransform.h>
+
+#include "drafter.h"
+#include "ngram-draft.h"
+#include "gstllmelements.h"
+#include "llm-caps.h"
+#include "llm-meta.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_llm_draft_debug);
+#define GST_CAT_DEFAULT gst_llm_draft_debug
+
+/**
+ * GstLlmDraftMethod:
+ * @GST_LLM_DRAFT_METHOD_NGRAM: prompt lookup: what followed the latest
+ *   earlier occurrence of the last tokens
+ *
+ * How llmdraft proposes tokens.
+ *
+ * Since: 0.3
+ */
+typedef enum {
+  GST_LLM_DRAFT_METHOD_NGRAM,
+} GstLlmDraftMethod;
+
+#define GST_TYPE_LLM_DRAFT_METHOD (gst_llm_draft_method_get_type ())
+static GType
+gst_llm_draft_method_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_LLM_DRAFT_METHOD_NGRAM, "Prompt lookup: what followed the last tokens before",
+        "ngram"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("GstLlmDraftMethod", values));
+  return type;
+}
+
+#define DEFAULT_METHOD GST_LLM_DRAFT_METHOD_NGRAM
+#define DEFAULT_NGRAM_MIN 1
+#define DEFAULT_NGRAM_MAX 4
+#define DEFAULT_NGRAM_WINDOW 4096
+
+enum {
+  PROP_0,
+  PROP_METHOD,
+  PROP_NGRAM_MIN,
+  PROP_NGRAM_MAX,
+  PROP_NGRAM_WINDOW,
+};
+
+#define GST_TYPE_LLM_DRAFT (gst_llm_draft_get_type ())
+G_DECLARE_FINAL_TYPE (GstLlmDraft, gst_llm_draft, GST, LLM_DRAFT, GstBaseTransform)
+
+struct _GstLlmDraft {
+  GstBaseTransform parent;
+
+  /* properties; object lock */
+  GstLlmDraftMethod method;
+  guint ngram_min, ngram_max, ngram_window;
+
+  /* from start to stop */
+  LlmDrafter *drafter;
+};
+
+G_DEFINE_TYPE (GstLlmDraft, gst_llm_draft, GST_TYPE_BASE_TRANSFORM);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (llmdraft, "llmdraft", GST_RANK_NONE,
+    GST_TYPE_LLM_DRAFT, gst_llm_element_init (plugin));
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_STATE_MEDIA_TYPE));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_DRAFT_MEDIA_TYPE));
+
+static gboolean
+gst_llm_draft_start (GstBaseTransform *trans)
+{
+  GstLlmDraft *self = GST_LLM_DRAFT (trans);
+  GError *error = NULL;
+
+  GST_OBJECT_LOCK (self);
+  const guint n_min = self->ngram_min, n_max = self->ngram_max, window = self->ngram_window;
+  GST_OBJECT_UNLOCK (self);
+  self->drafter = llm_drafter_new_ngram (n_min, n_max, window, &error);
+  if (self->drafter == NULL) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Cannot draft with these settings: %s.",
+            error->message), ("ngram-min %u, ngram-max %u, ngram-window %u", n_min, n_max,
+            window));
+    g_error_free (error);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+gst_llm_draft_stop (GstBaseTransform *trans)
+{
+  GstLlmDraft *self = GST_LLM_DRAFT (trans);
+  g_clear_pointer (&self->drafter, llm_drafter_unref);
+  return TRUE;
+}
+
+/* State and draft caps name the same vocabulary. */
+static GstCaps *
+gst_llm_draft_transform_caps (GstBaseTransform *trans, GstPadDirection direction,
+    GstCaps *caps, GstCaps *filter)
+{
+  const char *to = direction == GST_PAD_SINK ? GST_LLM_DRAFT_MEDIA_TYPE
+      : GST_LLM_STATE_MEDIA_TYPE;
+  GstCaps *out = gst_caps_new_empty ();
+  for (guint i = 0; i < gst_caps_get_size (caps); i++) {
+    GstStructure *s = gst_structure_copy (gst_caps_get_structure (caps, i));
+    gst_structure_set_name (s, to);
+    out = gst_caps_merge_structure (out, s);
+  }
+  if (filter) {
+    GstCaps *narrowed = gst_caps_intersect_full (filter, out, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref (out);
+    out = narrowed;
+  }
+  return out;
+}
+
+static GstFlowReturn
+gst_llm_draft_transform_ip (GstBaseTransform *trans, GstBuffer *buffer)
+{
+  GstLlmDraft *self = GST_LLM_DRAFT (trans);
+  if (gst_buffer_get_llm_session_meta (buffer) == NULL) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Received a state buffer without a session to draft for."),
+        ("llmdraft takes the output of llmprefill: a buffer with a GstLlmSessionMeta"));
+    return GST_FLOW_ERROR;
+  }
+  if (gst_buffer_get_llm_draft_meta (buffer) == NULL)
+    gst_buffer_add_llm_draft_meta (buffer, self->drafter);
+  return GST_FLOW_OK;
+}
+
+static void
+gst_llm_draft_set_property (GObject *object, guint prop_id, const GValue *value,
+    GParamSpec *pspec)
+{
+  GstLlmDraft *self = GST_LLM_DRAFT (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_METHOD:
+      self->method = g_value_get_enum (value);
+      break;
+    case PROP_NGRAM_MIN:
+      self->ngram_min = g_value_get_uint (value);
+      break;
+    case PROP_NGRAM_MAX:
+      self->ngram_max = g_value_get_uint (value);
+      break;
+    case PROP_NGRAM_WINDOW:
+      self->ngram_window = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_draft_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  GstLlmDraft *self = GST_LLM_DRAFT (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_METHOD:
+      g_value_set_enum (value, self->method);
+      break;
+    case PROP_NGRAM_MIN:
+      g_value_set_uint (value, self->ngram_min);
+      break;
+    case PROP_NGRAM_MAX:
+      g_value_set_uint (value, self->ngram_max);
+      break;
+    case PROP_NGRAM_WINDOW:
+      g_value_set_uint (value, self->ngram_window);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_draft_init (GstLlmDraft *self)
+{
+  self->method = DEFAULT_METHOD;
+  self->ngram_min = DEFAULT_NGRAM_MIN;
+  self->ngram_max = DEFAULT_NGRAM_MAX;
+  self->ngram_window = DEFAULT_NGRAM_WINDOW;
+  /* The buffer goes on as it came, with a meta more. */
+  gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), TRUE);
+}
+
+static void
+gst_llm_draft_class_init (GstLlmDraftClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY;
+
+  GST_DEBUG_CATEGORY_INIT (gst_llm_draft_debug, "llmdraft", 0, "LLM drafting");
+
+  gobject_class->set_property = gst_llm_draft_set_property;
+  gobject_class->get_property = gst_llm_draft_get_property;
+
+  /**
+   * GstLlmDraft:method:
+   *
+   * How tokens are proposed.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_METHOD,
+      g_param_spec_enum ("method", "Method", "How tokens are proposed: ngram (prompt lookup)",
+          GST_TYPE_LLM_DRAFT_METHOD, DEFAULT_METHOD, rw));
+
+  /**
+   * GstLlmDraft:ngram-min:
+   *
+   * The shortest run of last tokens whose earlier occurrence counts.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_NGRAM_MIN,
+      g_param_spec_uint ("ngram-min", "N-gram min",
+          "Shortest run of last tokens looked up (method ngram)", 1, LLM_NGRAM_MAX_N,
+          DEFAULT_NGRAM_MIN, rw));
+
+  /**
+   * GstLlmDraft:ngram-max:
+   *
+   * The longest run of last tokens looked up; longer matches are tried
+   * first.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_NGRAM_MAX,
+      g_param_spec_uint ("ngram-max", "N-gram max",
+          "Longest run of last tokens looked up, tried first (method ngram)", 1,
+          LLM_NGRAM_MAX_N, DEFAULT_NGRAM_MAX, rw));
+
+  /**
+   * GstLlmDraft:ngram-window:
+   *
+   * How many of the last tokens of the conversation are looked in.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_NGRAM_WINDOW,
+      g_param_spec_uint ("ngram-window", "N-gram window",
+          "Last tokens of the conversation looked in (method ngram)", 2, 1 << 24,
+          DEFAULT_NGRAM_WINDOW, rw));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class, "LLM draft",
+      "Filter/Converter/Text",
+      "Attaches a drafter to llmprefill's sessions, whose proposals llmspecverify checks",
+      "gst-llm developers");
+
+  trans_class->start = GST_DEBUG_FUNCPTR (gst_llm_draft_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR (gst_llm_draft_stop);
+  trans_class->transform_caps = GST_DEBUG_FUNCPTR (gst_llm_draft_transform_caps);
+  trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_llm_draft_transform_ip);
+  trans_class->passthrough_on_same_caps = FALSE;
+
+  gst_type_mark_as_plugin_api (GST_TYPE_LLM_DRAFT_METHOD, 0);
+}

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-llmspecverify
+ * @title: llmspecverify
+ * @short_description: llmdecode that checks a drafter's proposals several tokens a forward
+ *
+ * llmspecverify decodes like llmdecode, from the `application/x-llm-draft`
+ * buffers of llmdraft (llmprefill's state with a drafter attached), and
+ * is a drop-in for it: the same properties (sampler, `max-tokens`,
+ * `stop-strings`, `on-new-prompt`), stopping, timing, flushing, latency
+ * and `llm-stats`. Each step it asks the drafter for up to k tokens,
+ * evaluates the last sampled token and the k proposals in one forward,
+ * and keeps the proposals up to the first that its own sampler does not
+ * pick, then the sampler's pick after them. Decoding is bound by reading
+ * the weights, so a forward of a few tokens costs little more than one,
+ * and every accepted proposal is a step saved.
+ *
+ * The output does not change: greedy, it is llmdecode's token for token;
+ * sampling, a proposal is kept with its probability and otherwise the
+ * token is drawn from the rest (speculative sampling), so every token
+ * keeps the probability llmdecode gives it (the random draws differ).
+ *
+ * #GstLlmSpecVerify:budget `dynamic` (the default) chooses k each step,
+ * 0 included, to make the most tokens per second: it keeps a moving
+ * average of how often the proposal at each position is accepted, given
+ * those before it were, and of the measured time of a step of each width
+ * on this engine, and takes the k whose expected tokens (1 + the chance
+ * of accepting the first, the first two, ...) over its time is largest.
+ * So drafts that keep failing are soon not asked for (now and then one
+ * token is, to notice when they start to succeed). `fixed` always asks
+ * for #GstLlmSpecVerify:draft-max.
+ *
+ * Under a window KV policy a step checks only as many tokens as the
+ * window has room for before it evicts (an eviction cannot be taken
+ * back), so once the window is full it decodes one token a step.
+ *
+ * `llm-stats` adds `draft-method`, `draft-tokens` (proposals checked),
+ * `accepted-tokens`, `acceptance-rate`, `mean-accepted-length` (tokens
+ * per verifying forward, the model's own pick included) and
+ * `draft-length-mean` (the k chosen per step, 0s included).
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 -m filesrc location=captions.txt ! llmtokenize model=m.gguf ! \
+ *     llmprefill model=m.gguf ! llmdraft ! llmspecverify max-tokens=64 ! \
+ *     llmdetokenize model=m.gguf ! fdsink
+ * ]|
+ *
+ * Since: 0.3
+ */
+#include "config.h"
+
+#include "drafter.h"
+#include "gstllmdecode.h"
+#include "gstllmelements.h"
+#include "llm-caps.h"
+#include "llm-meta.h"
+#include "spec-budget.h"
+
+GST_DEBUG_CATEGORY_STATIC (gst_llm_spec_verify_debug);
+#define GST_CAT_DEFAULT gst_llm_spec_verify_debug
+
+/**
+ * GstLlmSpecBudget:
+ * @GST_LLM_SPEC_BUDGET_DYNAMIC: choose each step's draft length from
+ *   measured acceptance and step times
+ * @GST_LLM_SPEC_BUDGET_FIXED: always ask for draft-max tokens
+ *
+ * How llmspecverify chooses how many proposals to check.
+ *
+ * Since: 0.3
+ */
+typedef enum {
+  GST_LLM_SPEC_BUDGET_DYNAMIC,
+  GST_LLM_SPEC_BUDGET_FIXED,
+} GstLlmSpecBudget;
+
+#define GST_TYPE_LLM_SPEC_BUDGET (gst_llm_spec_budget_get_type ())
+static GType
+gst_llm_spec_budget_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_LLM_SPEC_BUDGET_DYNAMIC, "Choose each step's draft length from measured acceptance "
+          "and step times", "dynamic"},
+    {GST_LLM_SPEC_BUDGET_FIXED, "Always ask for draft-max tokens", "fixed"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("GstLlmSpecBudget", values));
+  return type;
+}
+
+#define DEFAULT_BUDGET GST_LLM_SPEC_BUDGET_DYNAMIC
+#define DEFAULT_DRAFT_MAX 8
+
+enum {
+  PROP_0,
+  PROP_BUDGET,
+  PROP_DRAFT_MAX,
+};
+
+#define GST_TYPE_LLM_SPEC_VERIFY (gst_llm_spec_verify_get_type ())
+G_DECLARE_FINAL_TYPE (GstLlmSpecVerify, gst_llm_spec_verify, GST, LLM_SPEC_VERIFY, GstLlmDecode)
+
+struct _GstLlmSpecVerify {
+  GstLlmDecode parent;
+
+  /* properties; object lock */
+  GstLlmSpecBudget budget;
+  guint draft_max;
+
+  /* task thread, for one response */
+  LlmDrafter *drafter;
+  LlmSpecBudget plan;
+  guint64 drafted, accepted, verifications, steps, chosen;
+};
+
+G_DEFINE_TYPE (GstLlmSpecVerify, gst_llm_spec_verify, GST_TYPE_LLM_DECODE);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (llmspecverify, "llmspecverify", GST_RANK_NONE,
+    GST_TYPE_LLM_SPEC_VERIFY, gst_llm_element_init (plugin));
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_DRAFT_MEDIA_TYPE));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_CAPS_TOKENS));
+
+static void
+gst_llm_spec_verify_begin (GstLlmDecode *base, GstBuffer *state, LlmSession *session,
+    gint32 first)
+{
+  GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (base);
+  GstLlmDraftMeta *meta = gst_buffer_get_llm_draft_meta (state);
+
+  g_clear_pointer (&self->drafter, llm_drafter_unref);
+  if (meta == NULL || meta->drafter == NULL)
+    GST_WARNING_OBJECT (self, "a prompt came without a drafter (no llmdraft upstream?): "
+        "decoding it a token a step");
+  else
+    self->drafter = llm_drafter_ref (meta->drafter);
+  if (self->drafter)
+    llm_drafter_begin (self->drafter, llm_session_ids (session), llm_session_n_ids (session),
+        first);
+
+  GST_OBJECT_LOCK (self);
+  const gboolean fixed = self->budget == GST_LLM_SPEC_BUDGET_FIXED;
+  const guint draft_max = self->draft_max;
+  GST_OBJECT_UNLOCK (self);
+  /* What was learnt of acceptance and step times carries over to the
+   * next response of the stream; the settings may have changed. */
+  llm_spec_budget_configure (&self->plan, draft_max, fixed);
+  self->drafted = self->accepted = self->verifications = self->steps = self->chosen = 0;
+}
+
+static gboolean
+gst_llm_spec_verify_step (GstLlmDecode *base, GstBuffer *state, LlmSession *session,
+    gint32 token, gint32 *out, guint *n_out, GError **error)
+{
+  GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (base);
+  gint32 ids[1 + LLM_SPEC_BUDGET_MAX];
+  ids[0] = token;
+
+  const guint k = self->drafter ? llm_spec_budget_choose (&self->plan) : 0;
+  const guint m = k > 0 ? llm_drafter_propose (self->drafter, k, ids + 1) : 0;
+  const gint64 t0 = g_get_monotonic_time ();
+  gboolean ok;
+  if (m == 0) {
+    *n_out = 1;
+    ok = llm_session_step (session, token, out, error);
+  } else {
+    ok = llm_session_verify (session, ids, 1 + m, out, n_out, error);
+  }
+  if (!ok)
+    return FALSE;
+  llm_spec_budget_observe (&self->plan, m, *n_out - 1, g_get_monotonic_time () - t0);
+
+  self->steps++;
+  self->chosen += m;
+  if (m > 0) {
+    self->verifications++;
+    self->drafted += m;
+    self->accepted += *n_out - 1;
+  }
+  if (self->drafter)
+    llm_drafter_accept (self->drafter, out, *n_out);
+  return TRUE;
+}
+
+static void
+gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
+{
+  GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (base);
+  gst_structure_set (s,
+      "draft-method", G_TYPE_STRING, self->drafter ? llm_drafter_method (self->drafter) : "none",
+      "draft-tokens", G_TYPE_UINT64, self->drafted,
+      "accepted-tokens", G_TYPE_UINT64, self->accepted,
+      "acceptance-rate", G_TYPE_DOUBLE,
+      self->drafted > 0 ? (double) self->accepted / self->drafted : 0.0,
+      "mean-accepted-length", G_TYPE_DOUBLE, self->verifications > 0
+      ? (double) (self->accepted + self->verifications) / self->verifications : 0.0,
+      "draft-length-mean", G_TYPE_DOUBLE,
+      self->steps > 0 ? (double) self->chosen / self->steps : 0.0, NULL);
+}
+
+static void
+gst_llm_spec_verify_set_property (GObject *object, guint prop_id, const GValue *value,
+    GParamSpec *pspec)
+{
+  GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_BUDGET:
+      self->budget = g_value_get_enum (value);
+      break;
+    case PROP_DRAFT_MAX:
+      self->draft_max = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_spec_verify_get_property (GObject *object, guint prop_id, GValue *value,
+    GParamSpec *pspec)
+{
+  GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_BUDGET:
+      g_value_set_enum (value, self->budget);
+      break;
+    case PROP_DRAFT_MAX:
+      g_value_set_uint (value, self->draft_max);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_llm_spec_verify_finalize (GObject *object)
+{
+  GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (object);
+  g_clear_pointer (&self->drafter, llm_drafter_unref);
+  G_OBJECT_CLASS (gst_llm_spec_verify_parent_class)->finalize (object);
+}
+
+static void
+gst_llm_spec_verify_init (GstLlmSpecVerify *self)
+{
+  self->budget = DEFAULT_BUDGET;
+  self->draft_max = DEFAULT_DRAFT_MAX;
+  llm_spec_budget_init (&self->plan, DEFAULT_DRAFT_MAX, FALSE);
+}
+
+static void
+gst_llm_spec_verify_class_init (GstLlmSpecVerifyClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstLlmDecodeClass *decode_class = GST_LLM_DECODE_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING;
+
+  GST_DEBUG_CATEGORY_INIT (gst_llm_spec_verify_debug, "llmspecverify", 0,
+      "LLM speculative verification");
+
+  gobject_class->set_property = gst_llm_spec_verify_set_property;
+  gobject_class->get_property = gst_llm_spec_verify_get_property;
+  gobject_class->finalize = gst_llm_spec_verify_finalize;
+
+  /**
+   * GstLlmSpecVerify:budget:
+   *
+   * How many proposals a step checks: chosen from measurements
+   * (`dynamic`) or always #GstLlmSpecVerify:draft-max (`fixed`). Read at
+   * the start of each response.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_BUDGET,
+      g_param_spec_enum ("budget", "Budget",
+          "How many proposals a step checks: dynamic (measured) or fixed (draft-max)",
+          GST_TYPE_LLM_SPEC_BUDGET, DEFAULT_BUDGET, rw));
+
+  /**
+   * GstLlmSpecVerify:draft-max:
+   *
+   * The most proposals one step checks; 0 decodes a token a step (as
+   * llmdecode). Read at the start of each response.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_DRAFT_MAX,
+      g_param_spec_uint ("draft-max", "Draft max",
+          "Most proposals one step checks (0: none, a token a step)", 0, LLM_SPEC_BUDGET_MAX,
+          DEFAULT_DRAFT_MAX, rw));
+
+  /* Replace llmdecode's templates: the sink takes drafts. */
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class, "LLM speculative verify",
+      "Filter/Converter/Text",
+      "Decodes as llmdecode does, checking llmdraft's proposals several tokens a forward",
+      "gst-llm developers");
+
+  decode_class->sink_media_type = GST_LLM_DRAFT_MEDIA_TYPE;
+  decode_class->begin = gst_llm_spec_verify_begin;
+  decode_class->step = gst_llm_spec_verify_step;
+  decode_class->add_stats = gst_llm_spec_verify_add_stats;
+
+  gst_type_mark_as_plugin_api (GST_TYPE_LLM_SPEC_BUDGET, 0);
+}

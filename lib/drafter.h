@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A drafter proposes the tokens a verifier checks in one forward
+ * (llm_session_verify). It sees the conversation as the verifier tells
+ * it: where a response begins (what the session holds, and the first
+ * token, sampled but not fed) and every token the verifier confirms. One
+ * interface for every method, so llmspecverify does not care which:
+ * prompt lookup (ngram) today, a small model or the target with layers
+ * skipped next. Refcounted; calls on one drafter come from one thread at
+ * a time (the verifier's). */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct _LlmDrafter LlmDrafter;
+
+/* Prompt lookup over the last @window tokens (ngram-draft.h); NULL with
+ * @error for sizes it cannot take. */
+LlmDrafter *llm_drafter_new_ngram (guint n_min, guint n_max, guint window, GError **error);
+LlmDrafter *llm_drafter_ref (LlmDrafter *d);
+void llm_drafter_unref (LlmDrafter *d);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmDrafter, llm_drafter_unref)
+
+/* "ngram", ... */
+const char *llm_drafter_method (const LlmDrafter *d);
+
+/* A response begins after @history (@n ids) with @first. */
+void llm_drafter_begin (LlmDrafter *d, const gint32 *history, guint n, gint32 first);
+/* Up to @max proposals for the tokens after what it has seen; returns
+ * how many (0: nothing worth checking). */
+guint llm_drafter_propose (LlmDrafter *d, guint max, gint32 *out);
+/* The verifier confirmed @n more tokens. */
+void llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n);
+
+G_END_DECLS

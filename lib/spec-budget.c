@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "spec-budget.h"
+
+/* Before anything is known: even odds for a proposal, and each extra row
+ * of a step 10% of a one-row step (a decode step bound by reading the
+ * weights; measured on CPUs: 2 rows 1.0-1.1x, 8 rows 1.2-2x). */
+#define PRIOR_ACCEPT 0.5
+#define PRIOR_SLOPE 0.1
+/* Moving-average weights of a new observation. */
+#define ACCEPT_WEIGHT 0.05
+#define COST_WEIGHT 0.2
+/* A planner that chose 0 this many steps in a row checks one proposal. */
+#define PROBE_EVERY 16
+
+void
+llm_spec_budget_init (LlmSpecBudget *b, guint draft_max, gboolean fixed)
+{
+  *b = (LlmSpecBudget) { 0 };
+  for (guint i = 0; i < LLM_SPEC_BUDGET_MAX; i++)
+    b->accept[i] = PRIOR_ACCEPT;
+  llm_spec_budget_configure (b, draft_max, fixed);
+}
+
+void
+llm_spec_budget_configure (LlmSpecBudget *b, guint draft_max, gboolean fixed)
+{
+  b->draft_max = MIN (draft_max, LLM_SPEC_BUDGET_MAX);
+  b->fixed = fixed;
+}
+
+/* The time of a step checking @w proposals: measured, or scaled from the
+ * nearest measured width below it (one row more costing what the
+ * measurements say per row, else PRIOR_SLOPE). Relative units while
+ * nothing is measured; only ratios matter. */
+static double
+cost (const LlmSpecBudget *b, guint w)
+{
+  if (b->cost_known[w])
+    return b->cost_us[w];
+  const double base = b->cost_known[0] ? b->cost_us[0] : 1.0;
+  double slope = PRIOR_SLOPE;
+  guint from = 0;
+  for (guint j = w; j-- > 1;) {
+    if (b->cost_known[j]) {
+      from = j;
+      slope = b->cost_known[0] ? MAX (0.0, (b->cost_us[j] / base - 1.0) / j) : PRIOR_SLOPE;
+      break;
+    }
+  }
+  const double at = from > 0 ? b->cost_us[from] : base;
+  return at + base * slope * (w - from);
+}
+
+double
+llm_spec_budget_rate (const LlmSpecBudget *b, guint k)
+{
+  double expected = 1.0, reach = 1.0;
+  for (guint i = 0; i < k && i < LLM_SPEC_BUDGET_MAX; i++) {
+    reach *= b->accept[i];
+    expected += reach;
+  }
+  return expected / cost (b, MIN (k, LLM_SPEC_BUDGET_MAX));
+}
+
+guint
+llm_spec_budget_choose (LlmSpecBudget *b)
+{
+  if (b->fixed || b->draft_max == 0)
+    return b->draft_max;
+  guint best = 1;
+  double best_rate = llm_spec_budget_rate (b, 1);
+  for (guint k = 2; k <= b->draft_max; k++) {
+    const double r = llm_spec_budget_rate (b, k);
+    if (r > best_rate) {
+      best = k;
+      best_rate = r;
+    }
+  }
+  if (best_rate > llm_spec_budget_rate (b, 0)) {
+    b->idle = 0;
+    return best;
+  }
+  if (++b->idle < PROBE_EVERY)
+    return 0;
+  b->idle = 0;
+  return 1;
+}
+
+void
+llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64 took_us)
+{
+  drafted = MIN (drafted, LLM_SPEC_BUDGET_MAX);
+  accepted = MIN (accepted, drafted);
+  /* Positions up to the first rejection were reached; later ones not. */
+  for (guint i = 0; i < drafted && i <= accepted; i++) {
+    const double hit = i < accepted ? 1.0 : 0.0;
+    b->accept[i] += ACCEPT_WEIGHT * (hit - b->accept[i]);
+  }
+  if (took_us <= 0)
+    return;
+  if (!b->cost_known[drafted]) {
+    b->cost_us[drafted] = (double) took_us;
+    b->cost_known[drafted] = TRUE;
+  } else {
+    b->cost_us[drafted] += COST_WEIGHT * ((double) took_us - b->cost_us[drafted]);
+  }
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* How many proposals a speculative step checks. Training-free: it keeps
+ * a moving average of the chance that the proposal at each position is
+ * accepted, given that those before it were, and of the measured time of
+ * a step that checks each number of proposals, and each step takes the
+ * number k (0 included) whose expected tokens, 1 + p1 + p1 p2 + ... +
+ * p1...pk, over its time is largest. Widths not measured yet are
+ * estimated from the nearest measured one, so it tries them. A planner
+ * that settled on plain steps checks one proposal now and then, to notice
+ * drafts that start to succeed. Pure arithmetic: no clock, no threads. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define LLM_SPEC_BUDGET_MAX 64
+
+typedef struct {
+  guint draft_max;
+  gboolean fixed;                             /* always draft_max */
+  double accept[LLM_SPEC_BUDGET_MAX];         /* P(position i accepted | i - 1 was) */
+  double cost_us[LLM_SPEC_BUDGET_MAX + 1];    /* a step checking w proposals */
+  gboolean cost_known[LLM_SPEC_BUDGET_MAX + 1];
+  guint idle;                                 /* steps in a row that chose 0 */
+} LlmSpecBudget;
+
+/* Nothing measured yet; @draft_max at most LLM_SPEC_BUDGET_MAX. */
+void llm_spec_budget_init (LlmSpecBudget *b, guint draft_max, gboolean fixed);
+/* New settings, keeping what was measured. */
+void llm_spec_budget_configure (LlmSpecBudget *b, guint draft_max, gboolean fixed);
+/* The number of proposals to ask for now (0..draft_max). */
+guint llm_spec_budget_choose (LlmSpecBudget *b);
+/* A step checked @drafted proposals, of which the first @accepted were
+ * kept, in @took_us. */
+void llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64 took_us);
+/* The expected tokens per microsecond of asking for @k now (for tests
+ * and stats). */
+double llm_spec_budget_rate (const LlmSpecBudget *b, guint k);
+
+G_END_DECLS
