@@ -37,7 +37,7 @@
  * `llm-stats` adds `draft-method`, `draft-tokens` (proposals checked),
  * `accepted-tokens`, `acceptance-rate`, `mean-accepted-length` (tokens
  * per verifying forward, the model's own pick included) and
- * `draft-length-mean` (the k chosen per step, 0s included).
+ * `draft-length-mean` (proposals checked per step, plain steps included).
  *
  * ## Example launch line
  * |[
@@ -55,7 +55,7 @@
 #include "gstllmelements.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
-#include "spec-budget.h"
+#include "spec-step.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_llm_spec_verify_debug);
 #define GST_CAT_DEFAULT gst_llm_spec_verify_debug
@@ -113,7 +113,7 @@ struct _GstLlmSpecVerify {
   /* task thread, for one response */
   LlmDrafter *drafter;
   LlmSpecBudget plan;
-  guint64 drafted, accepted, verifications, steps, chosen;
+  LlmSpecStats stats;
 };
 
 G_DEFINE_TYPE (GstLlmSpecVerify, gst_llm_spec_verify, GST_TYPE_LLM_DECODE);
@@ -150,7 +150,7 @@ gst_llm_spec_verify_begin (GstLlmDecode *base, GstBuffer *state, LlmSession *ses
   /* What was learnt of acceptance and step times carries over to the
    * next response of the stream; the settings may have changed. */
   llm_spec_budget_configure (&self->plan, draft_max, fixed);
-  self->drafted = self->accepted = self->verifications = self->steps = self->chosen = 0;
+  self->stats = (LlmSpecStats) { 0 };
 }
 
 static gboolean
@@ -158,49 +158,25 @@ gst_llm_spec_verify_step (GstLlmDecode *base, GstBuffer *state, LlmSession *sess
     gint32 token, gint32 *out, guint *n_out, GError **error)
 {
   GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (base);
-  gint32 ids[1 + LLM_SPEC_BUDGET_MAX];
-  ids[0] = token;
-
-  const guint k = self->drafter ? llm_spec_budget_choose (&self->plan) : 0;
-  const guint m = k > 0 ? llm_drafter_propose (self->drafter, k, ids + 1) : 0;
-  const gint64 t0 = g_get_monotonic_time ();
-  gboolean ok;
-  if (m == 0) {
-    *n_out = 1;
-    ok = llm_session_step (session, token, out, error);
-  } else {
-    ok = llm_session_verify (session, ids, 1 + m, out, n_out, error);
-  }
-  if (!ok)
-    return FALSE;
-  llm_spec_budget_observe (&self->plan, m, *n_out - 1, g_get_monotonic_time () - t0);
-
-  self->steps++;
-  self->chosen += m;
-  if (m > 0) {
-    self->verifications++;
-    self->drafted += m;
-    self->accepted += *n_out - 1;
-  }
-  if (self->drafter)
-    llm_drafter_accept (self->drafter, out, *n_out);
-  return TRUE;
+  return llm_spec_step (session, self->drafter, &self->plan, token, out, n_out, &self->stats,
+      error);
 }
 
 static void
 gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
 {
   GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (base);
+  const LlmSpecStats *st = &self->stats;
   gst_structure_set (s,
       "draft-method", G_TYPE_STRING, self->drafter ? llm_drafter_method (self->drafter) : "none",
-      "draft-tokens", G_TYPE_UINT64, self->drafted,
-      "accepted-tokens", G_TYPE_UINT64, self->accepted,
+      "draft-tokens", G_TYPE_UINT64, st->drafted,
+      "accepted-tokens", G_TYPE_UINT64, st->accepted,
       "acceptance-rate", G_TYPE_DOUBLE,
-      self->drafted > 0 ? (double) self->accepted / self->drafted : 0.0,
-      "mean-accepted-length", G_TYPE_DOUBLE, self->verifications > 0
-      ? (double) (self->accepted + self->verifications) / self->verifications : 0.0,
+      st->drafted > 0 ? (double) st->accepted / st->drafted : 0.0,
+      "mean-accepted-length", G_TYPE_DOUBLE, st->verifications > 0
+      ? (double) (st->accepted + st->verifications) / st->verifications : 0.0,
       "draft-length-mean", G_TYPE_DOUBLE,
-      self->steps > 0 ? (double) self->chosen / self->steps : 0.0, NULL);
+      st->steps > 0 ? (double) st->drafted / st->steps : 0.0, NULL);
 }
 
 static void

@@ -13,6 +13,7 @@
 #include "kvcache.h"
 #include "model.h"
 #include "sampler.h"
+#include "session.h"
 
 G_BEGIN_DECLS
 
@@ -151,5 +152,37 @@ typedef struct {
  * evaluation fails. */
 gboolean bench_batch_run (LlmModel *model, const BenchBatchSetting *s,
     BenchBatchResult *result, GError **error);
+
+/* --- bench-spec.c --- */
+
+/* BenchSpecSetting.variants: plain decoding, or the dynamic budget, or
+ * (>= 0) a fixed draft length. */
+#define BENCH_SPEC_PLAIN (-2)
+#define BENCH_SPEC_DYNAMIC (-1)
+
+typedef struct {
+  const gint *variants;
+  guint n_variants;
+  guint n_gen;                /* tokens of the response, the first included */
+  guint rounds;
+  guint draft_max;            /* the dynamic budget's */
+  guint ngram_min, ngram_max, ngram_window;
+  int n_threads;
+  LlmKvType kv_type;
+} BenchSpecSetting;
+
+typedef struct {
+  gint fixed_k;               /* the variant */
+  double ms;                  /* median decode time after the first token */
+  double tokens_per_s;
+  guint64 steps, verifications, drafted, accepted;  /* of the last round */
+} BenchSpecResult;
+
+/* Decodes @s->n_gen greedy tokens after @prompt with each variant on a
+ * new engine of @model; @results has room for @s->n_variants. FALSE with
+ * @error when evaluation fails or a variant's tokens differ from plain
+ * decoding's. */
+gboolean bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
+    guint n_prompt, BenchSpecResult *results, GError **error);
 
 G_END_DECLS

@@ -26,6 +26,7 @@
 #include "model.h"
 #include "cpu/matmul.h"
 #include "model-private.h"
+#include "spec-budget.h"
 
 typedef struct {
   char **models;
@@ -33,6 +34,9 @@ typedef struct {
   double duration;
   int max_batch_wait_us;
   int max_prefill_chunk;
+  char *spec;                 /* method, or NULL */
+  int spec_draft_max;
+  char **spec_prompts, **draft_maxes;
   double max_rate_deviation;  /* 0: no check */
   gint64 max_rss_growth_kb;   /* < 0: no check */
   int reps;
@@ -862,6 +866,117 @@ run_streams (LlmModel *model, const ModelInfo *info, const Setting *s, const Opt
   return stable;
 }
 
+/* --- speculative against plain decoding (--spec) --- */
+
+static void
+print_spec_header (void)
+{
+  g_print ("| model | type | th | workload | prompt | variant | t/s | x plain | proposals/step "
+      "| acceptance | tokens/verify |\n");
+  g_print ("|---|---|--:|---|--:|---|--:|--:|--:|--:|--:|\n");
+}
+
+/* The ids of workload @spec (a file, or random:N) for @model. */
+static GArray *
+spec_prompt_ids (LlmModel *model, const char *spec, guint32 seed, GError **error)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  guint n_random, n_distinct = 0;
+  const int got = sscanf (spec, "random:%u:%u", &n_random, &n_distinct);
+  if (got >= 1 && n_random > 0) {
+    /* With a few distinct ids, every short run has occurred before, each
+     * time followed by something else: lookup always proposes, and what
+     * it proposes is noise. */
+    g_autoptr (GRand) rand = g_rand_new_with_seed (seed);
+    g_autofree gint32 *pool = g_new (gint32, MAX (n_distinct, 1));
+    if (n_distinct > 0)
+      bench_fill_random (rand, pool, n_distinct, model->hp.n_vocab);
+    g_array_set_size (ids, n_random);
+    for (guint i = 0; i < n_random; i++)
+      g_array_index (ids, gint32, i) = n_distinct > 0
+          ? pool[g_rand_int_range (rand, 0, (gint32) n_distinct)]
+          : g_rand_int_range (rand, 0, (gint32) model->hp.n_vocab);
+    return ids;
+  }
+  g_autofree char *text = NULL;
+  gsize len;
+  LlmTokenizer *tok = llm_model_tokenizer (model);
+  if (tok == NULL) {
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s has no tokenizer for %s",
+        llm_model_path (model), spec);
+  } else if (g_file_get_contents (spec, &text, &len, error)) {
+    llm_tokenizer_encode (tok, text, (gssize) len, TRUE, FALSE, TRUE, ids);
+    return ids;
+  }
+  g_array_unref (ids);
+  return NULL;
+}
+
+static gboolean
+run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Options *o,
+    GArray *fixed)
+{
+  g_autoptr (GArray) variants = g_array_new (FALSE, FALSE, sizeof (gint));
+  const gint plain = BENCH_SPEC_PLAIN, dynamic = BENCH_SPEC_DYNAMIC;
+  g_array_append_val (variants, plain);
+  g_array_append_val (variants, dynamic);
+  for (guint i = 0; i < fixed->len; i++) {
+    const gint k = (gint) g_array_index (fixed, guint, i);
+    g_array_append_val (variants, k);
+  }
+  const BenchSpecSetting bs = {
+    .variants = (const gint *) variants->data, .n_variants = variants->len,
+    .n_gen = s->n_gen, .rounds = (guint) o->reps, .draft_max = (guint) o->spec_draft_max,
+    .ngram_min = 1, .ngram_max = 4, .ngram_window = 4096,
+    .n_threads = (int) s->threads, .kv_type = s->kv_type,
+  };
+  gboolean ok = TRUE;
+  for (char **w = o->spec_prompts; *w != NULL; w++) {
+    GError *error = NULL;
+    g_autoptr (GArray) prompt = spec_prompt_ids (model, *w, (guint32) o->seed, &error);
+    g_autofree BenchSpecResult *res = g_new0 (BenchSpecResult, variants->len);
+    if (prompt == NULL || !bench_spec_run (model, &bs, (const gint32 *) prompt->data,
+            prompt->len, res, &error)) {
+      g_printerr ("gst-llm-bench: %s: --spec %s: %s\n", info->name, *w, error->message);
+      g_error_free (error);
+      ok = FALSE;
+      continue;
+    }
+    g_autofree char *workload = g_path_get_basename (*w);
+    for (guint v = 0; v < variants->len; v++) {
+      const BenchSpecResult *r = &res[v];
+      g_autofree char *variant = r->fixed_k == BENCH_SPEC_PLAIN ? g_strdup ("plain")
+          : r->fixed_k == BENCH_SPEC_DYNAMIC ? g_strdup_printf ("%s dynamic (max %d)", o->spec,
+              o->spec_draft_max) : g_strdup_printf ("%s fixed %d", o->spec, r->fixed_k);
+      const double x = r->tokens_per_s / res[0].tokens_per_s;
+      const double per_step = r->steps ? (double) r->drafted / r->steps : 0;
+      const double acc = r->drafted ? (double) r->accepted / r->drafted : 0;
+      const double per_verify = r->verifications
+          ? (double) (r->accepted + r->verifications) / r->verifications : 0;
+      if (o->json) {
+        GString *j = json_begin (model, info, s);
+        g_string_append (j, ", \"workload\": ");
+        json_string (j, workload);
+        json_int (j, "prompt_tokens", prompt->len);
+        json_int (j, "n_gen", s->n_gen);
+        g_string_append (j, ", \"variant\": ");
+        json_string (j, variant);
+        json_number (j, "tg_tokens_per_s", r->tokens_per_s);
+        json_number (j, "x_plain", x);
+        json_number (j, "proposals_per_step", per_step);
+        json_number (j, "acceptance_rate", acc);
+        json_number (j, "tokens_per_verification", per_verify);
+        json_end (j);
+      } else {
+        g_print ("| %s | %s | %u | %s | %u | %s | %.1f | %.2f | %.2f | %.2f | %.2f |\n",
+            info->name, info->type, s->threads, workload, prompt->len, variant,
+            r->tokens_per_s, x, per_step, acc, per_verify);
+      }
+    }
+  }
+  return ok;
+}
+
 /* --- k rows against a step (--batch) --- */
 
 static void
@@ -983,6 +1098,18 @@ static const char *summary =
     "one row's. Weights are read once per forward, so the closer to 1, the more\n"
     "verifying K draft tokens or decoding K streams together gains.\n"
     "\n"
+    "--spec ngram decodes the greedy response to each --spec-prompt FILE (the\n"
+    "text, tokenized by the model; or random:N, N random ids, or random:N:A, N ids\n"
+    "drawn from A random ones: lookup proposes noise) plainly, with llmspecverify's\n"
+    "dynamic budget\n"
+    "(--spec-draft-max is its ceiling, default 8) and with each fixed draft\n"
+    "length of --draft-max K[,K...], the variants taking turns within each of -r\n"
+    "rounds; -n tokens (default 128), medians over the rounds. 'x plain' is a\n"
+    "variant's decode t/s over plain decoding's; acceptance, tokens per verifying\n"
+    "forward (the model's own pick included) and proposals per step come from the\n"
+    "last round. A variant whose tokens differ from plain decoding's fails the run.\n"
+    "tools/spec-workloads/ holds the workloads the notes use.\n"
+    "\n"
     "Making benchmark models:\n"
     "  gst-llm-bench --make-model SHAPE --type TYPE -o FILE [--seed N] [-t N]\n"
     "writes a GGUF with seeded random weights (normal, std 0.02; norms 1) and a\n"
@@ -1004,7 +1131,8 @@ usage_error (GError *error)
 int
 main (int argc, char **argv)
 {
-  Options o = { .reps = 5, .seed = 42, .bandwidth_mib = 512, .max_rss_growth_kb = -1 };
+  Options o = { .reps = 5, .seed = 42, .bandwidth_mib = 512, .max_rss_growth_kb = -1,
+    .spec_draft_max = 8 };
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &o.models,
       "GGUF model to measure (repeat for several)", "FILE" },
@@ -1039,6 +1167,15 @@ main (int argc, char **argv)
       "With --streams: how long a lone step waits for company, us (default 0)", "US" },
     { "max-prefill-chunk", 0, 0, G_OPTION_ARG_INT, &o.max_prefill_chunk,
       "With --streams: prompt rows per forward besides the decode steps (default 128)", "N" },
+    { "spec", 0, 0, G_OPTION_ARG_STRING, &o.spec,
+      "Speculative against plain decoding with this drafter (ngram), instead (see above)",
+      "METHOD" },
+    { "spec-prompt", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &o.spec_prompts,
+      "With --spec: a workload's prompt file, or random:N (repeat for several)", "FILE" },
+    { "spec-draft-max", 0, 0, G_OPTION_ARG_INT, &o.spec_draft_max,
+      "With --spec: the dynamic budget's most proposals a step (default 8)", "K" },
+    { "draft-max", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.draft_maxes,
+      "With --spec: fixed draft lengths to compare (default 2,4,8)", "K[,K...]" },
     { "batch", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.batch,
       "Cost of one forward of K rows against a decode step, instead (see above)",
       "K[,K...]" },
@@ -1076,6 +1213,9 @@ main (int argc, char **argv)
   g_strfreev (o.depths);
   g_strfreev (o.streams);
   g_strfreev (o.batch);
+  g_free (o.spec);
+  g_strfreev (o.spec_prompts);
+  g_strfreev (o.draft_maxes);
   g_free (o.make_shape);
   g_free (o.make_type);
   g_free (o.output);
@@ -1094,6 +1234,7 @@ bench_main (const Options *opt)
   g_autoptr (GArray) kvs = g_array_new (FALSE, FALSE, sizeof (LlmKvType));
   g_autoptr (GArray) streams = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autoptr (GArray) batch = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr (GArray) fixed = g_array_new (FALSE, FALSE, sizeof (guint));
   g_autofree char *ncpu = g_strdup_printf ("%u", g_get_num_processors ());
   if (!parse_uint_list (o.thread_counts, ncpu, "--threads", threads, &error))
     return usage_error (error);
@@ -1128,6 +1269,29 @@ bench_main (const Options *opt)
       (many && !parse_uint_list (o.streams, NULL, "--streams", streams, &error)) ||
       (o.batch != NULL && !parse_uint_list (o.batch, NULL, "--batch", batch, &error)))
     return usage_error (error);
+  if (o.spec != NULL) {
+    if (strcmp (o.spec, "ngram") != 0) {
+      g_printerr ("gst-llm-bench: --spec takes ngram (prompt lookup)\n");
+      return 2;
+    }
+    if (o.spec_prompts == NULL || many || o.batch != NULL || o.pipeline) {
+      g_printerr ("gst-llm-bench: --spec needs --spec-prompt and goes without --streams, "
+          "--batch and --pipeline\n");
+      return 2;
+    }
+    if (o.spec_draft_max < 1 || o.spec_draft_max > LLM_SPEC_BUDGET_MAX
+        || !parse_uint_list (o.draft_maxes, "2,4,8", "--draft-max", fixed, &error))
+      return o.spec_draft_max < 1 || o.spec_draft_max > LLM_SPEC_BUDGET_MAX
+          ? (g_printerr ("gst-llm-bench: --spec-draft-max takes 1 to 64\n"), 2)
+          : usage_error (error);
+    for (guint i = 0; i < fixed->len; i++) {
+      if (g_array_index (fixed, guint, i) < 1
+          || g_array_index (fixed, guint, i) > LLM_SPEC_BUDGET_MAX) {
+        g_printerr ("gst-llm-bench: --draft-max takes 1 to 64\n");
+        return 2;
+      }
+    }
+  }
   if (o.batch != NULL && (many || o.pipeline || has_zero (batch))) {
     g_printerr ("gst-llm-bench: --batch needs sizes above 0 and goes without --streams and "
         "--pipeline\n");
@@ -1178,6 +1342,8 @@ bench_main (const Options *opt)
       print_streams_header ();
     else if (o.batch != NULL)
       print_batch_header ();
+    else if (o.spec != NULL)
+      print_spec_header ();
     else
       print_table_header ();
   }
@@ -1204,6 +1370,12 @@ bench_main (const Options *opt)
                 .n_gen = g_array_index (gens, guint, gi),
                 .kv_type = g_array_index (kvs, LlmKvType, ki),
               };
+              if (o.spec != NULL) {
+                /* Once per thread count, kv type and -n. */
+                if (pi == 0 && di == 0 && !run_spec (model, &info, &s, &o, fixed))
+                  status = 1;
+                continue;
+              }
               if (o.batch != NULL) {
                 /* Once per thread count, kv type and depth. */
                 if (pi == 0 && gi == 0 && !run_batch (model, &info, &s, &o, batch))

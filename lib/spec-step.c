@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "spec-step.h"
+
+gboolean
+llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, gint32 token,
+    gint32 *out, guint *n_out, LlmSpecStats *stats, GError **error)
+{
+  gint32 ids[1 + LLM_SPEC_BUDGET_MAX];
+  ids[0] = token;
+  /* The drafting is part of the step's cost, as the planner weighs it. */
+  const gint64 t0 = g_get_monotonic_time ();
+  const guint k = drafter ? llm_spec_budget_choose (budget) : 0;
+  const guint m = k > 0 ? llm_drafter_propose (drafter, k, ids + 1) : 0;
+  gboolean ok;
+  if (m == 0) {
+    *n_out = 1;
+    ok = llm_session_step (session, token, out, error);
+  } else {
+    ok = llm_session_verify (session, ids, 1 + m, out, n_out, error);
+  }
+  if (!ok)
+    return FALSE;
+  llm_spec_budget_observe (budget, m, *n_out - 1, g_get_monotonic_time () - t0);
+  if (drafter)
+    llm_drafter_accept (drafter, out, *n_out);
+  if (stats) {
+    stats->steps++;
+    if (m > 0) {
+      stats->verifications++;
+      stats->drafted += m;
+      stats->accepted += *n_out - 1;
+    }
+  }
+  return TRUE;
+}

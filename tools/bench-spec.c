@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Speculative decoding against plain decoding (gst-llm-bench --spec): the
+ * same greedy response to each workload's prompt, decoded plainly, with
+ * the dynamic budget and with each fixed draft length, the variants
+ * taking turns within every round (so a machine that slows down slows all
+ * alike); figures are medians over the rounds. Every variant's tokens
+ * must equal plain decoding's, or the run fails: the check that the
+ * speed-up changed nothing. Decode time runs from the first token
+ * (sampled after the prompt, untimed) to the last, llmspecverify's loop
+ * without the elements. */
+#include "bench.h"
+
+#include <string.h>
+
+#include "model-private.h"
+#include "spec-step.h"
+
+/* One variant's decode of @s->n_gen tokens after @prompt on a new
+ * session of @e; @ids gets the tokens. */
+static gboolean
+decode_once (LlmEngine *e, const BenchSpecSetting *s, const gint32 *prompt, guint n_prompt,
+    gint fixed_k, gint32 *ids, double *ms, LlmSpecStats *stats, GError **error)
+{
+  LlmSessionConfig cfg = { .kv = { .type = s->kv_type, .policy = LLM_KV_POLICY_FULL,
+      .context_length = n_prompt + s->n_gen + LLM_SPEC_BUDGET_MAX + 2 } };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  g_autoptr (LlmSession) session = llm_session_new (e, &cfg, error);
+  if (session == NULL)
+    return FALSE;
+  if (!llm_session_prefill (session, prompt, n_prompt, &ids[0], error))
+    return FALSE;
+
+  g_autoptr (LlmDrafter) drafter = NULL;
+  LlmSpecBudget budget;
+  if (fixed_k != BENCH_SPEC_PLAIN) {
+    drafter = llm_drafter_new_ngram (s->ngram_min, s->ngram_max, s->ngram_window, error);
+    if (drafter == NULL)
+      return FALSE;
+    llm_drafter_begin (drafter, llm_session_ids (session), llm_session_n_ids (session), ids[0]);
+  }
+  llm_spec_budget_init (&budget, fixed_k >= 0 ? (guint) fixed_k : s->draft_max, fixed_k >= 0);
+  *stats = (LlmSpecStats) { 0 };
+
+  const double t0 = bench_now_ms ();
+  guint have = 1;
+  while (have < s->n_gen) {
+    gint32 out[LLM_SPEC_BUDGET_MAX + 1];
+    guint n_out;
+    if (!llm_spec_step (session, drafter, &budget, ids[have - 1], out, &n_out, stats, error))
+      return FALSE;
+    for (guint j = 0; j < n_out && have < s->n_gen; j++)
+      ids[have++] = out[j];
+  }
+  *ms = bench_now_ms () - t0;
+  return TRUE;
+}
+
+static int
+cmp_double (gconstpointer a, gconstpointer b)
+{
+  const double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+gboolean
+bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
+    guint n_prompt, BenchSpecResult *results, GError **error)
+{
+  LlmEngineOptions opts;
+  llm_engine_options_init (&opts);
+  opts.n_threads = s->n_threads;
+  g_autoptr (LlmEngine) e = llm_engine_new (model, &opts, error);
+  if (e == NULL)
+    return FALSE;
+  const guint n_var = s->n_variants;
+  g_autofree gint32 *plain = g_new (gint32, s->n_gen);
+  g_autofree gint32 *ids = g_new (gint32, s->n_gen);
+  g_autofree double *ms = g_new (double, (gsize) n_var * s->rounds);
+  LlmSpecStats stats;
+
+  /* Untimed: touches the weights and starts the workers. */
+  double unused;
+  if (!decode_once (e, s, prompt, n_prompt, BENCH_SPEC_PLAIN, plain, &unused, &stats, error))
+    return FALSE;
+
+  for (guint round = 0; round < s->rounds; round++) {
+    for (guint v = 0; v < n_var; v++) {
+      const gint k = s->variants[v];
+      if (!decode_once (e, s, prompt, n_prompt, k, ids, &ms[v * s->rounds + round], &stats,
+              error))
+        return FALSE;
+      for (guint i = 0; i < s->n_gen; i++) {
+        if (ids[i] != plain[i]) {
+          g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_CONFIG,
+              "speculation changed the output: token %u is %d, plain decoding gives %d "
+              "(draft length %d)", i, ids[i], plain[i], k);
+          return FALSE;
+        }
+      }
+      BenchSpecResult *r = &results[v];
+      r->fixed_k = k;
+      r->steps = stats.steps;
+      r->drafted = stats.drafted;
+      r->accepted = stats.accepted;
+      r->verifications = stats.verifications;
+    }
+  }
+  for (guint v = 0; v < n_var; v++) {
+    double *m = &ms[v * s->rounds];
+    qsort (m, s->rounds, sizeof *m, cmp_double);
+    results[v].ms = m[s->rounds / 2];
+    results[v].tokens_per_s = (s->n_gen - 1) / (results[v].ms / 1e3);
+  }
+  return TRUE;
+}
