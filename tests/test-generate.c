@@ -1139,6 +1139,48 @@ START_TEST (test_spec_verify_reports_its_drafts)
 }
 END_TEST
 
+/* draft-max=0 checks nothing: a token a step, as llmdecode. */
+START_TEST (test_spec_verify_draft_max_0_decodes_a_token_a_step)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=32 draft-max=0", &bus);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  g_free (pull_end_of_response (h));
+  g_autoptr (GArray) ids = pull_all_ids (h);
+  ck_assert (memcmp (ids->data, golden_ids, 32 * sizeof (gint32)) == 0);
+  GstStructure *s = pop_stats (bus);
+  guint64 drafted = 1;
+  ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
+  ck_assert_uint_eq (drafted, 0);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
+/* Settings llmdraft cannot draft with fail its start, saying which. */
+START_TEST (test_draft_refuses_ngram_min_above_max)
+{
+  GstElement *e = gst_element_factory_make ("llmdraft", NULL);
+  g_object_set (e, "ngram-min", 5, "ngram-max", 2, NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (e, bus);
+  /* Its drafter is made as it starts (READY to PAUSED). */
+  ck_assert_int_eq (gst_element_set_state (e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  ck_assert (m != NULL);
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert (g_error_matches (error, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS));
+  ck_assert_msg (strstr (error->message, "ngram-min (5)") != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+}
+END_TEST
+
 static Suite *
 generate_suite (void)
 {
@@ -1160,8 +1202,11 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_stops_when_the_context_is_full);
   tcase_add_test (tc, test_prefill_keep_context_continues_the_conversation);
   tcase_add_test (tc, test_prefill_template_and_system_prompt_wrap_the_prompt);
-  if (spec)
+  if (spec) {
     tcase_add_test (tc, test_spec_verify_reports_its_drafts);
+    tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
+    tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
+  }
   if (!spec) {
     /* These pin the draws of a seed. */
     tcase_add_test (tc, test_decode_sampler_properties_give_what_they_give_on_prefill);

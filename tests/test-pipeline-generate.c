@@ -154,6 +154,36 @@ START_TEST (test_pipeline_tells_the_story)
 }
 END_TEST
 
+/* The same story through speculative decoding, with a queue between the
+ * drafter and the verifier and without. */
+START_TEST (test_pipeline_speculation_tells_the_same_story)
+{
+  char *prompt = write_file ("prompt.txt", "Once upon a time", -1);
+  static const char *const decoders[] = {
+    "llmdraft ! llmspecverify", "llmdraft ! queue ! llmspecverify budget=fixed draft-max=3",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (decoders); i++) {
+    char *out = g_build_filename (tmpdir, "out.txt", NULL);
+    char *desc = g_strdup_printf ("filesrc location=\"%s\" ! llmtokenize model=\"%s\" "
+        "! llmprefill model=\"%s\" n-threads=1 ! %s max-tokens=64 "
+        "! llmdetokenize model=\"%s\" ! filesink location=\"%s\"", prompt, model_path,
+        model_path, decoders[i], model_path, out);
+    RunResult r;
+    run_pipeline (desc, &r);
+    ck_assert_msg (r.error == NULL, "%s: %s", decoders[i], r.error ? r.error->message : "");
+    char *text = NULL;
+    ck_assert (g_file_get_contents (out, &text, NULL, NULL));
+    ck_assert_msg (strcmp (text, STORY) == 0, "%s: %s", decoders[i], text);
+    ck_assert (r.stats != NULL && gst_structure_has_field (r.stats, "draft-tokens"));
+    g_free (text);
+    run_result_clear (&r);
+    g_free (desc);
+    g_free (out);
+  }
+  g_free (prompt);
+}
+END_TEST
+
 START_TEST (test_pipeline_prompt_keeps_its_trailing_newline)
 {
   /* llmtokenize keeps every byte: the newline is a sixth prompt token, so
@@ -287,6 +317,7 @@ pipeline_generate_suite (void)
   tcase_set_timeout (tc, 300);
   tcase_add_test (tc, test_pipeline_tells_the_story);
   tcase_add_test (tc, test_pipeline_prompt_keeps_its_trailing_newline);
+  tcase_add_test (tc, test_pipeline_speculation_tells_the_same_story);
   tcase_add_test (tc, test_pipeline_malformed_model_posts_an_error);
   tcase_add_test (tc, test_pipeline_other_vocabulary_fails_to_link);
   tcase_add_test (tc, test_pipeline_other_vocabulary_after_decode_is_a_negotiation_error);
