@@ -20,6 +20,14 @@
  * is kept as tokens arrive and covers the last #GstLlmDraft:ngram-window
  * tokens, so a live stream's memory stays bounded.
  *
+ * #GstLlmDraft:method `model`: a small GGUF model with the same
+ * vocabulary (#GstLlmDraft:draft-model; the usual one is a low-bit copy
+ * of the target, e.g. the target quantised to Q4_0) decodes greedily on a
+ * sequence of its own, one proposal after each token, stopping at the
+ * first it gives a probability under #GstLlmDraft:draft-p-min. A draft
+ * model of another vocabulary than the stream's is refused at caps
+ * negotiation, naming both.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 -m filesrc location=captions.txt ! llmtokenize model=m.gguf ! \
@@ -32,6 +40,8 @@
  */
 #include "config.h"
 
+#include <string.h>
+
 #include <gst/base/gstbasetransform.h>
 
 #include "drafter.h"
@@ -39,6 +49,8 @@
 #include "gstllmelements.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
+#include "model.h"
+#include "tokenizer.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_llm_draft_debug);
 #define GST_CAT_DEFAULT gst_llm_draft_debug
@@ -47,6 +59,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_llm_draft_debug);
  * GstLlmDraftMethod:
  * @GST_LLM_DRAFT_METHOD_NGRAM: prompt lookup: what followed the latest
  *   earlier occurrence of the last tokens
+ * @GST_LLM_DRAFT_METHOD_MODEL: a small model of the same vocabulary
+ *   (draft-model) decoding greedily
  *
  * How llmdraft proposes tokens.
  *
@@ -54,6 +68,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_llm_draft_debug);
  */
 typedef enum {
   GST_LLM_DRAFT_METHOD_NGRAM,
+  GST_LLM_DRAFT_METHOD_MODEL,
 } GstLlmDraftMethod;
 
 #define GST_TYPE_LLM_DRAFT_METHOD (gst_llm_draft_method_get_type ())
@@ -64,6 +79,8 @@ gst_llm_draft_method_get_type (void)
   static const GEnumValue values[] = {
     {GST_LLM_DRAFT_METHOD_NGRAM, "Prompt lookup: what followed the last tokens before",
         "ngram"},
+    {GST_LLM_DRAFT_METHOD_MODEL, "A small model of the same vocabulary (draft-model)",
+        "model"},
     {0, NULL, NULL},
   };
   if (g_once_init_enter (&type))
@@ -75,6 +92,9 @@ gst_llm_draft_method_get_type (void)
 #define DEFAULT_NGRAM_MIN 1
 #define DEFAULT_NGRAM_MAX 4
 #define DEFAULT_NGRAM_WINDOW 4096
+#define DEFAULT_DRAFT_MODEL NULL
+#define DEFAULT_DRAFT_P_MIN 0.0f
+#define DEFAULT_DRAFT_WINDOW 4096
 
 enum {
   PROP_0,
@@ -82,6 +102,8 @@ enum {
   PROP_NGRAM_MIN,
   PROP_NGRAM_MAX,
   PROP_NGRAM_WINDOW,
+  PROP_DRAFT_MODEL,
+  PROP_DRAFT_P_MIN,
 };
 
 #define GST_TYPE_LLM_DRAFT (gst_llm_draft_get_type ())
@@ -93,9 +115,12 @@ struct _GstLlmDraft {
   /* properties; object lock */
   GstLlmDraftMethod method;
   guint ngram_min, ngram_max, ngram_window;
+  char *draft_model;
+  float draft_p_min;
 
   /* from start to stop */
   LlmDrafter *drafter;
+  char vocab_hash[GST_LLM_VOCAB_HASH_LEN + 1];  /* the draft model's; "" for ngram */
 };
 
 G_DEFINE_TYPE (GstLlmDraft, gst_llm_draft, GST_TYPE_BASE_TRANSFORM);
@@ -108,6 +133,45 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_DRAFT_MEDIA_TYPE));
 
+/* The drafter of method model: the draft model, on an engine of its own
+ * (shared with any other user of the same file), with its vocabulary
+ * noted for negotiation. */
+static LlmDrafter *
+new_model_drafter (GstLlmDraft *self, const char *path, float p_min)
+{
+  GError *error = NULL;
+  if (path == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("method=model needs a draft model."),
+        ("set draft-model to a GGUF file of the target's vocabulary, e.g. the target "
+            "quantised to Q4_0"));
+    return NULL;
+  }
+  g_autoptr (LlmModel) model = llm_model_get (path, "cpu", &error);
+  if (model == NULL) {
+    GST_LLM_ELEMENT_ERROR_LOAD (self, path, error);
+    g_error_free (error);
+    return NULL;
+  }
+  LlmTokenizer *tok = llm_model_tokenizer (model);
+  if (tok == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED, ("Draft model \"%s\" has no vocabulary.", path),
+        ("its proposals could not be matched to the stream's token ids"));
+    return NULL;
+  }
+  g_strlcpy (self->vocab_hash, llm_tokenizer_vocab (tok)->hash, sizeof self->vocab_hash);
+  LlmEngineOptions opts;
+  llm_engine_options_init (&opts);
+  g_autoptr (LlmEngine) engine = llm_engine_get (model, &opts, &error);
+  LlmDrafter *d = engine ? llm_drafter_new_model (engine, DEFAULT_DRAFT_WINDOW, p_min, &error)
+      : NULL;
+  if (d == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED, ("Cannot draft with \"%s\": %s.", path,
+            error->message), (NULL));
+    g_error_free (error);
+  }
+  return d;
+}
+
 static gboolean
 gst_llm_draft_start (GstBaseTransform *trans)
 {
@@ -115,8 +179,16 @@ gst_llm_draft_start (GstBaseTransform *trans)
   GError *error = NULL;
 
   GST_OBJECT_LOCK (self);
+  const GstLlmDraftMethod method = self->method;
   const guint n_min = self->ngram_min, n_max = self->ngram_max, window = self->ngram_window;
+  g_autofree char *path = g_strdup (self->draft_model);
+  const float p_min = self->draft_p_min;
   GST_OBJECT_UNLOCK (self);
+  self->vocab_hash[0] = '\0';
+  if (method == GST_LLM_DRAFT_METHOD_MODEL) {
+    self->drafter = new_model_drafter (self, path, p_min);
+    return self->drafter != NULL;
+  }
   self->drafter = llm_drafter_new_ngram (n_min, n_max, window, &error);
   if (self->drafter == NULL) {
     GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Cannot draft with these settings: %s.",
@@ -157,6 +229,25 @@ gst_llm_draft_transform_caps (GstBaseTransform *trans, GstPadDirection direction
   return out;
 }
 
+/* A draft model must index the stream's vocabulary. */
+static gboolean
+gst_llm_draft_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
+{
+  GstLlmDraft *self = GST_LLM_DRAFT (trans);
+  const GstStructure *s = gst_caps_get_structure (incaps, 0);
+  const char *vocab = gst_structure_get_string (s, GST_LLM_CAPS_FIELD_VOCAB);
+  if (vocab == NULL || self->vocab_hash[0] == '\0' || strcmp (vocab, self->vocab_hash) == 0)
+    return TRUE;
+  GST_OBJECT_LOCK (self);
+  g_autofree char *path = g_strdup (self->draft_model);
+  GST_OBJECT_UNLOCK (self);
+  GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+      ("Draft model \"%s\" has another vocabulary (vocab=%s) than the stream (vocab=%s). "
+          "Draft with a model of the target's tokenizer.", path, self->vocab_hash, vocab),
+      (NULL));
+  return FALSE;
+}
+
 static GstFlowReturn
 gst_llm_draft_transform_ip (GstBaseTransform *trans, GstBuffer *buffer)
 {
@@ -192,6 +283,13 @@ gst_llm_draft_set_property (GObject *object, guint prop_id, const GValue *value,
     case PROP_NGRAM_WINDOW:
       self->ngram_window = g_value_get_uint (value);
       break;
+    case PROP_DRAFT_MODEL:
+      g_free (self->draft_model);
+      self->draft_model = g_value_dup_string (value);
+      break;
+    case PROP_DRAFT_P_MIN:
+      self->draft_p_min = g_value_get_float (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -218,6 +316,12 @@ gst_llm_draft_get_property (GObject *object, guint prop_id, GValue *value, GPara
     case PROP_NGRAM_WINDOW:
       g_value_set_uint (value, self->ngram_window);
       break;
+    case PROP_DRAFT_MODEL:
+      g_value_set_string (value, self->draft_model);
+      break;
+    case PROP_DRAFT_P_MIN:
+      g_value_set_float (value, self->draft_p_min);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -226,8 +330,18 @@ gst_llm_draft_get_property (GObject *object, guint prop_id, GValue *value, GPara
 }
 
 static void
+gst_llm_draft_finalize (GObject *object)
+{
+  GstLlmDraft *self = GST_LLM_DRAFT (object);
+  g_free (self->draft_model);
+  G_OBJECT_CLASS (gst_llm_draft_parent_class)->finalize (object);
+}
+
+static void
 gst_llm_draft_init (GstLlmDraft *self)
 {
+  self->draft_model = DEFAULT_DRAFT_MODEL;
+  self->draft_p_min = DEFAULT_DRAFT_P_MIN;
   self->method = DEFAULT_METHOD;
   self->ngram_min = DEFAULT_NGRAM_MIN;
   self->ngram_max = DEFAULT_NGRAM_MAX;
@@ -248,6 +362,7 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
 
   gobject_class->set_property = gst_llm_draft_set_property;
   gobject_class->get_property = gst_llm_draft_get_property;
+  gobject_class->finalize = gst_llm_draft_finalize;
 
   /**
    * GstLlmDraft:method:
@@ -257,7 +372,8 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
    * Since: 0.3
    */
   g_object_class_install_property (gobject_class, PROP_METHOD,
-      g_param_spec_enum ("method", "Method", "How tokens are proposed: ngram (prompt lookup)",
+      g_param_spec_enum ("method", "Method",
+          "How tokens are proposed: ngram (prompt lookup) or model (draft-model)",
           GST_TYPE_LLM_DRAFT_METHOD, DEFAULT_METHOD, rw));
 
   /**
@@ -297,6 +413,32 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
           "Last tokens of the conversation looked in (method ngram)", 2, 1 << 24,
           DEFAULT_NGRAM_WINDOW, rw));
 
+  /**
+   * GstLlmDraft:draft-model:
+   *
+   * The GGUF file of the draft model (method model): the target's
+   * vocabulary, far fewer bytes to read per token.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_DRAFT_MODEL,
+      g_param_spec_string ("draft-model", "Draft model",
+          "GGUF file of the draft model, of the target's vocabulary (method model)",
+          DEFAULT_DRAFT_MODEL, rw));
+
+  /**
+   * GstLlmDraft:draft-p-min:
+   *
+   * The draft model stops proposing at the first token it gives a
+   * probability under this (0: it proposes as many as asked).
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_DRAFT_P_MIN,
+      g_param_spec_float ("draft-p-min", "Draft p-min",
+          "The draft model stops at the first token it is less sure of (method model)", 0.0f,
+          1.0f, DEFAULT_DRAFT_P_MIN, rw));
+
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "LLM draft",
@@ -308,6 +450,7 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_llm_draft_stop);
   trans_class->transform_caps = GST_DEBUG_FUNCPTR (gst_llm_draft_transform_caps);
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_llm_draft_transform_ip);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_llm_draft_set_caps);
   trans_class->passthrough_on_same_caps = FALSE;
 
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_DRAFT_METHOD, 0);

@@ -1,8 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "drafter.h"
 
-#include "engine.h"
+#include <math.h>
+
+#include "model-private.h"
 #include "ngram-draft.h"
+#include "session.h"
+#include "spec-budget.h"
+
+/* Tokens a proposal may add to the draft model's window. */
+#define LLM_SPEC_DRAFT_ROOM (LLM_SPEC_BUDGET_MAX + 1)
 
 typedef struct {
   const char *method;
@@ -16,6 +23,20 @@ struct _LlmDrafter {
   const DrafterClass *klass;
   gint ref_count;
   LlmNgramDraft *ngram;
+  /* model: the draft model's session holds the conversation up to
+   * @pending (sampled by the verifier, not fed); a proposal feeds @fed
+   * tokens of its own guessing after it, which the verdict then keeps or
+   * takes back. (Counted from the end: the window may evict the oldest.) */
+  LlmSession *session;
+  gint32 pending;
+  guint fed;
+  guint window;
+  /* Confirmed tokens after the held ones not fed yet: they are fed with
+   * the next proposal's first forward, so steps that ask for no proposal
+   * cost the draft model nothing, and catching up is one forward. */
+  GArray *backlog;
+  float p_min;
+  GError *error;              /* the first evaluation that failed: drafting stops */
 };
 
 /* --- ngram ----------------------------------------------------------- */
@@ -64,6 +85,147 @@ llm_drafter_new_ngram (guint n_min, guint n_max, guint window, GError **error)
   d->klass = &ngram_class;
   d->ref_count = 1;
   d->ngram = llm_ngram_draft_new (n_min, n_max, window);
+  return d;
+}
+
+/* --- model ----------------------------------------------------------- */
+
+/* Feeds @ids, remembering the first failure (the drafter then proposes
+ * nothing: a draft that cannot be made costs the output nothing). */
+static void
+model_feed (LlmDrafter *d, const gint32 *ids, guint n)
+{
+  if (n > 0 && d->error == NULL && !llm_session_feed (d->session, ids, n, &d->error))
+    g_debug ("draft model: %s", d->error->message);
+}
+
+/* Feeds the backlog (after @pending, when @with_pending) in one forward. */
+static void
+model_catch_up (LlmDrafter *d, gboolean with_pending)
+{
+  if (with_pending)
+    g_array_append_val (d->backlog, d->pending);
+  model_feed (d, (const gint32 *) d->backlog->data, d->backlog->len);
+  g_array_set_size (d->backlog, 0);
+}
+
+static void
+model_begin (LlmDrafter *d, const gint32 *history, guint n, gint32 first)
+{
+  model_catch_up (d, FALSE);
+  /* A kept conversation: only what the draft has not seen is fed. */
+  const guint held = llm_session_n_ids (d->session);
+  const gint32 *ids = llm_session_ids (d->session);
+  guint same = 0;
+  while (same < held && same < n && ids[same] == history[same])
+    same++;
+  if (same < held)
+    llm_session_truncate (d->session, same);
+  /* Starting over: the latest half window is context enough, and leaves
+   * the window room to draft in. */
+  const guint from = same > 0 || n <= d->window / 2 ? same : n - d->window / 2;
+  model_feed (d, history + from, n - from);
+  d->pending = first;
+  d->fed = 0;
+}
+
+/* The probability of the likeliest token of @logits. */
+static float
+top_probability (const float *logits, guint32 n)
+{
+  float max = logits[0];
+  for (guint32 i = 1; i < n; i++)
+    max = MAX (max, logits[i]);
+  double sum = 0.0;
+  for (guint32 i = 0; i < n; i++)
+    sum += expf (logits[i] - max);
+  return (float) (1.0 / sum);
+}
+
+static guint
+model_propose (LlmDrafter *d, guint max, gint32 *out)
+{
+  const guint32 n_vocab = llm_session_model (d->session)->hp.n_vocab;
+  guint n = 0;
+  /* The first forward: what is owed, and the pending token. */
+  model_catch_up (d, TRUE);
+  if (d->error != NULL)
+    return 0;
+  d->fed = 1;
+  gint32 next = llm_session_sample (d->session);
+  while (d->error == NULL) {
+    if (d->p_min > 0 && top_probability (llm_session_logits (d->session), n_vocab) < d->p_min)
+      break;
+    out[n++] = next;
+    if (n == max || !llm_session_step (d->session, next, &next, &d->error))
+      break;
+    d->fed++;
+  }
+  return n;
+}
+
+static void
+model_accept (LlmDrafter *d, const gint32 *ids, guint n)
+{
+  /* What follows the held ids now: the pending token and all but the last
+   * of @ids (the verifier's new pending one). The proposal fed its own
+   * guesses there; keep those that agree, feed the rest. */
+  g_autofree gint32 *now = g_new (gint32, n);
+  now[0] = d->pending;
+  for (guint i = 0; i + 1 < n; i++)
+    now[i + 1] = ids[i];
+  const guint held = llm_session_n_ids (d->session);
+  const guint fed = MIN (d->fed, held);
+  const gint32 *guessed = llm_session_ids (d->session) + held - fed;
+  guint keep = 0;
+  while (keep < fed && keep < n && guessed[keep] == now[keep])
+    keep++;
+  if (keep < fed)
+    llm_session_truncate (d->session, held - fed + keep);
+  g_array_append_vals (d->backlog, now + keep, n - keep);
+  d->pending = ids[n - 1];
+  d->fed = 0;
+  /* A window's worth owed: feed it rather than grow. */
+  if (d->backlog->len >= d->window / 2)
+    model_catch_up (d, FALSE);
+}
+
+static void
+model_finalize (LlmDrafter *d)
+{
+  g_array_unref (d->backlog);
+  llm_session_unref (d->session);
+  g_clear_error (&d->error);
+}
+
+static const DrafterClass model_class = {
+  "model", model_begin, model_propose, model_accept, model_finalize,
+};
+
+LlmDrafter *
+llm_drafter_new_model (LlmEngine *engine, guint window, float p_min, GError **error)
+{
+  if (window < 2 * LLM_SPEC_DRAFT_ROOM) {
+    g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_CONFIG,
+        "a draft model needs a window of at least %u tokens, not %u", 2 * LLM_SPEC_DRAFT_ROOM,
+        window);
+    return NULL;
+  }
+  LlmSessionConfig cfg = {
+    .kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_WINDOW, .window = window },
+  };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  LlmSession *session = llm_session_new (engine, &cfg, error);
+  if (session == NULL)
+    return NULL;
+  LlmDrafter *d = g_new0 (LlmDrafter, 1);
+  d->klass = &model_class;
+  d->ref_count = 1;
+  d->session = session;
+  d->p_min = p_min;
+  d->window = window;
+  d->backlog = g_array_new (FALSE, FALSE, sizeof (gint32));
   return d;
 }
 

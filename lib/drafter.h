@@ -4,12 +4,14 @@
  * it: where a response begins (what the session holds, and the first
  * token, sampled but not fed) and every token the verifier confirms. One
  * interface for every method, so llmspecverify does not care which:
- * prompt lookup (ngram) today, a small model or the target with layers
+ * prompt lookup (ngram) or a small model (model); the target with layers
  * skipped next. Refcounted; calls on one drafter come from one thread at
  * a time (the verifier's). */
 #pragma once
 
 #include <glib.h>
+
+#include "engine.h"
 
 G_BEGIN_DECLS
 
@@ -18,6 +20,13 @@ typedef struct _LlmDrafter LlmDrafter;
 /* Prompt lookup over the last @window tokens (ngram-draft.h); NULL with
  * @error for sizes it cannot take. */
 LlmDrafter *llm_drafter_new_ngram (guint n_min, guint n_max, guint window, GError **error);
+/* A small model of the same vocabulary, decoding greedily on a sequence
+ * of its own in @engine (a window of @window tokens of the
+ * conversation), a proposal after each token it is sure enough of: it
+ * stops at the first whose probability is under @p_min (0: never). NULL
+ * with @error when it cannot make the sequence. */
+LlmDrafter *llm_drafter_new_model (LlmEngine *engine, guint window, float p_min,
+    GError **error);
 LlmDrafter *llm_drafter_ref (LlmDrafter *d);
 void llm_drafter_unref (LlmDrafter *d);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmDrafter, llm_drafter_unref)

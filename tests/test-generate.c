@@ -1157,6 +1157,82 @@ START_TEST (test_spec_verify_draft_max_0_decodes_a_token_a_step)
 }
 END_TEST
 
+/* A draft model: the target itself, so every proposal is right. */
+START_TEST (test_draft_model_proposals_give_the_same_tokens)
+{
+  GstBus *bus;
+  g_autofree char *desc = g_strdup_printf ("llmprefill name=p model=\"%s\" n-threads=1 "
+      "prompt-mode=buffer ! llmdraft method=model draft-model=\"%s\" "
+      "! llmspecverify name=d budget=fixed draft-max=4 max-tokens=64", model_path, model_path);
+  GstHarness *h = gst_harness_new_parse (desc);
+  bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE,
+      vocab_hash);
+  gst_harness_set_src_caps_str (h, caps);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  g_free (pull_end_of_response (h));
+  g_autoptr (GArray) ids = pull_all_ids (h);
+  ck_assert_uint_eq (ids->len, 64);
+  ck_assert (memcmp (ids->data, golden_ids, sizeof golden_ids) == 0);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "draft-method"), "model");
+  ck_assert_double_eq (stats_double (s, "acceptance-rate"), 1.0);
+  ck_assert_double_gt (stats_double (s, "mean-accepted-length"), 4.0);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
+/* A draft model of another vocabulary fails negotiation, naming it. */
+START_TEST (test_draft_model_of_another_vocabulary_is_refused)
+{
+  g_autofree char *other = llm_test_data_path ("models/TinyStories-656K-Q8_0.gguf");
+  g_autofree char *desc = g_strdup_printf ("llmprefill model=\"%s\" n-threads=1 "
+      "prompt-mode=buffer ! llmdraft method=model draft-model=\"%s\" ! llmspecverify",
+      model_path, other);
+  GstHarness *h = gst_harness_new_parse (desc);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE,
+      vocab_hash);
+  gst_harness_set_src_caps_str (h, caps);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  GstMessage *m = gst_bus_timed_pop_filtered (bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
+  ck_assert (m != NULL);
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert (g_error_matches (error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+  ck_assert_msg (strstr (error->message, "TinyStories-656K-Q8_0.gguf") != NULL
+      && strstr (error->message, vocab_hash) != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+  harness_free (h, bus);
+}
+END_TEST
+
+START_TEST (test_draft_model_missing_fails_the_state_change)
+{
+  GstElement *e = gst_element_factory_make ("llmdraft", NULL);
+  g_object_set (e, "method", 1, NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (e, bus);
+  ck_assert_int_eq (gst_element_set_state (e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  ck_assert (m != NULL);
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert (g_error_matches (error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND));
+  ck_assert_msg (strstr (error->message, "draft model") != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+}
+END_TEST
+
 /* Settings llmdraft cannot draft with fail its start, saying which. */
 START_TEST (test_draft_refuses_ngram_min_above_max)
 {
@@ -1206,6 +1282,9 @@ generate_suite (void)
     tcase_add_test (tc, test_spec_verify_reports_its_drafts);
     tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
     tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
+    tcase_add_test (tc, test_draft_model_proposals_give_the_same_tokens);
+    tcase_add_test (tc, test_draft_model_of_another_vocabulary_is_refused);
+    tcase_add_test (tc, test_draft_model_missing_fails_the_state_change);
   }
   if (!spec) {
     /* These pin the draws of a seed. */

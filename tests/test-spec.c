@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "llm-check.h"
+#include "drafter.h"
 #include "ngram-draft.h"
 #include "sampler-private.h"
 #include "session.h"
@@ -100,6 +101,8 @@ END_TEST
 
 typedef enum {
   DRAFT_NGRAM,     /* prompt lookup */
+  DRAFT_MODEL,     /* the model's own Q4_0 copy, confident or not */
+  DRAFT_MODEL_SURE, /* the same, stopping under p = 0.5 */
   DRAFT_ORACLE,    /* what plain decoding gives: every draft accepted */
   DRAFT_WRONG,     /* never what plain decoding gives */
   DRAFT_HALF,      /* right for two tokens, then wrong */
@@ -142,22 +145,24 @@ plain_generate (LlmSession *s, const gint32 *prompt, guint n, gint32 *ids)
  * not take their whole draft. */
 static guint
 spec_generate (LlmSession *s, const gint32 *prompt, guint n, DraftKind kind,
-    const gint32 *plain, guint n_vocab, gint32 *ids, guint *rejected)
+    LlmDrafter *drafter, const gint32 *plain, guint n_vocab, gint32 *ids, guint *rejected,
+    guint *drafted, guint *accepted)
 {
   GError *error = NULL;
-  g_autoptr (LlmNgramDraft) lookup = llm_ngram_draft_new (1, 3, 256);
   ck_assert_msg (llm_session_prefill (s, prompt, n, &ids[0], &error), "%s",
       error ? error->message : "");
-  llm_ngram_draft_add (lookup, prompt, n);
-  llm_ngram_draft_add (lookup, &ids[0], 1);
+  if (drafter)
+    llm_drafter_begin (drafter, llm_session_ids (s), llm_session_n_ids (s), ids[0]);
   guint have = 1, verifications = 0;
-  *rejected = 0;
+  *rejected = *drafted = *accepted = 0;
   while (have < N_GEN) {
     gint32 draft[1 + DRAFT_MAX] = { ids[have - 1] };
     guint k = 0;
     switch (kind) {
       case DRAFT_NGRAM:
-        k = llm_ngram_draft_propose (lookup, DRAFT_MAX, draft + 1);
+      case DRAFT_MODEL:
+      case DRAFT_MODEL_SURE:
+        k = llm_drafter_propose (drafter, DRAFT_MAX, draft + 1);
         break;
       default:
         for (; k < DRAFT_MAX && have + k < N_GEN; k++) {
@@ -173,11 +178,14 @@ spec_generate (LlmSession *s, const gint32 *prompt, guint n, DraftKind kind,
     ck_assert_uint_ge (n_out, 1);
     ck_assert_uint_le (n_out, 1 + k);
     verifications++;
+    *drafted += k;
+    *accepted += n_out - 1;
     if (n_out < 1 + k)
       (*rejected)++;
     for (guint j = 0; j < n_out && have < N_GEN; j++)
       ids[have++] = out[j];
-    llm_ngram_draft_add (lookup, out, n_out);
+    if (drafter)
+      llm_drafter_accept (drafter, out, n_out);
   }
   return verifications;
 }
@@ -185,8 +193,31 @@ spec_generate (LlmSession *s, const gint32 *prompt, guint n, DraftKind kind,
 /* Every kind of draft gives plain decoding's tokens; afterwards the
  * session's cache equals a fresh sequence fed the same ids: the next
  * step's logits are the same bits. */
+static LlmDrafter *
+new_drafter (DraftKind kind, LlmEngine *draft_engine)
+{
+  GError *error = NULL;
+  LlmDrafter *d = NULL;
+  switch (kind) {
+    case DRAFT_NGRAM:
+      d = llm_drafter_new_ngram (1, 3, 256, &error);
+      break;
+    case DRAFT_MODEL:
+    case DRAFT_MODEL_SURE:
+      d = llm_drafter_new_model (draft_engine, 256, kind == DRAFT_MODEL_SURE ? 0.5f : 0.0f,
+          &error);
+      break;
+    default:
+      return NULL;
+  }
+  ck_assert_msg (d != NULL, "%s", error ? error->message : "");
+  return d;
+}
+
+/* @file: the model's file in tests/data/models, whose Q4_0 copy drafts. */
 static void
-check_lossless (LlmModel *m, const char *name, const LlmKvConfig *kv, float penalty)
+check_lossless (LlmModel *m, const char *file, const char *name, const LlmKvConfig *kv,
+    float penalty)
 {
   /* A window's evictions renumber what a fresh sequence would hold. */
   const gboolean compare_cache = kv->policy == LLM_KV_POLICY_FULL;
@@ -205,12 +236,24 @@ check_lossless (LlmModel *m, const char *name, const LlmKvConfig *kv, float pena
     g_autoptr (LlmSession) s = new_session (e, kv, penalty);
     plain_generate (s, prompt, n, plain);
   }
+  /* The draft model: the target's weights in Q4_0, the usual low-bit copy
+   * (matrices whose rows are not whole blocks stay as they are). */
+  g_autoptr (LlmModel) low_bit = llm_test_requantized_model (file, LLM_TYPE_Q4_0);
+  g_autoptr (LlmEngine) draft_engine = llm_engine_new (low_bit, &o, &error);
+  ck_assert_msg (draft_engine != NULL, "%s", error ? error->message : "");
   for (DraftKind kind = DRAFT_NGRAM; kind <= DRAFT_HALF; kind++) {
     g_autoptr (LlmSession) s = new_session (e, kv, penalty);
+    g_autoptr (LlmDrafter) drafter = new_drafter (kind, draft_engine);
     gint32 ids[N_GEN];
-    guint rejected;
-    const guint verifications = spec_generate (s, prompt, n, kind, plain, n_vocab, ids,
-        &rejected);
+    guint rejected, drafted, accepted;
+    const guint verifications = spec_generate (s, prompt, n, kind, drafter, plain, n_vocab, ids,
+        &rejected, &drafted, &accepted);
+    if (kind <= DRAFT_MODEL_SURE)
+      g_print ("%s, draft kind %d: %u of %u proposals accepted, %u verifications\n", name,
+          kind, accepted, drafted, verifications);
+    /* A drafter with any proposals at all (a model always has some). */
+    if (kind == DRAFT_MODEL)
+      ck_assert_uint_gt (drafted, 0);
     for (guint k = 0; k < N_GEN; k++)
       ck_assert_msg (ids[k] == plain[k], "%s, draft kind %d, penalty %.2f: token %u is %d, "
           "plain decoding gives %d", name, kind, penalty, k, ids[k], plain[k]);
@@ -247,36 +290,75 @@ static const LlmKvConfig kv_full = {
 START_TEST (test_verify_is_lossless_stories260k)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
-  check_lossless (m, "stories260K", &kv_full, 1.0f);
-  check_lossless (m, "stories260K", &kv_full, 1.3f);
+  check_lossless (m, "stories260K.gguf", "stories260K", &kv_full, 1.0f);
+  check_lossless (m, "stories260K.gguf", "stories260K", &kv_full, 1.3f);
 }
 END_TEST
 
 START_TEST (test_verify_is_lossless_tinystories_q8_0)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
-  check_lossless (m, "TinyStories-656K-Q8_0", &kv_full, 1.0f);
+  check_lossless (m, "TinyStories-656K-Q8_0.gguf", "TinyStories-656K-Q8_0", &kv_full, 1.0f);
 }
 END_TEST
 
 START_TEST (test_verify_is_lossless_stories260k_q4_0)
 {
   g_autoptr (LlmModel) m = llm_test_requantized_model ("stories260K.gguf", LLM_TYPE_Q4_0);
-  check_lossless (m, "stories260K as Q4_0", &kv_full, 1.0f);
+  check_lossless (m, "stories260K.gguf", "stories260K as Q4_0", &kv_full, 1.0f);
 }
 END_TEST
 
 START_TEST (test_verify_is_lossless_random_qwen2)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("random-qwen2-f32.gguf");
-  check_lossless (m, "random-qwen2", &kv_full, 1.0f);
+  check_lossless (m, "random-qwen2-f32.gguf", "random-qwen2", &kv_full, 1.0f);
 }
 END_TEST
 
 START_TEST (test_verify_is_lossless_random_qwen3)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("random-qwen3-f32.gguf");
-  check_lossless (m, "random-qwen3", &kv_full, 1.0f);
+  check_lossless (m, "random-qwen3-f32.gguf", "random-qwen3", &kv_full, 1.0f);
+}
+END_TEST
+
+/* A model drafting for itself is always right: every proposal is
+ * accepted, through the bookkeeping of what its own sequence guessed. */
+START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  GError *error = NULL;
+  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
+  g_autoptr (LlmEngine) twin = llm_engine_new (m, &o, &error);
+  ck_assert (e != NULL && twin != NULL);
+  gint32 prompt[32], plain[N_GEN], ids[N_GEN];
+  const guint n = make_prompt (m->hp.n_vocab, prompt);
+  {
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    plain_generate (s, prompt, n, plain);
+  }
+  for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_MODEL_SURE; kind++) {
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    g_autoptr (LlmDrafter) d = new_drafter (kind, twin);
+    guint rejected, drafted, accepted;
+    spec_generate (s, prompt, n, kind, d, plain, m->hp.n_vocab, ids, &rejected, &drafted,
+        &accepted);
+    ck_assert (memcmp (ids, plain, sizeof ids) == 0);
+    ck_assert_uint_gt (drafted, 0);
+    ck_assert_uint_eq (accepted, drafted);
+    /* A second response of the same conversation drafts on from it. */
+    llm_drafter_begin (d, llm_session_ids (s), llm_session_n_ids (s), ids[N_GEN - 1]);
+    gint32 more[DRAFT_MAX];
+    const guint k = llm_drafter_propose (d, DRAFT_MAX, more);
+    ck_assert_uint_gt (k, 0);
+    gint32 next;
+    ck_assert (llm_session_step (s, ids[N_GEN - 1], &next, &error));
+    ck_assert_int_eq (more[0], next);
+  }
 }
 END_TEST
 
@@ -289,7 +371,7 @@ START_TEST (test_verify_is_lossless_when_a_window_evicts)
   const LlmKvConfig kv = {
     .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 24, .sink = 4,
   };
-  check_lossless (m, "stories260K, sink window", &kv, 1.0f);
+  check_lossless (m, "stories260K.gguf", "stories260K, sink window", &kv, 1.0f);
 }
 END_TEST
 
@@ -430,6 +512,7 @@ spec_suite (void)
   tcase_add_test (verify, test_verify_is_lossless_random_qwen2);
   tcase_add_test (verify, test_verify_is_lossless_random_qwen3);
   tcase_add_test (verify, test_verify_is_lossless_when_a_window_evicts);
+  tcase_add_test (verify, test_model_drafter_of_the_target_itself_is_always_right);
   suite_add_tcase (s, verify);
 
   TCase *budget = tcase_create ("budget");

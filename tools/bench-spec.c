@@ -18,8 +18,8 @@
 /* One variant's decode of @s->n_gen tokens after @prompt on a new
  * session of @e; @ids gets the tokens. */
 static gboolean
-decode_once (LlmEngine *e, const BenchSpecSetting *s, const gint32 *prompt, guint n_prompt,
-    gint fixed_k, gint32 *ids, double *ms, LlmSpecStats *stats, GError **error)
+decode_once (LlmEngine *e, LlmEngine *draft, const BenchSpecSetting *s, const gint32 *prompt,
+    guint n_prompt, gint fixed_k, gint32 *ids, double *ms, LlmSpecStats *stats, GError **error)
 {
   LlmSessionConfig cfg = { .kv = { .type = s->kv_type, .policy = LLM_KV_POLICY_FULL,
       .context_length = n_prompt + s->n_gen + LLM_SPEC_BUDGET_MAX + 2 } };
@@ -34,7 +34,8 @@ decode_once (LlmEngine *e, const BenchSpecSetting *s, const gint32 *prompt, guin
   g_autoptr (LlmDrafter) drafter = NULL;
   LlmSpecBudget budget;
   if (fixed_k != BENCH_SPEC_PLAIN) {
-    drafter = llm_drafter_new_ngram (s->ngram_min, s->ngram_max, s->ngram_window, error);
+    drafter = draft ? llm_drafter_new_model (draft, 4096, s->draft_p_min, error)
+        : llm_drafter_new_ngram (s->ngram_min, s->ngram_max, s->ngram_window, error);
     if (drafter == NULL)
       return FALSE;
     llm_drafter_begin (drafter, llm_session_ids (session), llm_session_n_ids (session), ids[0]);
@@ -73,6 +74,10 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
   g_autoptr (LlmEngine) e = llm_engine_new (model, &opts, error);
   if (e == NULL)
     return FALSE;
+  g_autoptr (LlmEngine) draft = s->draft_model ? llm_engine_new (s->draft_model, &opts, error)
+      : NULL;
+  if (s->draft_model && draft == NULL)
+    return FALSE;
   const guint n_var = s->n_variants;
   g_autofree gint32 *plain = g_new (gint32, s->n_gen);
   g_autofree gint32 *ids = g_new (gint32, s->n_gen);
@@ -81,13 +86,13 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
 
   /* Untimed: touches the weights and starts the workers. */
   double unused;
-  if (!decode_once (e, s, prompt, n_prompt, BENCH_SPEC_PLAIN, plain, &unused, &stats, error))
+  if (!decode_once (e, draft, s, prompt, n_prompt, BENCH_SPEC_PLAIN, plain, &unused, &stats, error))
     return FALSE;
 
   for (guint round = 0; round < s->rounds; round++) {
     for (guint v = 0; v < n_var; v++) {
       const gint k = s->variants[v];
-      if (!decode_once (e, s, prompt, n_prompt, k, ids, &ms[v * s->rounds + round], &stats,
+      if (!decode_once (e, draft, s, prompt, n_prompt, k, ids, &ms[v * s->rounds + round], &stats,
               error))
         return FALSE;
       for (guint i = 0; i < s->n_gen; i++) {

@@ -36,6 +36,8 @@ typedef struct {
   int max_prefill_chunk;
   char *spec;                 /* method, or NULL */
   int spec_draft_max;
+  char *draft_model;
+  double draft_p_min;
   char **spec_prompts, **draft_maxes;
   double max_rate_deviation;  /* 0: no check */
   gint64 max_rss_growth_kb;   /* < 0: no check */
@@ -916,6 +918,16 @@ static gboolean
 run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Options *o,
     GArray *fixed)
 {
+  g_autoptr (LlmModel) draft = NULL;
+  if (o->draft_model != NULL) {
+    GError *error = NULL;
+    draft = llm_model_load (o->draft_model, &error);
+    if (draft == NULL) {
+      g_printerr ("gst-llm-bench: --draft-model: %s\n", error->message);
+      g_error_free (error);
+      return FALSE;
+    }
+  }
   g_autoptr (GArray) variants = g_array_new (FALSE, FALSE, sizeof (gint));
   const gint plain = BENCH_SPEC_PLAIN, dynamic = BENCH_SPEC_DYNAMIC;
   g_array_append_val (variants, plain);
@@ -928,6 +940,7 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
     .variants = (const gint *) variants->data, .n_variants = variants->len,
     .n_gen = s->n_gen, .rounds = (guint) o->reps, .draft_max = (guint) o->spec_draft_max,
     .ngram_min = 1, .ngram_max = 4, .ngram_window = 4096,
+    .draft_model = draft, .draft_p_min = (float) o->draft_p_min,
     .n_threads = (int) s->threads, .kv_type = s->kv_type,
   };
   gboolean ok = TRUE;
@@ -1098,7 +1111,7 @@ static const char *summary =
     "one row's. Weights are read once per forward, so the closer to 1, the more\n"
     "verifying K draft tokens or decoding K streams together gains.\n"
     "\n"
-    "--spec ngram decodes the greedy response to each --spec-prompt FILE (the\n"
+    "--spec ngram (or model, with --draft-model FILE) decodes the greedy response to each --spec-prompt FILE (the\n"
     "text, tokenized by the model; or random:N, N random ids, or random:N:A, N ids\n"
     "drawn from A random ones: lookup proposes noise) plainly, with llmspecverify's\n"
     "dynamic budget\n"
@@ -1172,6 +1185,10 @@ main (int argc, char **argv)
       "METHOD" },
     { "spec-prompt", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &o.spec_prompts,
       "With --spec: a workload's prompt file, or random:N (repeat for several)", "FILE" },
+    { "draft-model", 0, 0, G_OPTION_ARG_FILENAME, &o.draft_model,
+      "With --spec model: the draft model's GGUF file", "FILE" },
+    { "draft-p-min", 0, 0, G_OPTION_ARG_DOUBLE, &o.draft_p_min,
+      "With --spec model: stop drafting under this probability (default 0)", "P" },
     { "spec-draft-max", 0, 0, G_OPTION_ARG_INT, &o.spec_draft_max,
       "With --spec: the dynamic budget's most proposals a step (default 8)", "K" },
     { "draft-max", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.draft_maxes,
@@ -1214,6 +1231,7 @@ main (int argc, char **argv)
   g_strfreev (o.streams);
   g_strfreev (o.batch);
   g_free (o.spec);
+  g_free (o.draft_model);
   g_strfreev (o.spec_prompts);
   g_strfreev (o.draft_maxes);
   g_free (o.make_shape);
@@ -1270,8 +1288,13 @@ bench_main (const Options *opt)
       (o.batch != NULL && !parse_uint_list (o.batch, NULL, "--batch", batch, &error)))
     return usage_error (error);
   if (o.spec != NULL) {
-    if (strcmp (o.spec, "ngram") != 0) {
-      g_printerr ("gst-llm-bench: --spec takes ngram (prompt lookup)\n");
+    if (strcmp (o.spec, "ngram") != 0 && strcmp (o.spec, "model") != 0) {
+      g_printerr ("gst-llm-bench: --spec takes ngram (prompt lookup) or model "
+          "(--draft-model)\n");
+      return 2;
+    }
+    if ((strcmp (o.spec, "model") == 0) != (o.draft_model != NULL)) {
+      g_printerr ("gst-llm-bench: --draft-model goes with --spec model, and it needs one\n");
       return 2;
     }
     if (o.spec_prompts == NULL || many || o.batch != NULL || o.pipeline) {
