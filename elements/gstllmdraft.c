@@ -28,6 +28,14 @@
  * model of another vocabulary than the stream's is refused at caps
  * negotiation, naming both.
  *
+ * #GstLlmDraft:method `layerskip`: self-speculative, training-free (as
+ * SWIFT): the target model itself with the layers of
+ * #GstLlmDraft:skip-layers skipped (none named: every other layer of the
+ * middle half) drafts on a fork of the session's own KV cache, whose
+ * blocks it shares and copies only where it writes; the fork goes after
+ * each proposal. No second model, no second cache. Naming a layer the
+ * model lacks, or all of them, is an error when the first prompt comes.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 -m filesrc location=captions.txt ! llmtokenize model=m.gguf ! \
@@ -61,6 +69,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_llm_draft_debug);
  *   earlier occurrence of the last tokens
  * @GST_LLM_DRAFT_METHOD_MODEL: a small model of the same vocabulary
  *   (draft-model) decoding greedily
+ * @GST_LLM_DRAFT_METHOD_LAYERSKIP: the target with layers skipped
+ *   (skip-layers), on a fork of its own cache
  *
  * How llmdraft proposes tokens.
  *
@@ -69,6 +79,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_llm_draft_debug);
 typedef enum {
   GST_LLM_DRAFT_METHOD_NGRAM,
   GST_LLM_DRAFT_METHOD_MODEL,
+  GST_LLM_DRAFT_METHOD_LAYERSKIP,
 } GstLlmDraftMethod;
 
 #define GST_TYPE_LLM_DRAFT_METHOD (gst_llm_draft_method_get_type ())
@@ -81,6 +92,8 @@ gst_llm_draft_method_get_type (void)
         "ngram"},
     {GST_LLM_DRAFT_METHOD_MODEL, "A small model of the same vocabulary (draft-model)",
         "model"},
+    {GST_LLM_DRAFT_METHOD_LAYERSKIP, "The target with layers skipped (skip-layers)",
+        "layerskip"},
     {0, NULL, NULL},
   };
   if (g_once_init_enter (&type))
@@ -104,6 +117,7 @@ enum {
   PROP_NGRAM_WINDOW,
   PROP_DRAFT_MODEL,
   PROP_DRAFT_P_MIN,
+  PROP_SKIP_LAYERS,
 };
 
 #define GST_TYPE_LLM_DRAFT (gst_llm_draft_get_type ())
@@ -117,9 +131,11 @@ struct _GstLlmDraft {
   guint ngram_min, ngram_max, ngram_window;
   char *draft_model;
   float draft_p_min;
+  GArray *skip_layers;        /* guint */
 
   /* from start to stop */
   LlmDrafter *drafter;
+  LlmModel *checked;          /* the last model the drafter was checked for (not a ref) */
   char vocab_hash[GST_LLM_VOCAB_HASH_LEN + 1];  /* the draft model's; "" for ngram */
 };
 
@@ -188,6 +204,14 @@ gst_llm_draft_start (GstBaseTransform *trans)
   if (method == GST_LLM_DRAFT_METHOD_MODEL) {
     self->drafter = new_model_drafter (self, path, p_min);
     return self->drafter != NULL;
+  }
+  if (method == GST_LLM_DRAFT_METHOD_LAYERSKIP) {
+    GST_OBJECT_LOCK (self);
+    self->drafter = llm_drafter_new_layerskip ((const guint *) self->skip_layers->data,
+        self->skip_layers->len);
+    GST_OBJECT_UNLOCK (self);
+    self->checked = NULL;
+    return TRUE;
   }
   self->drafter = llm_drafter_new_ngram (n_min, n_max, window, &error);
   if (self->drafter == NULL) {
@@ -258,6 +282,15 @@ gst_llm_draft_transform_ip (GstBaseTransform *trans, GstBuffer *buffer)
         ("llmdraft takes the output of llmprefill: a buffer with a GstLlmSessionMeta"));
     return GST_FLOW_ERROR;
   }
+  LlmModel *model = llm_session_model (gst_buffer_get_llm_session_meta (buffer)->session);
+  GError *error = NULL;
+  if (model != self->checked && !llm_drafter_check_model (self->drafter, model, &error)) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS, ("Cannot draft for \"%s\": %s.",
+            llm_model_path (model), error->message), (NULL));
+    g_error_free (error);
+    return GST_FLOW_ERROR;
+  }
+  self->checked = model;
   if (gst_buffer_get_llm_draft_meta (buffer) == NULL)
     gst_buffer_add_llm_draft_meta (buffer, self->drafter);
   return GST_FLOW_OK;
@@ -289,6 +322,13 @@ gst_llm_draft_set_property (GObject *object, guint prop_id, const GValue *value,
       break;
     case PROP_DRAFT_P_MIN:
       self->draft_p_min = g_value_get_float (value);
+      break;
+    case PROP_SKIP_LAYERS:
+      g_array_set_size (self->skip_layers, 0);
+      for (guint i = 0; i < gst_value_array_get_size (value); i++) {
+        const guint l = g_value_get_uint (gst_value_array_get_value (value, i));
+        g_array_append_val (self->skip_layers, l);
+      }
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -322,6 +362,14 @@ gst_llm_draft_get_property (GObject *object, guint prop_id, GValue *value, GPara
     case PROP_DRAFT_P_MIN:
       g_value_set_float (value, self->draft_p_min);
       break;
+    case PROP_SKIP_LAYERS:
+      for (guint i = 0; i < self->skip_layers->len; i++) {
+        GValue v = G_VALUE_INIT;
+        g_value_init (&v, G_TYPE_UINT);
+        g_value_set_uint (&v, g_array_index (self->skip_layers, guint, i));
+        gst_value_array_append_and_take_value (value, &v);
+      }
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -334,6 +382,7 @@ gst_llm_draft_finalize (GObject *object)
 {
   GstLlmDraft *self = GST_LLM_DRAFT (object);
   g_free (self->draft_model);
+  g_array_unref (self->skip_layers);
   G_OBJECT_CLASS (gst_llm_draft_parent_class)->finalize (object);
 }
 
@@ -342,6 +391,7 @@ gst_llm_draft_init (GstLlmDraft *self)
 {
   self->draft_model = DEFAULT_DRAFT_MODEL;
   self->draft_p_min = DEFAULT_DRAFT_P_MIN;
+  self->skip_layers = g_array_new (FALSE, FALSE, sizeof (guint));
   self->method = DEFAULT_METHOD;
   self->ngram_min = DEFAULT_NGRAM_MIN;
   self->ngram_max = DEFAULT_NGRAM_MAX;
@@ -373,7 +423,8 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
    */
   g_object_class_install_property (gobject_class, PROP_METHOD,
       g_param_spec_enum ("method", "Method",
-          "How tokens are proposed: ngram (prompt lookup) or model (draft-model)",
+          "How tokens are proposed: ngram (prompt lookup), model (draft-model) or layerskip "
+          "(the target with skip-layers skipped)",
           GST_TYPE_LLM_DRAFT_METHOD, DEFAULT_METHOD, rw));
 
   /**
@@ -438,6 +489,21 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
       g_param_spec_float ("draft-p-min", "Draft p-min",
           "The draft model stops at the first token it is less sure of (method model)", 0.0f,
           1.0f, DEFAULT_DRAFT_P_MIN, rw));
+
+  /**
+   * GstLlmDraft:skip-layers:
+   *
+   * The layers the target skips to draft (method layerskip), e.g.
+   * `skip-layers="<4,6,8>"`; empty: every other layer of the middle half.
+   *
+   * Since: 0.3
+   */
+  g_object_class_install_property (gobject_class, PROP_SKIP_LAYERS,
+      gst_param_spec_array ("skip-layers", "Skip layers",
+          "Layers the target skips to draft (method layerskip); empty: every other layer of "
+          "the middle half",
+          g_param_spec_uint ("layer", "Layer", "A layer index", 0, G_MAXUINT, 0,
+              G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS), rw));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

@@ -140,8 +140,7 @@ gst_llm_spec_verify_begin (GstLlmDecode *base, GstBuffer *state, LlmSession *ses
   else
     self->drafter = llm_drafter_ref (meta->drafter);
   if (self->drafter)
-    llm_drafter_begin (self->drafter, llm_session_ids (session), llm_session_n_ids (session),
-        first);
+    llm_drafter_begin (self->drafter, session, first);
 
   GST_OBJECT_LOCK (self);
   const gboolean fixed = self->budget == GST_LLM_SPEC_BUDGET_FIXED;

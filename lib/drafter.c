@@ -2,6 +2,7 @@
 #include "drafter.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "model-private.h"
 #include "ngram-draft.h"
@@ -13,7 +14,7 @@
 
 typedef struct {
   const char *method;
-  void (*begin) (LlmDrafter *d, const gint32 *history, guint n, gint32 first);
+  void (*begin) (LlmDrafter *d, LlmSession *session, gint32 first);
   guint (*propose) (LlmDrafter *d, guint max, gint32 *out);
   void (*accept) (LlmDrafter *d, const gint32 *ids, guint n);
   void (*finalize) (LlmDrafter *d);
@@ -35,6 +36,11 @@ struct _LlmDrafter {
    * the next proposal's first forward, so steps that ask for no proposal
    * cost the draft model nothing, and catching up is one forward. */
   GArray *backlog;
+  /* layerskip: the session drafted for, the layers asked to skip. */
+  LlmSession *target;
+  guint *skip;
+  guint n_skip;
+  float *logits;
   float p_min;
   GError *error;              /* the first evaluation that failed: drafting stops */
 };
@@ -42,10 +48,10 @@ struct _LlmDrafter {
 /* --- ngram ----------------------------------------------------------- */
 
 static void
-ngram_begin (LlmDrafter *d, const gint32 *history, guint n, gint32 first)
+ngram_begin (LlmDrafter *d, LlmSession *session, gint32 first)
 {
   llm_ngram_draft_reset (d->ngram);
-  llm_ngram_draft_add (d->ngram, history, n);
+  llm_ngram_draft_add (d->ngram, llm_session_ids (session), llm_session_n_ids (session));
   llm_ngram_draft_add (d->ngram, &first, 1);
 }
 
@@ -110,8 +116,10 @@ model_catch_up (LlmDrafter *d, gboolean with_pending)
 }
 
 static void
-model_begin (LlmDrafter *d, const gint32 *history, guint n, gint32 first)
+model_begin (LlmDrafter *d, LlmSession *target, gint32 first)
 {
+  const gint32 *history = llm_session_ids (target);
+  const guint n = llm_session_n_ids (target);
   model_catch_up (d, FALSE);
   /* A kept conversation: only what the draft has not seen is fed. */
   const guint held = llm_session_n_ids (d->session);
@@ -229,6 +237,109 @@ llm_drafter_new_model (LlmEngine *engine, guint window, float p_min, GError **er
   return d;
 }
 
+/* --- layerskip ------------------------------------------------------- */
+
+/* @n_layer flags of the layers @d skips in a model of that many; FALSE
+ * when it names one past them or would skip them all. */
+static gboolean
+skip_mask (const LlmDrafter *d, guint n_layer, guint8 *mask)
+{
+  memset (mask, 0, n_layer);
+  if (d->n_skip == 0) {
+    for (guint l = n_layer / 4; l < 3 * n_layer / 4; l++)
+      mask[l] = (l - n_layer / 4) % 2 == 0;
+  }
+  for (guint i = 0; i < d->n_skip; i++) {
+    if (d->skip[i] >= n_layer)
+      return FALSE;
+    mask[d->skip[i]] = 1;
+  }
+  guint kept = 0;
+  for (guint l = 0; l < n_layer; l++)
+    kept += !mask[l];
+  return kept > 0;
+}
+
+static void
+layerskip_begin (LlmDrafter *d, LlmSession *session, gint32 first)
+{
+  if (d->target != session) {
+    g_clear_pointer (&d->target, llm_session_unref);
+    d->target = llm_session_ref (session);
+    g_free (d->logits);
+    d->logits = g_new (float, llm_session_model (session)->hp.n_vocab);
+  }
+  d->pending = first;
+}
+
+static guint
+layerskip_propose (LlmDrafter *d, guint max, gint32 *out)
+{
+  LlmModel *model = llm_session_model (d->target);
+  const guint n_layer = model->hp.n_layer;
+  g_autofree guint8 *mask = g_new (guint8, n_layer);
+  if (!skip_mask (d, n_layer, mask))
+    return 0;
+  /* The target's cache up to the pending token, shared; what the draft
+   * writes past it goes with the fork. */
+  LlmSeq *fork = llm_seq_fork (llm_session_seq (d->target));
+  llm_seq_set_skip_layers (fork, mask);
+  gint32 tok = d->pending;
+  guint n = 0;
+  GError *error = NULL;
+  while (n < max && llm_seq_eval_tokens (fork, &tok, 1, d->logits, FALSE, &error))
+    out[n++] = tok = llm_argmax (d->logits, model->hp.n_vocab);
+  if (error != NULL) {
+    g_debug ("layerskip draft: %s", error->message);
+    g_error_free (error);
+  }
+  llm_seq_free (fork);
+  return n;
+}
+
+static void
+layerskip_accept (LlmDrafter *d, const gint32 *ids, guint n)
+{
+  d->pending = ids[n - 1];
+}
+
+static void
+layerskip_finalize (LlmDrafter *d)
+{
+  g_clear_pointer (&d->target, llm_session_unref);
+  g_free (d->skip);
+  g_free (d->logits);
+}
+
+static const DrafterClass layerskip_class = {
+  "layerskip", layerskip_begin, layerskip_propose, layerskip_accept, layerskip_finalize,
+};
+
+LlmDrafter *
+llm_drafter_new_layerskip (const guint *skip, guint n_skip)
+{
+  LlmDrafter *d = g_new0 (LlmDrafter, 1);
+  d->klass = &layerskip_class;
+  d->ref_count = 1;
+  d->skip = g_memdup2 (skip, n_skip * sizeof *skip);
+  d->n_skip = n_skip;
+  return d;
+}
+
+gboolean
+llm_drafter_check_model (LlmDrafter *d, LlmModel *model, GError **error)
+{
+  if (d->klass != &layerskip_class)
+    return TRUE;
+  const guint n_layer = model->hp.n_layer;
+  g_autofree guint8 *mask = g_new (guint8, n_layer);
+  if (skip_mask (d, n_layer, mask))
+    return TRUE;
+  g_set_error (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_CONFIG,
+      "skip-layers must name layers below %u and leave at least one of them", n_layer);
+  return FALSE;
+}
+
 /* --- every method ------------------------------------------------------ */
 
 LlmDrafter *
@@ -254,9 +365,9 @@ llm_drafter_method (const LlmDrafter *d)
 }
 
 void
-llm_drafter_begin (LlmDrafter *d, const gint32 *history, guint n, gint32 first)
+llm_drafter_begin (LlmDrafter *d, LlmSession *session, gint32 first)
 {
-  d->klass->begin (d, history, n, first);
+  d->klass->begin (d, session, first);
 }
 
 guint

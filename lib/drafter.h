@@ -4,14 +4,15 @@
  * it: where a response begins (what the session holds, and the first
  * token, sampled but not fed) and every token the verifier confirms. One
  * interface for every method, so llmspecverify does not care which:
- * prompt lookup (ngram) or a small model (model); the target with layers
- * skipped next. Refcounted; calls on one drafter come from one thread at
+ * prompt lookup (ngram), a small model (model), or the target with
+ * layers skipped (layerskip). Refcounted; calls on one drafter come from one thread at
  * a time (the verifier's). */
 #pragma once
 
 #include <glib.h>
 
 #include "engine.h"
+#include "session.h"
 
 G_BEGIN_DECLS
 
@@ -27,6 +28,17 @@ LlmDrafter *llm_drafter_new_ngram (guint n_min, guint n_max, guint window, GErro
  * with @error when it cannot make the sequence. */
 LlmDrafter *llm_drafter_new_model (LlmEngine *engine, guint window, float p_min,
     GError **error);
+/* Self-speculative: the target itself with layers skipped (SWIFT's idea,
+ * training-free) drafts greedily on a fork of the session's own sequence
+ * (llm_seq_fork: the prefix's blocks are shared, copied on write), which
+ * is dropped after each proposal; no second model, no second cache. The
+ * @n_skip layer indices in @skip are skipped; with none, every other
+ * layer of the middle half. llm_drafter_check_model says whether a model
+ * can be drafted for so. */
+LlmDrafter *llm_drafter_new_layerskip (const guint *skip, guint n_skip);
+/* FALSE with @error when @d cannot draft for @model (a layerskip drafter
+ * naming layers it lacks, or skipping all of them). */
+gboolean llm_drafter_check_model (LlmDrafter *d, LlmModel *model, GError **error);
 LlmDrafter *llm_drafter_ref (LlmDrafter *d);
 void llm_drafter_unref (LlmDrafter *d);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmDrafter, llm_drafter_unref)
@@ -34,8 +46,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmDrafter, llm_drafter_unref)
 /* "ngram", ... */
 const char *llm_drafter_method (const LlmDrafter *d);
 
-/* A response begins after @history (@n ids) with @first. */
-void llm_drafter_begin (LlmDrafter *d, const gint32 *history, guint n, gint32 first);
+/* A response of @session begins after what it holds with @first (sampled,
+ * not fed): proposals are for @session until the next begin. */
+void llm_drafter_begin (LlmDrafter *d, LlmSession *session, gint32 first);
 /* Up to @max proposals for the tokens after what it has seen; returns
  * how many (0: nothing worth checking). */
 guint llm_drafter_propose (LlmDrafter *d, guint max, gint32 *out);

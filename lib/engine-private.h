@@ -49,6 +49,7 @@ struct _LlmSeq {
   gint pending;               /* atomic: has a request in the scheduler, so not idle */
   gboolean preempted;
   guint64 finished_gen;       /* under sched_lock: the forward its last request finished in */
+  guint8 *skip;               /* n_layer flags: layers its rows pass through unchanged; NULL */
 };
 
 /* One row as the engine evaluates it: where its logits go, not a flag. */

@@ -332,6 +332,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
     /* Fill one chunk with pieces of the segments still to run. */
     guint n_rows = 0, n_pieces = 0;
     guint piece_seg[LLM_FORWARD_CHUNK];
+    const guint8 *pieces_skip = NULL;
     while (s < n_segs && n_rows < LLM_FORWARD_CHUNK) {
       LlmEvalSegment *seg = &segs[s];
       if (seg->error != NULL || done_in_seg == seg->n) {
@@ -339,6 +340,9 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
         done_in_seg = 0;
         continue;
       }
+      /* A sequence that skips layers has a forward to itself. */
+      if (n_pieces > 0 && (seg->seq->skip != NULL || pieces_skip != NULL))
+        break;
       const guint take = MIN (seg->n - done_in_seg, LLM_FORWARD_CHUNK - n_rows);
       LlmSeq *seq = seg->seq;
       /* A sequence of this call whose rows have not started may have
@@ -354,6 +358,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
       const guint32 shift = (guint32) (llm_kv_cache_n_evicted (seq->kv) - seq->evicted0);
       pieces[n_pieces] = (LlmFwdPiece) { seq->kv, llm_kv_cache_n (seq->kv), n_rows, take };
       piece_seg[n_pieces++] = s;
+      pieces_skip = seq->skip;
       for (guint i = 0; i < take; i++) {
         const LlmEvalRow *r = &rows[seg->first + done_in_seg + i];
         chunk[n_rows++] = (LlmFwdRow) { r->token, r->embd, r->pos - shift, r->logits };
@@ -366,7 +371,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
     GError *err = NULL;
     LlmThreadPool *pool = llm_workers_lock (e->workers);
     ok = llm_forward_chunk (e->fwd, llm_backend_cpu_queue (pool), chunk, n_rows, pieces,
-        n_pieces, &err);
+        n_pieces, pieces_skip, &err);
     /* Many streams: their threads need the cores now, not polling
      * workers. A lone stream's next step comes at once. */
     if (n_pieces > 1)

@@ -99,6 +99,14 @@ LlmSeq *llm_seq_fork (LlmSeq *seq);
 
 /* Cached positions (the next row's KV goes at index n). */
 guint32 llm_seq_n (const LlmSeq *seq);
+/* Self-speculative drafting: the rows of @seq skip the layers whose flag
+ * in @skip (n_layer of them) is set, passing through them unchanged and
+ * writing no keys and values there; NULL evaluates every layer again.
+ * Such a sequence's rows never share a forward with another's. Meant for
+ * a fork that drafts and is dropped: its cache holds nothing in the
+ * skipped layers at the positions it evaluated. FALSE (and nothing set)
+ * when every layer would be skipped. */
+gboolean llm_seq_set_skip_layers (LlmSeq *seq, const guint8 *skip);
 /* Position the next row takes: the first row's position plus n. A window
  * policy's eviction moves the kept positions down with the slots (the
  * keys are turned back), so this stays n past the first position and does

@@ -194,7 +194,7 @@ reserve_attention (LlmForward *f, GError **error)
 
 gboolean
 llm_forward_chunk (LlmForward *f, LlmBackendQueue *queue, const LlmFwdRow *rows, guint n,
-    const LlmFwdPiece *pieces, guint n_pieces, GError **error)
+    const LlmFwdPiece *pieces, guint n_pieces, const guint8 *skip, GError **error)
 {
   g_return_val_if_fail (n > 0 && n <= CHUNK && n_pieces > 0, FALSE);
   f->q = queue;
@@ -208,6 +208,8 @@ llm_forward_chunk (LlmForward *f, LlmBackendQueue *queue, const LlmFwdRow *rows,
 
   embed_rows (f, n);
   for (guint l = 0; l < f->model->hp.n_layer; l++) {
+    if (skip != NULL && skip[l])
+      continue;
     attention_block (f, l, n);
     ffn_block (f, l, n);
   }

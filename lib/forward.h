@@ -34,9 +34,10 @@ LlmForward *llm_forward_new (LlmModel *model, LlmBackend *be, const LlmWeights *
 void llm_forward_free (LlmForward *f);
 
 /* Evaluates @n <= LLM_FORWARD_CHUNK rows laid out in @pieces (in row
- * order, covering every row once) in @queue. Fails only for scratch
- * memory. */
+ * order, covering every row once) in @queue; the layers flagged in @skip
+ * (n_layer flags, or NULL for none) are passed through. Fails only for
+ * scratch memory. */
 gboolean llm_forward_chunk (LlmForward *f, LlmBackendQueue *queue, const LlmFwdRow *rows,
-    guint n, const LlmFwdPiece *pieces, guint n_pieces, GError **error);
+    guint n, const LlmFwdPiece *pieces, guint n_pieces, const guint8 *skip, GError **error);
 
 G_END_DECLS

@@ -53,6 +53,7 @@ llm_seq_free (LlmSeq *seq)
   e->seqs = g_list_remove (e->seqs, seq);
   g_mutex_unlock (&e->eval_lock);
   llm_kv_cache_free (seq->kv);
+  g_free (seq->skip);
   g_free (seq);
   llm_engine_unref (e);
 }
@@ -78,6 +79,23 @@ llm_seq_fork (LlmSeq *seq)
   e->seqs = g_list_prepend (e->seqs, f);
   g_mutex_unlock (&e->eval_lock);
   return f;
+}
+
+gboolean
+llm_seq_set_skip_layers (LlmSeq *seq, const guint8 *skip)
+{
+  g_return_val_if_fail (seq != NULL, FALSE);
+  const guint n_layer = seq->engine->model->hp.n_layer;
+  guint kept = 0;
+  for (guint l = 0; skip != NULL && l < n_layer; l++)
+    kept += skip[l] == 0;
+  if (skip != NULL && kept == 0)
+    return FALSE;
+  g_mutex_lock (&seq->engine->eval_lock);
+  g_free (seq->skip);
+  seq->skip = skip != NULL ? g_memdup2 (skip, n_layer) : NULL;
+  g_mutex_unlock (&seq->engine->eval_lock);
+  return TRUE;
 }
 
 guint32

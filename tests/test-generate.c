@@ -1184,6 +1184,64 @@ START_TEST (test_draft_model_proposals_give_the_same_tokens)
 }
 END_TEST
 
+/* The target with layers skipped, drafting on a fork of its own cache:
+ * the same tokens, and the cache it leaves is the plain one (the next
+ * turn of a kept conversation is the same too). */
+START_TEST (test_draft_layerskip_gives_the_same_tokens)
+{
+  for (guint run = 0; run < 2; run++) {
+    GstBus *bus;
+    g_autofree char *desc = g_strdup_printf ("llmprefill name=p model=\"%s\" n-threads=1 "
+        "prompt-mode=buffer keep-context=true ! %s ! llmspecverify name=d budget=fixed "
+        "draft-max=4 max-tokens=32", model_path,
+        run == 0 ? "llmdraft method=layerskip" : "llmdraft method=layerskip skip-layers=<1,3>");
+    GstHarness *h = gst_harness_new_parse (desc);
+    bus = gst_bus_new ();
+    gst_element_set_bus (h->element, bus);
+    g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s",
+        GST_LLM_TOKENS_MEDIA_TYPE, vocab_hash);
+    gst_harness_set_src_caps_str (h, caps);
+    gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+    g_free (pull_end_of_response (h));
+    g_autoptr (GArray) ids = pull_all_ids (h);
+    ck_assert_uint_eq (ids->len, 32);
+    ck_assert (memcmp (ids->data, golden_ids, 32 * sizeof (gint32)) == 0);
+    GstStructure *s = pop_stats (bus);
+    ck_assert_str_eq (stats_string (s, "draft-method"), "layerskip");
+    guint64 drafted = 0;
+    ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
+    ck_assert_uint_gt (drafted, 0);
+    ck_assert_uint_eq (stats_uint (s, "context-tokens"), 5 + 32);
+    gst_structure_free (s);
+    harness_free (h, bus);
+  }
+}
+END_TEST
+
+START_TEST (test_draft_layerskip_of_every_layer_is_an_error)
+{
+  g_autofree char *desc = g_strdup_printf ("llmprefill model=\"%s\" n-threads=1 "
+      "prompt-mode=buffer ! llmdraft method=layerskip skip-layers=<0,1,2,3,4> ! llmspecverify",
+      model_path);
+  GstHarness *h = gst_harness_new_parse (desc);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE,
+      vocab_hash);
+  gst_harness_set_src_caps_str (h, caps);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  GstMessage *m = gst_bus_timed_pop_filtered (bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
+  ck_assert (m != NULL);
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert (g_error_matches (error, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS));
+  ck_assert_msg (strstr (error->message, "skip-layers") != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+  harness_free (h, bus);
+}
+END_TEST
+
 /* A draft model of another vocabulary fails negotiation, naming it. */
 START_TEST (test_draft_model_of_another_vocabulary_is_refused)
 {
@@ -1285,6 +1343,8 @@ generate_suite (void)
     tcase_add_test (tc, test_draft_model_proposals_give_the_same_tokens);
     tcase_add_test (tc, test_draft_model_of_another_vocabulary_is_refused);
     tcase_add_test (tc, test_draft_model_missing_fails_the_state_change);
+    tcase_add_test (tc, test_draft_layerskip_gives_the_same_tokens);
+    tcase_add_test (tc, test_draft_layerskip_of_every_layer_is_an_error);
   }
   if (!spec) {
     /* These pin the draws of a seed. */

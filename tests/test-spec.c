@@ -103,6 +103,7 @@ typedef enum {
   DRAFT_NGRAM,     /* prompt lookup */
   DRAFT_MODEL,     /* the model's own Q4_0 copy, confident or not */
   DRAFT_MODEL_SURE, /* the same, stopping under p = 0.5 */
+  DRAFT_LAYERSKIP, /* the target with layers skipped, on a fork of its cache */
   DRAFT_ORACLE,    /* what plain decoding gives: every draft accepted */
   DRAFT_WRONG,     /* never what plain decoding gives */
   DRAFT_HALF,      /* right for two tokens, then wrong */
@@ -152,7 +153,7 @@ spec_generate (LlmSession *s, const gint32 *prompt, guint n, DraftKind kind,
   ck_assert_msg (llm_session_prefill (s, prompt, n, &ids[0], &error), "%s",
       error ? error->message : "");
   if (drafter)
-    llm_drafter_begin (drafter, llm_session_ids (s), llm_session_n_ids (s), ids[0]);
+    llm_drafter_begin (drafter, s, ids[0]);
   guint have = 1, verifications = 0;
   *rejected = *drafted = *accepted = 0;
   while (have < N_GEN) {
@@ -162,6 +163,7 @@ spec_generate (LlmSession *s, const gint32 *prompt, guint n, DraftKind kind,
       case DRAFT_NGRAM:
       case DRAFT_MODEL:
       case DRAFT_MODEL_SURE:
+      case DRAFT_LAYERSKIP:
         k = llm_drafter_propose (drafter, DRAFT_MAX, draft + 1);
         break;
       default:
@@ -207,6 +209,9 @@ new_drafter (DraftKind kind, LlmEngine *draft_engine)
       d = llm_drafter_new_model (draft_engine, 256, kind == DRAFT_MODEL_SURE ? 0.5f : 0.0f,
           &error);
       break;
+    case DRAFT_LAYERSKIP:
+      d = llm_drafter_new_layerskip (NULL, 0);
+      break;
     default:
       return NULL;
   }
@@ -248,11 +253,11 @@ check_lossless (LlmModel *m, const char *file, const char *name, const LlmKvConf
     guint rejected, drafted, accepted;
     const guint verifications = spec_generate (s, prompt, n, kind, drafter, plain, n_vocab, ids,
         &rejected, &drafted, &accepted);
-    if (kind <= DRAFT_MODEL_SURE)
+    if (kind <= DRAFT_LAYERSKIP)
       g_print ("%s, draft kind %d: %u of %u proposals accepted, %u verifications\n", name,
           kind, accepted, drafted, verifications);
     /* A drafter with any proposals at all (a model always has some). */
-    if (kind == DRAFT_MODEL)
+    if (kind == DRAFT_MODEL || kind == DRAFT_LAYERSKIP)
       ck_assert_uint_gt (drafted, 0);
     for (guint k = 0; k < N_GEN; k++)
       ck_assert_msg (ids[k] == plain[k], "%s, draft kind %d, penalty %.2f: token %u is %d, "
@@ -351,7 +356,7 @@ START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
     ck_assert_uint_gt (drafted, 0);
     ck_assert_uint_eq (accepted, drafted);
     /* A second response of the same conversation drafts on from it. */
-    llm_drafter_begin (d, llm_session_ids (s), llm_session_n_ids (s), ids[N_GEN - 1]);
+    llm_drafter_begin (d, s, ids[N_GEN - 1]);
     gint32 more[DRAFT_MAX];
     const guint k = llm_drafter_propose (d, DRAFT_MAX, more);
     ck_assert_uint_gt (k, 0);
@@ -359,6 +364,32 @@ START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
     ck_assert (llm_session_step (s, ids[N_GEN - 1], &next, &error));
     ck_assert_int_eq (more[0], next);
   }
+}
+END_TEST
+
+/* Skipping every layer, or one the model lacks, is refused. */
+START_TEST (test_layerskip_refuses_skipping_every_layer)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const guint n_layer = m->hp.n_layer;
+  g_autofree guint *all = g_new (guint, n_layer);
+  for (guint l = 0; l < n_layer; l++)
+    all[l] = l;
+  GError *error = NULL;
+  g_autoptr (LlmDrafter) every = llm_drafter_new_layerskip (all, n_layer);
+  ck_assert (!llm_drafter_check_model (every, m, &error));
+  ck_assert_msg (strstr (error->message, "leave at least one") != NULL, "%s", error->message);
+  g_clear_error (&error);
+  const guint past = n_layer;
+  g_autoptr (LlmDrafter) beyond = llm_drafter_new_layerskip (&past, 1);
+  ck_assert (!llm_drafter_check_model (beyond, m, &error));
+  g_clear_error (&error);
+  /* The default (none named) and one layer are fine. */
+  const guint one = 1;
+  g_autoptr (LlmDrafter) def = llm_drafter_new_layerskip (NULL, 0);
+  g_autoptr (LlmDrafter) single = llm_drafter_new_layerskip (&one, 1);
+  ck_assert (llm_drafter_check_model (def, m, NULL));
+  ck_assert (llm_drafter_check_model (single, m, NULL));
 }
 END_TEST
 
@@ -513,6 +544,7 @@ spec_suite (void)
   tcase_add_test (verify, test_verify_is_lossless_random_qwen3);
   tcase_add_test (verify, test_verify_is_lossless_when_a_window_evicts);
   tcase_add_test (verify, test_model_drafter_of_the_target_itself_is_always_right);
+  tcase_add_test (verify, test_layerskip_refuses_skipping_every_layer);
   suite_add_tcase (s, verify);
 
   TCase *budget = tcase_create ("budget");

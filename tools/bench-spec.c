@@ -34,11 +34,15 @@ decode_once (LlmEngine *e, LlmEngine *draft, const BenchSpecSetting *s, const gi
   g_autoptr (LlmDrafter) drafter = NULL;
   LlmSpecBudget budget;
   if (fixed_k != BENCH_SPEC_PLAIN) {
-    drafter = draft ? llm_drafter_new_model (draft, 4096, s->draft_p_min, error)
-        : llm_drafter_new_ngram (s->ngram_min, s->ngram_max, s->ngram_window, error);
+    if (g_strcmp0 (s->method, "layerskip") == 0)
+      drafter = llm_drafter_new_layerskip (NULL, 0);
+    else if (draft != NULL)
+      drafter = llm_drafter_new_model (draft, 4096, s->draft_p_min, error);
+    else
+      drafter = llm_drafter_new_ngram (s->ngram_min, s->ngram_max, s->ngram_window, error);
     if (drafter == NULL)
       return FALSE;
-    llm_drafter_begin (drafter, llm_session_ids (session), llm_session_n_ids (session), ids[0]);
+    llm_drafter_begin (drafter, session, ids[0]);
   }
   llm_spec_budget_init (&budget, fixed_k >= 0 ? (guint) fixed_k : s->draft_max, fixed_k >= 0);
   *stats = (LlmSpecStats) { 0 };

@@ -167,7 +167,8 @@ typedef struct {
   guint rounds;
   guint draft_max;            /* the dynamic budget's */
   guint ngram_min, ngram_max, ngram_window;
-  LlmModel *draft_model;      /* method model; NULL: ngram */
+  const char *method;         /* ngram, model or layerskip */
+  LlmModel *draft_model;      /* method model */
   float draft_p_min;
   int n_threads;
   LlmKvType kv_type;

@@ -940,7 +940,7 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
     .variants = (const gint *) variants->data, .n_variants = variants->len,
     .n_gen = s->n_gen, .rounds = (guint) o->reps, .draft_max = (guint) o->spec_draft_max,
     .ngram_min = 1, .ngram_max = 4, .ngram_window = 4096,
-    .draft_model = draft, .draft_p_min = (float) o->draft_p_min,
+    .method = o->spec, .draft_model = draft, .draft_p_min = (float) o->draft_p_min,
     .n_threads = (int) s->threads, .kv_type = s->kv_type,
   };
   gboolean ok = TRUE;
@@ -1111,7 +1111,8 @@ static const char *summary =
     "one row's. Weights are read once per forward, so the closer to 1, the more\n"
     "verifying K draft tokens or decoding K streams together gains.\n"
     "\n"
-    "--spec ngram (or model, with --draft-model FILE) decodes the greedy response to each --spec-prompt FILE (the\n"
+    "--spec ngram (or model, with --draft-model FILE, or layerskip: the target\n"
+    "with every other layer of its middle half skipped) decodes the greedy response to each --spec-prompt FILE (the\n"
     "text, tokenized by the model; or random:N, N random ids, or random:N:A, N ids\n"
     "drawn from A random ones: lookup proposes noise) plainly, with llmspecverify's\n"
     "dynamic budget\n"
@@ -1288,9 +1289,10 @@ bench_main (const Options *opt)
       (o.batch != NULL && !parse_uint_list (o.batch, NULL, "--batch", batch, &error)))
     return usage_error (error);
   if (o.spec != NULL) {
-    if (strcmp (o.spec, "ngram") != 0 && strcmp (o.spec, "model") != 0) {
-      g_printerr ("gst-llm-bench: --spec takes ngram (prompt lookup) or model "
-          "(--draft-model)\n");
+    if (strcmp (o.spec, "ngram") != 0 && strcmp (o.spec, "model") != 0
+        && strcmp (o.spec, "layerskip") != 0) {
+      g_printerr ("gst-llm-bench: --spec takes ngram (prompt lookup), model (--draft-model) "
+          "or layerskip\n");
       return 2;
     }
     if ((strcmp (o.spec, "model") == 0) != (o.draft_model != NULL)) {
