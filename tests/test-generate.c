@@ -94,11 +94,13 @@ teardown (void)
 
 /* A harness around "llmprefill name=p ... ! llmdecode name=d ...", with a
  * bus on the bin for llm-stats. */
+/* The same around "llmprefill ... ! @decoder name=d ...". */
 static GstHarness *
-harness_new (const char *prefill_props, const char *decode_props, GstBus **bus)
+harness_new_with (const char *prefill_props, const char *decoder, const char *decode_props,
+    GstBus **bus)
 {
   char *desc = g_strdup_printf ("llmprefill name=p model=\"%s\" n-threads=1 %s "
-      "! %s name=d %s", model_path, prefill_props, DECODER, decode_props);
+      "! %s name=d %s", model_path, prefill_props, decoder, decode_props);
   GstHarness *h = gst_harness_new_parse (desc);
   g_free (desc);
   if (bus) {
@@ -109,6 +111,29 @@ harness_new (const char *prefill_props, const char *decode_props, GstBus **bus)
   gst_harness_set_src_caps_str (h, caps);
   g_free (caps);
   return h;
+}
+
+static GstHarness *
+harness_new (const char *prefill_props, const char *decode_props, GstBus **bus)
+{
+  return harness_new_with (prefill_props, DECODER, decode_props, bus);
+}
+
+/* The next ERROR on @bus, which must be of @domain and @code; returns
+ * its text (caller frees). */
+static char *
+pop_error (GstBus *bus, GQuark domain, gint code)
+{
+  GstMessage *m = gst_bus_timed_pop_filtered (bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
+  ck_assert_msg (m != NULL, "no error message");
+  GError *error = NULL;
+  gst_message_parse_error (m, &error, NULL);
+  ck_assert_msg (error->domain == domain && error->code == code, "%s error %d: %s",
+      g_quark_to_string (error->domain), error->code, error->message);
+  char *text = g_strdup (error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+  return text;
 }
 
 static GstBuffer *
@@ -893,15 +918,7 @@ expect_ready_fails (GstElement *e, GQuark domain, gint code)
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (e, bus);
   ck_assert_int_eq (gst_element_set_state (e, GST_STATE_READY), GST_STATE_CHANGE_FAILURE);
-  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  ck_assert_msg (m != NULL, "no error message");
-  GError *error = NULL;
-  gst_message_parse_error (m, &error, NULL);
-  ck_assert_msg (error->domain == domain && error->code == code, "%s error %d: %s",
-      g_quark_to_string (error->domain), error->code, error->message);
-  char *text = g_strdup (error->message);
-  g_error_free (error);
-  gst_message_unref (m);
+  char *text = pop_error (bus, domain, code);
   gst_element_set_state (e, GST_STATE_NULL);
   gst_element_set_bus (e, NULL);
   gst_object_unref (bus);
@@ -1161,15 +1178,10 @@ END_TEST
 START_TEST (test_draft_model_proposals_give_the_same_tokens)
 {
   GstBus *bus;
-  g_autofree char *desc = g_strdup_printf ("llmprefill name=p model=\"%s\" n-threads=1 "
-      "prompt-mode=buffer ! llmdraft method=model draft-model=\"%s\" "
-      "! llmspecverify name=d budget=fixed draft-max=4 max-tokens=64", model_path, model_path);
-  GstHarness *h = gst_harness_new_parse (desc);
-  bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
-  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE,
-      vocab_hash);
-  gst_harness_set_src_caps_str (h, caps);
+  g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
+      "! llmspecverify", model_path);
+  GstHarness *h = harness_new_with ("prompt-mode=buffer", draft,
+      "budget=fixed draft-max=4 max-tokens=64", &bus);
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
   g_free (pull_end_of_response (h));
   g_autoptr (GArray) ids = pull_all_ids (h);
@@ -1185,22 +1197,18 @@ START_TEST (test_draft_model_proposals_give_the_same_tokens)
 END_TEST
 
 /* The target with layers skipped, drafting on a fork of its own cache:
- * the same tokens, and the cache it leaves is the plain one (the next
- * turn of a kept conversation is the same too). */
+ * the same tokens, and the cache it leaves is the plain one (the kept
+ * conversation holds the prompt and the response, no draft). */
 START_TEST (test_draft_layerskip_gives_the_same_tokens)
 {
-  for (guint run = 0; run < 2; run++) {
+  static const char *const drafts[] = {
+    "llmdraft method=layerskip ! llmspecverify",
+    "llmdraft method=layerskip skip-layers=<1,3> ! llmspecverify",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (drafts); i++) {
     GstBus *bus;
-    g_autofree char *desc = g_strdup_printf ("llmprefill name=p model=\"%s\" n-threads=1 "
-        "prompt-mode=buffer keep-context=true ! %s ! llmspecverify name=d budget=fixed "
-        "draft-max=4 max-tokens=32", model_path,
-        run == 0 ? "llmdraft method=layerskip" : "llmdraft method=layerskip skip-layers=<1,3>");
-    GstHarness *h = gst_harness_new_parse (desc);
-    bus = gst_bus_new ();
-    gst_element_set_bus (h->element, bus);
-    g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s",
-        GST_LLM_TOKENS_MEDIA_TYPE, vocab_hash);
-    gst_harness_set_src_caps_str (h, caps);
+    GstHarness *h = harness_new_with ("prompt-mode=buffer keep-context=true", drafts[i],
+        "budget=fixed draft-max=4 max-tokens=32", &bus);
     gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
     g_free (pull_end_of_response (h));
     g_autoptr (GArray) ids = pull_all_ids (h);
@@ -1220,24 +1228,12 @@ END_TEST
 
 START_TEST (test_draft_layerskip_of_every_layer_is_an_error)
 {
-  g_autofree char *desc = g_strdup_printf ("llmprefill model=\"%s\" n-threads=1 "
-      "prompt-mode=buffer ! llmdraft method=layerskip skip-layers=<0,1,2,3,4> ! llmspecverify",
-      model_path);
-  GstHarness *h = gst_harness_new_parse (desc);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
-  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE,
-      vocab_hash);
-  gst_harness_set_src_caps_str (h, caps);
+  GstBus *bus;
+  GstHarness *h = harness_new_with ("prompt-mode=buffer",
+      "llmdraft method=layerskip skip-layers=<0,1,2,3,4> ! llmspecverify", "", &bus);
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  GstMessage *m = gst_bus_timed_pop_filtered (bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
-  ck_assert (m != NULL);
-  GError *error = NULL;
-  gst_message_parse_error (m, &error, NULL);
-  ck_assert (g_error_matches (error, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS));
-  ck_assert_msg (strstr (error->message, "skip-layers") != NULL, "%s", error->message);
-  g_error_free (error);
-  gst_message_unref (m);
+  g_autofree char *text = pop_error (bus, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS);
+  ck_assert_msg (strstr (text, "skip-layers") != NULL, "%s", text);
   harness_free (h, bus);
 }
 END_TEST
@@ -1246,72 +1242,52 @@ END_TEST
 START_TEST (test_draft_model_of_another_vocabulary_is_refused)
 {
   g_autofree char *other = llm_test_data_path ("models/TinyStories-656K-Q8_0.gguf");
-  g_autofree char *desc = g_strdup_printf ("llmprefill model=\"%s\" n-threads=1 "
-      "prompt-mode=buffer ! llmdraft method=model draft-model=\"%s\" ! llmspecverify",
-      model_path, other);
-  GstHarness *h = gst_harness_new_parse (desc);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (h->element, bus);
-  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s", GST_LLM_TOKENS_MEDIA_TYPE,
-      vocab_hash);
-  gst_harness_set_src_caps_str (h, caps);
+  g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
+      "! llmspecverify", other);
+  GstBus *bus;
+  GstHarness *h = harness_new_with ("prompt-mode=buffer", draft, "", &bus);
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  GstMessage *m = gst_bus_timed_pop_filtered (bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
-  ck_assert (m != NULL);
-  GError *error = NULL;
-  gst_message_parse_error (m, &error, NULL);
-  ck_assert (g_error_matches (error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
-  ck_assert_msg (strstr (error->message, "TinyStories-656K-Q8_0.gguf") != NULL
-      && strstr (error->message, vocab_hash) != NULL, "%s", error->message);
-  g_error_free (error);
-  gst_message_unref (m);
+  g_autofree char *text = pop_error (bus, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION);
+  ck_assert_msg (strstr (text, "TinyStories-656K-Q8_0.gguf") != NULL
+      && strstr (text, vocab_hash) != NULL, "%s", text);
   harness_free (h, bus);
 }
 END_TEST
 
-START_TEST (test_draft_model_missing_fails_the_state_change)
+/* Starting without what the method needs fails the state change. */
+static char *
+expect_draft_start_fails (const char *prop, guint value, GQuark domain, gint code)
 {
   GstElement *e = gst_element_factory_make ("llmdraft", NULL);
-  g_object_set (e, "method", 1, NULL);
+  g_object_set (e, prop, value, NULL);
+  if (strcmp (prop, "ngram-min") == 0)
+    g_object_set (e, "ngram-max", 2, NULL);
   GstBus *bus = gst_bus_new ();
   gst_element_set_bus (e, bus);
+  /* Its drafter is made as it starts (READY to PAUSED). */
   ck_assert_int_eq (gst_element_set_state (e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
-  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  ck_assert (m != NULL);
-  GError *error = NULL;
-  gst_message_parse_error (m, &error, NULL);
-  ck_assert (g_error_matches (error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND));
-  ck_assert_msg (strstr (error->message, "draft model") != NULL, "%s", error->message);
-  g_error_free (error);
-  gst_message_unref (m);
+  char *text = pop_error (bus, domain, code);
   gst_element_set_state (e, GST_STATE_NULL);
   gst_element_set_bus (e, NULL);
   gst_object_unref (bus);
   gst_object_unref (e);
+  return text;
+}
+
+START_TEST (test_draft_model_missing_fails_the_state_change)
+{
+  g_autofree char *text = expect_draft_start_fails ("method", 1, GST_RESOURCE_ERROR,
+      GST_RESOURCE_ERROR_NOT_FOUND);
+  ck_assert_msg (strstr (text, "draft model") != NULL, "%s", text);
 }
 END_TEST
 
 /* Settings llmdraft cannot draft with fail its start, saying which. */
 START_TEST (test_draft_refuses_ngram_min_above_max)
 {
-  GstElement *e = gst_element_factory_make ("llmdraft", NULL);
-  g_object_set (e, "ngram-min", 5, "ngram-max", 2, NULL);
-  GstBus *bus = gst_bus_new ();
-  gst_element_set_bus (e, bus);
-  /* Its drafter is made as it starts (READY to PAUSED). */
-  ck_assert_int_eq (gst_element_set_state (e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
-  GstMessage *m = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
-  ck_assert (m != NULL);
-  GError *error = NULL;
-  gst_message_parse_error (m, &error, NULL);
-  ck_assert (g_error_matches (error, GST_LIBRARY_ERROR, GST_LIBRARY_ERROR_SETTINGS));
-  ck_assert_msg (strstr (error->message, "ngram-min (5)") != NULL, "%s", error->message);
-  g_error_free (error);
-  gst_message_unref (m);
-  gst_element_set_state (e, GST_STATE_NULL);
-  gst_element_set_bus (e, NULL);
-  gst_object_unref (bus);
-  gst_object_unref (e);
+  g_autofree char *text = expect_draft_start_fails ("ngram-min", 5, GST_LIBRARY_ERROR,
+      GST_LIBRARY_ERROR_SETTINGS);
+  ck_assert_msg (strstr (text, "ngram-min (5)") != NULL, "%s", text);
 }
 END_TEST
 

@@ -21,7 +21,7 @@
 # printed on stdout; everything else goes to stderr.
 #
 #   tools/build-llama-cpp.sh [--variant native|avx2] [-j JOBS] [--cache DIR]
-#       [--find] [--rebuild]
+#       [--find] [--rebuild] [--speculative]
 #
 #   --variant native  -DGGML_NATIVE=ON: -march=native, every extension this
 #                     CPU has (AVX-512, VNNI, BF16 where present). Default.
@@ -35,6 +35,10 @@
 #                     else exit 1 (compare-llama-cpp.sh uses this)
 #   --rebuild         configure and build again even if cached (incremental
 #                     on the kept build/; remove the directory for a clean one)
+#   --speculative     also build llama.cpp's speculative-decoding examples,
+#                     llama-speculative and llama-speculative-simple, next to
+#                     llama-bench (examples on in the configure), for the
+#                     comparisons of gst-llm-bench --spec
 #
 # Everything else llama.cpp's CMake decides is left at its default
 # (GGML_CPU_REPACK, GGML_LLAMAFILE and GGML_OPENMP on). CC and CXX choose the
@@ -50,6 +54,7 @@ jobs=2
 root=${LLAMA_CPP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gst-llm/llama.cpp}
 find_only=0
 rebuild=0
+speculative=0
 
 usage () {
   sed -n '/^#   tools\/build-llama-cpp/,/^# present/p' "$0" | sed 's/^# \{0,1\}//'
@@ -66,6 +71,7 @@ while [ $# -gt 0 ]; do
     --cache) root=$2; shift 2 ;;
     --find) find_only=1; shift ;;
     --rebuild) rebuild=1; shift ;;
+    --speculative) speculative=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "build-llama-cpp: unknown argument $1" >&2; usage 2 ;;
   esac
@@ -104,6 +110,7 @@ cached_path () {
   c=$(cat "$commit_file")
   d="$root/$c-$variant"
   [ -x "$d/llama-bench" ] && [ -f "$d/build-info" ] || return 1
+  [ "$speculative" = 0 ] || [ -x "$d/llama-speculative-simple" ] || return 1
   echo "$d/llama-bench"
 }
 
@@ -165,6 +172,11 @@ mkdir -p "$dir"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 flags=("${common_flags[@]}" "${variant_flags[@]}")
+targets=(llama-bench)
+if [ "$speculative" = 1 ]; then
+  flags+=(-DLLAMA_BUILD_EXAMPLES=ON)
+  targets+=(llama-speculative llama-speculative-simple)
+fi
 compiler="$("$cxx" --version | head -n1)"
 echo "build-llama-cpp: llama.cpp $commit ($commit_date), node-llama-cpp $NODE_LLAMA_CPP_VERSION" >&2
 echo "build-llama-cpp: variant $variant, compiler $compiler, $jobs jobs" >&2
@@ -177,7 +189,7 @@ cmake -S "$src" -B "$dir/build" "${generator[@]}" \
     -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "${flags[@]}" \
     > "$dir/cmake-configure.log" 2>&1 \
   || { tail -n 30 "$dir/cmake-configure.log" >&2; die "cmake configure failed (log: $dir/cmake-configure.log)"; }
-cmake --build "$dir/build" --target llama-bench -j "$jobs" > "$dir/cmake-build.log" 2>&1 \
+cmake --build "$dir/build" --target "${targets[@]}" -j "$jobs" > "$dir/cmake-build.log" 2>&1 \
   || { tail -n 30 "$dir/cmake-build.log" >&2; die "build failed (log: $dir/cmake-build.log)"; }
 t1=$(date +%s)
 
@@ -192,8 +204,10 @@ arch_flags=$(node -e '
 native_isa=$(echo | "$cc" -march=native -dM -E - 2>/dev/null \
     | grep -oE '__(AVX[A-Z0-9_]*|FMA|F16C|BMI2|AMX[A-Z0-9_]*)__' | sort -u | tr -d _ | tr '\n' ' ' || true)
 
-cp "$dir/build/bin/llama-bench" "$dir/llama-bench.tmp"
-mv "$dir/llama-bench.tmp" "$dir/llama-bench"
+for t in "${targets[@]}"; do
+  cp "$dir/build/bin/$t" "$dir/$t.tmp"
+  mv "$dir/$t.tmp" "$dir/$t"
+done
 {
   echo "commit=$commit"
   echo "commit_date=$commit_date"
