@@ -7,6 +7,8 @@
 
 #include "gguf-writer.h"
 #include "ggml-type.h"
+#include "cpu/fp16.h"
+#include "cpu/isa.h"
 #include "cpu/matmul.h"
 #include <stdlib.h>
 
@@ -275,4 +277,491 @@ llm_test_packed_shared (LlmThreadPool *pool, LlmTestPackedFn fn, size_t n,
   atomic_init (&s.failed, false);
   llm_threadpool_run (pool, packed_shared_task, &s);
   return !atomic_load (&s.failed);
+}
+
+/* --- prepared layouts ---------------------------------------------------- */
+
+void *
+llm_test_random_blocks (GRand *rand, guint32 type, size_t rows, size_t n, size_t *row_bytes)
+{
+  uint32_t block_elems, block_bytes;
+  ck_assert (llm_type_info (type, &block_elems, &block_bytes));
+  *row_bytes = n / block_elems * block_bytes;
+  uint8_t *w = g_malloc (rows * *row_bytes);
+  for (size_t i = 0; i < rows * (n / block_elems); i++) {
+    uint8_t *blk = w + i * block_bytes;
+    const double mag = pow (10.0, g_rand_double_range (rand, -4.0, 0.0));
+    const uint16_t d = llm_fp16_from_f32 ((float) (g_rand_boolean (rand) ? mag : -mag));
+    memcpy (blk, &d, sizeof d);
+    for (size_t j = sizeof d; j < block_bytes; j++)
+      blk[j] = (uint8_t) g_rand_int_range (rand, 0, 256);
+  }
+  return w;
+}
+
+/* @n_tok rows of activations of scales 1e-2 to 1e2 converted for @type
+ * weights, @xs bytes apart. */
+static uint8_t *
+random_acts (GRand *rand, guint32 type, size_t n, size_t n_tok, guint extreme_every,
+    size_t *xs)
+{
+  *xs = llm_matmul_act_bytes (type, n);
+  uint8_t *xq = g_malloc (n_tok * *xs);
+  float *x = g_new (float, n);
+  for (size_t t = 0; t < n_tok; t++) {
+    const double scale = pow (10.0, g_rand_double_range (rand, -2.0, 2.0));
+    const gboolean extreme = extreme_every > 0 && t % extreme_every == extreme_every - 1;
+    for (size_t i = 0; i < n; i++) {
+      const double v = g_rand_double_range (rand, -1.0, 1.0);
+      x[i] = (float) ((extreme ? (v < 0 ? -1.0 : 1.0) : v) * scale);
+    }
+    llm_matmul_convert (llm_cpu_kernels_best (), type, x, n, xq + t * *xs);
+  }
+  g_free (x);
+  return xq;
+}
+
+uint8_t *
+llm_test_pack (const LlmTestLayout *layout, const void *w, size_t row_bytes, size_t rows,
+    size_t n)
+{
+  uint8_t *p = g_malloc (layout->bytes (rows, n));
+  layout->pack (w, row_bytes, rows, n, 0, (rows + 15) / 16, p);
+  return p;
+}
+
+void
+llm_test_problem_init (LlmTestProblem *p, const LlmTestLayout *layout, GRand *rand,
+    guint32 type, size_t rows, size_t n, size_t n_tok)
+{
+  *p = (LlmTestProblem) { .layout = layout, .type = type, .rows = rows, .n = n, .n_tok = n_tok };
+  p->w = layout->random_weights (rand, type, rows, n, &p->row_bytes);
+  p->xq = random_acts (rand, type, n, n_tok, layout->extreme_every, &p->xs);
+  p->packed = llm_test_pack (layout, p->w, p->row_bytes, rows, n);
+}
+
+void
+llm_test_problem_clear (LlmTestProblem *p)
+{
+  g_free (p->w);
+  g_free (p->xq);
+  g_free (p->packed);
+}
+
+void
+llm_test_scalar_products (const LlmTestProblem *p, float *want)
+{
+  const LlmCpuKernels *ref = llm_cpu_kernels (LLM_CPU_ISA_SCALAR);
+  llm_matmul (ref, p->type, p->w, p->row_bytes, p->n, 0, p->rows, p->xq, p->xs, p->n_tok, want,
+      p->rows);
+  float *want1 = g_new (float, p->rows);
+  llm_matvec (ref, p->type, p->w, p->row_bytes, p->n, 0, p->rows, p->xq, want1);
+  ck_assert (memcmp (want1, want, p->rows * sizeof (float)) == 0);
+  g_free (want1);
+}
+
+/* The kernels a suite checks: the scalar one over the layout, the AVX2
+ * one as the environment has it (LLM_NO_AVX_VNNI), or with LLM_NO_AVX_VNNI
+ * set, or unset (where that is another kernel), and the AVX-512 one. */
+typedef enum {
+  SCALAR,
+  AVX2,
+  AVX2_PLAIN,
+  AVX2_VNNI,
+  AVX512,
+} Kernel;
+
+static const char *const kernel_names[] = { "scalar", "avx2", "avx2", "avx2-vnni", "avx512" };
+
+/* The suite's kernels, in @kernels; returns how many. */
+static size_t
+suite_kernels (const LlmTestLayout *layout, Kernel kernels[4])
+{
+  size_t n = 0;
+  kernels[n++] = SCALAR;
+  if (layout->avx2_apart) {
+    kernels[n++] = AVX2_PLAIN;
+    kernels[n++] = AVX2_VNNI;
+  } else {
+    kernels[n++] = AVX2;
+  }
+  kernels[n++] = AVX512;
+  return n;
+}
+
+/* The AVX2 lookup's kernel with LLM_NO_AVX_VNNI set (@vnni FALSE) or
+ * unset, the variable then put back as it was. */
+static LlmTestPackedFn
+avx2_kernel (const LlmTestLayout *layout, guint32 type, gboolean vnni)
+{
+  char *keep = g_strdup (g_getenv ("LLM_NO_AVX_VNNI"));
+  if (vnni)
+    g_unsetenv ("LLM_NO_AVX_VNNI");
+  else
+    g_setenv ("LLM_NO_AVX_VNNI", "1", TRUE);
+  const LlmTestPackedFn fn = layout->avx2 ? layout->avx2 () : layout->avx2_of (type);
+  if (keep != NULL)
+    g_setenv ("LLM_NO_AVX_VNNI", keep, TRUE);
+  else
+    g_unsetenv ("LLM_NO_AVX_VNNI");
+  g_free (keep);
+  return fn;
+}
+
+/* Kernel @k of @layout for @type, or NULL where this CPU or build (or
+ * LLM_NO_AVX512) lacks it; then *@why says what is missing. */
+static LlmTestPackedFn
+kernel (const LlmTestLayout *layout, Kernel k, guint32 type, const char **why)
+{
+  if (k == SCALAR)
+    return layout->ref ? layout->ref : layout->ref_of (type);
+  if (k == AVX512) {
+    *why = "no AVX-512 with VNNI on this CPU or in this build (or LLM_NO_AVX512 set)";
+    if (llm_cpu_isa_best () < LLM_CPU_ISA_AVX512)
+      return NULL;
+    return layout->avx512 ? layout->avx512 () : layout->avx512_of (type);
+  }
+  *why = "no AVX2/FMA/F16C on this CPU or in this build";
+  if (llm_cpu_isa_best () < LLM_CPU_ISA_AVX2)
+    return NULL;
+  if (k == AVX2)
+    return layout->avx2 ? layout->avx2 () : layout->avx2_of (type);
+  const LlmTestPackedFn plain = avx2_kernel (layout, type, FALSE);
+  if (k == AVX2_PLAIN || plain == NULL)
+    return plain;
+  *why = "no AVX-VNNI on this CPU";
+  const LlmTestPackedFn vnni = avx2_kernel (layout, type, TRUE);
+  return vnni != plain ? vnni : NULL;
+}
+
+/* Outputs no kernel may write. */
+static const float UNTOUCHED = -12345.0f;
+
+static float *
+output_rows (size_t n_tok, size_t ldy)
+{
+  float *y = g_new (float, n_tok * ldy);
+  for (size_t i = 0; i < n_tok * ldy; i++)
+    y[i] = UNTOUCHED;
+  return y;
+}
+
+/* Asserts y[t * ldy + r] is want[t * wld + r] bit for bit for r in
+ * [r0, r1), and UNTOUCHED for the other r < ldy. */
+static void
+assert_rows_equal (const char *what, const float *y, size_t ldy, const float *want, size_t wld,
+    size_t r0, size_t r1, size_t n_tok)
+{
+  for (size_t t = 0; t < n_tok; t++)
+    for (size_t r = 0; r < ldy; r++) {
+      const float got = y[t * ldy + r];
+      const float exp = r >= r0 && r < r1 ? want[t * wld + r] : UNTOUCHED;
+      /* ck_assert per value would record millions of passing checks. */
+      if (memcmp (&got, &exp, sizeof got) != 0)
+        ck_abort_msg ("%s: token %zu row %zu: got %.9g, want %.9g", what, t, r, (double) got,
+            (double) exp);
+    }
+}
+
+/* Asserts |y - ref| <= bound for rows [0, rows) of @n_tok tokens. */
+static void
+assert_within_bound (const char *what, const float *y, size_t ldy, const float *ref,
+    const double *bound, size_t rows, size_t n_tok)
+{
+  for (size_t t = 0; t < n_tok; t++)
+    for (size_t r = 0; r < rows; r++) {
+      const double d = fabs ((double) y[t * ldy + r] - (double) ref[t * rows + r]);
+      if (!(d <= bound[t * rows + r]))
+        ck_abort_msg ("%s: token %zu row %zu: %.9g is %.3g from the reference %.9g, bound %.3g",
+            what, t, r, (double) y[t * ldy + r], d, (double) ref[t * rows + r],
+            bound[t * rows + r]);
+    }
+}
+
+/* What @p's layout wants of every kernel for its n_tok tokens: want and,
+ * where it bounds the error, ref and bound (else NULL); g_free each. */
+static void
+expect (const LlmTestProblem *p, float **want, float **ref, double **bound)
+{
+  const size_t count = p->n_tok * p->rows;
+  *want = g_new (float, count);
+  p->layout->want (p, *want);
+  *ref = NULL;
+  *bound = NULL;
+  if (p->layout->bound != NULL) {
+    *ref = g_new (float, count);
+    *bound = g_new (double, count);
+    p->layout->bound (p, *ref, *bound);
+  }
+}
+
+/* The layout the shared tests check: one suite, one layout, a process. */
+static const LlmTestLayout *suite_layout;
+
+static size_t
+widest (const LlmTestLayout *layout)
+{
+  return layout->widths.v[layout->widths.n - 1];
+}
+
+static size_t
+most_tokens (LlmTestSizes token_counts)
+{
+  return token_counts.v[token_counts.n - 1];
+}
+
+/* Every layout holds the file's bytes of each row (so a model is held
+ * once), and zero rows up to a whole tile. */
+START_TEST (test_packed_size_is_the_files_with_rows_padded_to_16)
+{
+  const LlmTestLayout *layout = suite_layout;
+  const size_t row_counts[] = { 1, 15, 16, 17, 100 };
+  for (size_t ty = 0; ty < layout->n_types; ty++)
+    for (size_t a = 0; a < G_N_ELEMENTS (row_counts); a++)
+      for (size_t b = 0; b < layout->widths.n; b++) {
+        const size_t rows = row_counts[a], n = layout->widths.v[b];
+        uint64_t row_bytes;
+        ck_assert (llm_type_row_bytes (layout->types[ty], n, &row_bytes));
+        ck_assert_uint_eq (layout->bytes (rows, n), (rows + 15) / 16 * 16 * row_bytes);
+      }
+}
+END_TEST
+
+/* Tiles [0, 1), [1, 4), [4, 6), [6, 7) of 100 rows packed in turn give one
+ * pack's bytes, and the last tile's 12 padding rows unpack to zeros,
+ * whatever bytes stand for a zero in the layout. */
+START_TEST (test_pack_in_tile_ranges_equals_one_pack_and_pads_rows_with_zeros)
+{
+  const LlmTestLayout *layout = suite_layout;
+  GRand *rand = g_rand_new_with_seed (11);
+  const size_t rows = 100, tiles = 7, n = widest (layout);
+  for (size_t ty = 0; ty < layout->n_types; ty++) {
+    const guint32 type = layout->types[ty];
+    size_t rb;
+    void *w = layout->random_weights (rand, type, rows, n, &rb);
+    const size_t bytes = layout->bytes (rows, n);
+    uint8_t *whole = llm_test_pack (layout, w, rb, rows, n);
+    uint8_t *parts = g_malloc (bytes);
+    memset (parts, 0xa5, bytes);
+    const size_t cuts[] = { 0, 1, 4, 6, tiles };
+    for (size_t k = 0; k + 1 < G_N_ELEMENTS (cuts); k++)
+      layout->pack (w, rb, rows, n, cuts[k], cuts[k + 1], parts);
+    ck_assert (memcmp (whole, parts, bytes) == 0);
+
+    uint64_t row_bytes;
+    ck_assert (llm_type_row_bytes (type, n, &row_bytes));
+    uint8_t *row = g_malloc (row_bytes), *zeros = g_malloc0 (row_bytes);
+    for (size_t r = rows; r < tiles * 16; r++) {
+      layout->unpack_row (whole, n, r, row);
+      ck_assert_msg (memcmp (row, zeros, row_bytes) == 0, "%s: padding row %zu",
+          llm_type_name (type), r);
+    }
+    g_free (zeros);
+    g_free (row);
+    g_free (parts);
+    g_free (whole);
+    g_free (w);
+  }
+  g_rand_free (rand);
+}
+END_TEST
+
+START_TEST (test_unpack_row_gives_back_every_original_row)
+{
+  const LlmTestLayout *layout = suite_layout;
+  GRand *rand = g_rand_new_with_seed (12);
+  const size_t row_counts[] = { 1, 15, 17, 100 };
+  for (size_t ty = 0; ty < layout->n_types; ty++)
+    for (size_t a = 0; a < G_N_ELEMENTS (row_counts); a++)
+      for (size_t b = 0; b < layout->widths.n; b++) {
+        const guint32 type = layout->types[ty];
+        const size_t rows = row_counts[a], n = layout->widths.v[b];
+        size_t rb;
+        uint64_t row_bytes;
+        ck_assert (llm_type_row_bytes (type, n, &row_bytes));
+        void *w = layout->random_weights (rand, type, rows, n, &rb);
+        uint8_t *p = llm_test_pack (layout, w, rb, rows, n);
+        uint8_t *row = g_malloc (row_bytes);
+        for (size_t r = 0; r < rows; r++) {
+          layout->unpack_row (p, n, r, row);
+          ck_assert_msg (memcmp (row, (const uint8_t *) w + r * rb, row_bytes) == 0,
+              "%s %zu x %zu: row %zu", llm_type_name (type), rows, n, r);
+        }
+        g_free (row);
+        g_free (p);
+        g_free (w);
+      }
+  g_rand_free (rand);
+}
+END_TEST
+
+/* The engine's path: a matrix the fastest kernels prepare (through
+ * llm_prepare_tiles), its rows back as floats, for embedding lookups of a
+ * packed table, as the file's rows dequantize. */
+START_TEST (test_prepared_rows_dequantize_to_the_files_values)
+{
+  const LlmTestLayout *layout = suite_layout;
+  const LlmCpuKernels *kern = llm_cpu_kernels_best ();
+  const size_t rows = 37, n = 1024;
+  GRand *rand = g_rand_new_with_seed (13);
+  for (size_t ty = 0; ty < layout->n_types; ty++) {
+    const guint32 type = layout->types[ty];
+    if (llm_prepared_tile_rows (kern, type) == 0) {
+      g_rand_free (rand);
+      LLM_TEST_SKIP ("%s kernels keep %s in the file's layout", llm_cpu_kernels_name (kern),
+          llm_type_name (type));
+    }
+    ck_assert_uint_eq (llm_prepared_tile_rows (kern, type), 16);
+    ck_assert_uint_eq (llm_prepared_bytes (kern, type, rows, n), layout->bytes (rows, n));
+    size_t rb;
+    void *w = layout->random_weights (rand, type, rows, n, &rb);
+    uint8_t *p = g_malloc (layout->bytes (rows, n));
+    llm_prepare_tiles (kern, type, w, rb, rows, n, 0, (rows + 15) / 16, p);
+    float *got = g_new (float, n), *want = g_new (float, n);
+    for (size_t r = 0; r < rows; r++) {
+      ck_assert (llm_dequantize_prepared_row (kern, type, p, n, r, got));
+      llm_dequantize_row (type, w, rb, n, r, want);
+      ck_assert_msg (memcmp (got, want, n * sizeof (float)) == 0, "%s: row %zu",
+          llm_type_name (type), r);
+    }
+    g_free (got);
+    g_free (want);
+    g_free (p);
+    g_free (w);
+  }
+  g_rand_free (rand);
+}
+END_TEST
+
+/* Kernel _i of the suite (skipped where missing) writes what the layout
+ * wants for every shape: rows not a multiple of 16, every width and token
+ * count, over all rows and (past 19) rows [16, rows - 3), to outputs wider
+ * than the matrix (so stray writes show). */
+START_TEST (test_each_packed_kernel_gives_the_reference_bits_for_every_shape)
+{
+  const LlmTestLayout *layout = suite_layout;
+  Kernel kernels[4];
+  ck_assert ((size_t) _i < suite_kernels (layout, kernels));
+  const Kernel k = kernels[_i];
+  const size_t row_counts[] = { 1, 15, 17, 100 };
+  const size_t max_tok = most_tokens (layout->token_counts);
+  GRand *rand = g_rand_new_with_seed (20);
+  for (size_t ty = 0; ty < layout->n_types; ty++) {
+    const guint32 type = layout->types[ty];
+    const char *why;
+    const LlmTestPackedFn fn = kernel (layout, k, type, &why);
+    if (fn == NULL) {
+      g_rand_free (rand);
+      LLM_TEST_SKIP ("%s: %s", kernel_names[k], why);
+    }
+    for (size_t a = 0; a < G_N_ELEMENTS (row_counts); a++)
+      for (size_t b = 0; b < layout->widths.n; b++) {
+        const size_t rows = row_counts[a], n = layout->widths.v[b], ldy = rows + 5;
+        LlmTestProblem p;
+        llm_test_problem_init (&p, layout, rand, type, rows, n, max_tok);
+        float *want, *ref;
+        double *bound;
+        expect (&p, &want, &ref, &bound);
+        for (size_t c = 0; c < layout->token_counts.n; c++) {
+          const size_t nt = layout->token_counts.v[c];
+          char *what = g_strdup_printf ("%s %s %zu x %zu, %zu tokens", kernel_names[k],
+              llm_type_name (type), rows, n, nt);
+          float *y = output_rows (nt, ldy);
+          ck_assert (fn (n, p.packed, rows, 0, rows, p.xq, p.xs, nt, y, ldy, NULL, 0));
+          assert_rows_equal (what, y, ldy, want, rows, 0, rows, nt);
+          if (bound != NULL)
+            assert_within_bound (what, y, ldy, ref, bound, rows, nt);
+          g_free (y);
+
+          if (rows > 19) {
+            y = output_rows (nt, ldy);
+            ck_assert (fn (n, p.packed, rows, 16, rows - 3, p.xq, p.xs, nt, y, ldy, NULL, 0));
+            assert_rows_equal (what, y, ldy, want, rows, 16, rows - 3, nt);
+            g_free (y);
+          }
+          g_free (what);
+        }
+        g_free (bound);
+        g_free (ref);
+        g_free (want);
+        llm_test_problem_clear (&p);
+      }
+  }
+  g_rand_free (rand);
+}
+END_TEST
+
+/* Every kernel there is, over 100 rows claimed 16 and 48 at a time, from
+ * row 0 and 16, by all of 3 threads. */
+START_TEST (test_rows_claimed_by_threads_give_the_reference_bits)
+{
+  const LlmTestLayout *layout = suite_layout;
+  Kernel kernels[4];
+  const size_t n_kernels = suite_kernels (layout, kernels);
+  const size_t rows = 100, ldy = rows + 4, n = widest (layout);
+  const size_t max_tok = most_tokens (layout->shared_token_counts);
+  GRand *rand = g_rand_new_with_seed (30);
+  LlmThreadPool *pool = llm_threadpool_new (3);
+  ck_assert (pool != NULL);
+  for (size_t ty = 0; ty < layout->n_types; ty++) {
+    const guint32 type = layout->types[ty];
+    LlmTestProblem p;
+    llm_test_problem_init (&p, layout, rand, type, rows, n, max_tok);
+    float *want = g_new (float, max_tok * rows);
+    layout->want (&p, want);
+    for (size_t k = 0; k < n_kernels; k++) {
+      const char *why;
+      const LlmTestPackedFn fn = kernel (layout, kernels[k], type, &why);
+      if (fn == NULL)
+        continue;
+      for (size_t c = 0; c < layout->shared_token_counts.n; c++)
+        for (size_t step = 16; step <= 48; step += 32)
+          for (size_t r0 = 0; r0 <= 16; r0 += 16) {
+            const size_t n_tok = layout->shared_token_counts.v[c];
+            float *y = output_rows (n_tok, ldy);
+            ck_assert (llm_test_packed_shared (pool, fn, n, p.packed, rows, r0, rows, p.xq, p.xs,
+                    n_tok, y, ldy, step));
+            char *what = g_strdup_printf ("%s %s, %zu tokens, step %zu from row %zu",
+                kernel_names[kernels[k]], llm_type_name (type), n_tok, step, r0);
+            assert_rows_equal (what, y, ldy, want, rows, r0, rows, n_tok);
+            g_free (what);
+            g_free (y);
+          }
+    }
+    g_free (want);
+    llm_test_problem_clear (&p);
+  }
+  llm_threadpool_free (pool);
+  g_rand_free (rand);
+}
+END_TEST
+
+Suite *
+llm_test_layout_suite (const char *name, const LlmTestLayout *layout,
+    const TTest *const *layout_tests, const TTest *const *kernel_tests)
+{
+  g_assert (suite_layout == NULL);
+  suite_layout = layout;
+  Suite *s = suite_create (name);
+
+  TCase *tc = tcase_create ("layout");
+  tcase_add_test (tc, test_packed_size_is_the_files_with_rows_padded_to_16);
+  for (const TTest *const *t = layout_tests; t != NULL && *t != NULL; t++)
+    tcase_add_test (tc, *t);
+  tcase_add_test (tc, test_pack_in_tile_ranges_equals_one_pack_and_pads_rows_with_zeros);
+  tcase_add_test (tc, test_unpack_row_gives_back_every_original_row);
+  if (layout->prepared_rows)
+    tcase_add_test (tc, test_prepared_rows_dequantize_to_the_files_values);
+  suite_add_tcase (s, tc);
+
+  tc = tcase_create ("kernels");
+  tcase_set_timeout (tc, 600);
+  for (const TTest *const *t = kernel_tests; t != NULL && *t != NULL; t++)
+    tcase_add_test (tc, *t);
+  Kernel kernels[4];
+  tcase_add_loop_test (tc, test_each_packed_kernel_gives_the_reference_bits_for_every_shape, 0,
+      (int) suite_kernels (layout, kernels));
+  tcase_add_test (tc, test_rows_claimed_by_threads_give_the_reference_bits);
+  suite_add_tcase (s, tc);
+  return s;
 }

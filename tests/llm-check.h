@@ -54,6 +54,14 @@ float llm_test_rng_float (void);
 /* The greedy pick: the first index of the largest of @n logits. */
 guint llm_test_argmax (const float *x, guint n);
 
+/* --- prepared layouts of 16-row tiles (q4_0x16.h, q8_0x16.h, f16x16.h) ---
+ *
+ * Their suites check the same things of each: packing in pieces, rows
+ * back, and every kernel against what it must give for every shape, token
+ * count and way of sharing rows among threads. Those tests are written
+ * once, over an LlmTestLayout (llm_test_layout_suite); random inputs come
+ * from fixed seeds. */
+
 /* A packed-layout product (q4_0x16.h's contract, which every prepared
  * layout's kernels share). */
 typedef bool (*LlmTestPackedFn) (size_t n, const void *packed, size_t rows, size_t r0,
@@ -66,6 +74,88 @@ typedef bool (*LlmTestPackedFn) (size_t n, const void *packed, size_t rows, size
 gboolean llm_test_packed_shared (LlmThreadPool *pool, LlmTestPackedFn fn, size_t n,
     const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, size_t xs,
     size_t n_tok, float *y, size_t ldy, size_t step);
+
+/* A list of sizes; LLM_TEST_SIZES (32, 64) initialises one. */
+typedef struct {
+  const size_t *v;
+  size_t n;
+} LlmTestSizes;
+#define LLM_TEST_SIZES(...) \
+  { (const size_t[]) { __VA_ARGS__ }, sizeof ((size_t[]) { __VA_ARGS__ }) / sizeof (size_t) }
+
+typedef struct LlmTestProblem LlmTestProblem;
+
+/* A layout as its suite tests it. Its kernel lookups take no weight type
+ * (q4_0x16.h's) or one (f16x16.h's): one of each pair is set. */
+typedef struct {
+  const guint32 *types;       /* the weight types it packs */
+  size_t n_types;
+  size_t (*bytes) (size_t rows, size_t n);
+  void (*pack) (const void *w, size_t row_bytes, size_t rows, size_t n, size_t tile0,
+      size_t tile1, void *out);
+  void (*unpack_row) (const void *packed, size_t n, size_t r, void *out);
+  LlmTestPackedFn ref;
+  LlmTestPackedFn (*ref_of) (uint32_t wtype);
+  LlmTestPackedFn (*avx2) (void);
+  LlmTestPackedFn (*avx2_of) (uint32_t wtype);
+  LlmTestPackedFn (*avx512) (void);
+  LlmTestPackedFn (*avx512_of) (uint32_t wtype);
+  /* TRUE: the AVX2 kernels without and with AVX-VNNI are checked apart;
+   * FALSE: the one the environment (LLM_NO_AVX_VNNI) picks. */
+  gboolean avx2_apart;
+
+  /* @rows x @n random weights of @type, *@row_bytes apart (g_free). */
+  void *(*random_weights) (GRand *rand, guint32 type, size_t rows, size_t n, size_t *row_bytes);
+  /* Every extreme_every-th token's activations (0: none) at +-its scale,
+   * so the largest integer sums are exercised. */
+  guint extreme_every;
+  /* What every kernel must write for @p: @want[t * rows + r] bit for bit
+   * and, with @bound set, within bound[i] of ref[i] (the same indices). */
+  void (*want) (const LlmTestProblem *p, float *want);
+  void (*bound) (const LlmTestProblem *p, float *ref, double *bound);
+
+  /* The kernels are checked for 1, 15, 17 and 100 rows of each of @widths
+   * (so are the size and unpacking; the widest is also packed in pieces
+   * and shared by threads) and each of @token_counts, and shared by
+   * threads for each of @shared_token_counts (both ascending). */
+  LlmTestSizes widths, token_counts, shared_token_counts;
+  /* Whether the suite checks the rows llm_prepare_tiles makes. */
+  gboolean prepared_rows;
+} LlmTestLayout;
+
+/* A random product over a layout: @rows x @n weights of @type at @w,
+ * @row_bytes apart, and packed at @packed; @n_tok tokens' activations
+ * converted for @type (llm_matmul_convert) at @xq, @xs bytes apart. */
+struct LlmTestProblem {
+  const LlmTestLayout *layout;
+  guint32 type;
+  size_t rows, n, n_tok, row_bytes, xs;
+  void *w;
+  uint8_t *packed, *xq;
+};
+
+void llm_test_problem_init (LlmTestProblem *p, const LlmTestLayout *layout, GRand *rand,
+    guint32 type, size_t rows, size_t n, size_t n_tok);
+void llm_test_problem_clear (LlmTestProblem *p);
+/* @layout's packing of all of @w's @rows rows (g_free). */
+uint8_t *llm_test_pack (const LlmTestLayout *layout, const void *w, size_t row_bytes,
+    size_t rows, size_t n);
+
+/* Random weights of a block type: per block d, an fp16 of both signs and
+ * magnitudes 1e-4 to 1, then every code byte value. */
+void *llm_test_random_blocks (GRand *rand, guint32 type, size_t rows, size_t n,
+    size_t *row_bytes);
+/* The scalar reference's products (llm_matmul of the scalar table; its
+ * llm_matvec for one token, asserted equal to the first token's). */
+void llm_test_scalar_products (const LlmTestProblem *p, float *want);
+
+/* The suite @name of @layout (one a process): its own tests
+ * (NULL-terminated lists) and those every layout's suite shares, in the
+ * test cases "layout" (size, @layout_tests, then pack in pieces, unpack
+ * rows, prepared rows) and "kernels" (@kernel_tests, then every kernel,
+ * one loop iteration each, and rows shared by threads). */
+Suite *llm_test_layout_suite (const char *name, const LlmTestLayout *layout,
+    const TTest *const *layout_tests, const TTest *const *kernel_tests);
 
 /* Runs @suite and returns the process exit status (0, 1, or 77 if every
  * test skipped). */

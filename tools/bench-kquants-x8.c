@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/mman.h>
 
 #include "bench.h"
 #include "ggml-type.h"
@@ -45,75 +43,39 @@ typedef struct {
   LlmKx8Fn fn;
 } Setup;
 
+/* Calls of one layout, rotating over the copies. */
 typedef struct {
   const Setup *s;
   bool packed;
-  size_t copy, n_tok, step;
-  atomic_size_t next;
+  size_t copy;
+  BenchProduct p;
 } Call;
 
-/* One thread's share, as lib/backend-cpu.c's matmul_task does it: decode
- * rows split evenly, batches claimed from a counter (the packed layout's
- * decode split in whole tiles). */
 static void
-call_task (void *ctx, int ith, int nth)
+call_init (Call *c, const Setup *s, bool packed, size_t n_tok, size_t step)
 {
-  Call *c = ctx;
-  const Setup *s = c->s;
-  if (c->packed && c->n_tok == 1) {
-    /* Whole tiles, one contiguous range a thread: one stream each. */
-    size_t t0, t1;
-    llm_split_range ((s->rows + 15) / 16, ith, nth, &t0, &t1);
-    if (t0 < t1)
-      s->fn (s->n, s->packed[c->copy], s->rows, 16 * t0, MIN (16 * t1, s->rows), s->xq, s->xs,
-          1, s->y, s->rows, NULL, 0);
-  } else if (c->packed) {
-    s->fn (s->n, s->packed[c->copy], s->rows, 0, s->rows, s->xq, s->xs, c->n_tok, s->y,
-        s->rows, &c->next, c->step);
-  } else if (c->n_tok == 1) {
-    size_t r0, r1;
-    llm_split_range (s->rows, ith, nth, &r0, &r1);
-    if (r0 < r1)
-      llm_matvec (s->kern, s->wtype, s->w[c->copy], s->rb, s->n, r0, r1, s->xq, s->y + r0);
-  } else {
-    llm_matmul_shared (s->kern, s->wtype, s->w[c->copy], s->rb, s->n, 0, s->rows, s->xq,
-        s->xs, c->n_tok, s->y, s->rows, &c->next, c->step);
-  }
-}
-
-static double
-now_ns (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
+  *c = (Call) {
+    .s = s, .packed = packed,
+    .p = {
+      .kern = s->kern, .type = s->wtype, .fn = packed ? s->fn : NULL, .row_bytes = s->rb,
+      .rows = s->rows, .n = s->n, .xq = s->xq, .xs = s->xs, .n_tok = n_tok, .split_tokens = 1,
+      .step = step, .y = s->y,
+    },
+  };
 }
 
 /* ns per call over @reps calls, rotating copies. */
 static double
 time_calls (LlmThreadPool *pool, Call *c, size_t reps)
 {
-  const double t0 = now_ns ();
+  const double t0 = bench_seconds ();
   for (size_t i = 0; i < reps; i++) {
     c->copy = (c->copy + 1) % c->s->n_copies;
-    atomic_store_explicit (&c->next, 0, memory_order_relaxed);
-    llm_threadpool_run (pool, call_task, c);
+    c->p.w = c->packed ? c->s->packed[c->copy] : c->s->w[c->copy];
+    atomic_store_explicit (&c->p.next, 0, memory_order_relaxed);
+    llm_threadpool_run (pool, bench_product_task, &c->p);
   }
-  return (now_ns () - t0) / reps;
-}
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  const double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
-static double
-median (double *v, size_t n)
-{
-  qsort (v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return (bench_seconds () - t0) * 1e9 / reps;
 }
 
 static uint8_t *
@@ -129,21 +91,6 @@ random_matrix (uint32_t wtype, size_t rows, size_t n, size_t rb, GRand *rand)
   }
   g_free (f);
   return w;
-}
-
-/* @bytes on huge pages where the kernel gives them (as bench-bandwidth.c's
- * buffer): with 4 KiB pages, TLB misses would cost the DRAM runs a part
- * of the bandwidth they are compared with. */
-static uint8_t *
-arena_alloc (size_t bytes)
-{
-  void *p = NULL;
-  if (posix_memalign (&p, 2u << 20, bytes) != 0)
-    g_error ("out of memory for %zu MiB of weights", bytes >> 20);
-#ifdef MADV_HUGEPAGE
-  madvise (p, bytes, MADV_HUGEPAGE);
-#endif
-  return p;
 }
 
 static void
@@ -164,8 +111,8 @@ setup_init (Setup *s, uint32_t wtype, size_t rows, size_t n, size_t cold_bytes, 
    * work at other addresses. */
   const size_t wstride = (bytes + 4095) / 4096 * 4096;
   const size_t pbytes = llm_kx8_bytes (wtype, rows, n), pstride = (pbytes + 4095) / 4096 * 4096;
-  s->w_arena = arena_alloc (s->n_copies * wstride);
-  s->p_arena = arena_alloc (s->n_copies * pstride);
+  s->w_arena = bench_alloc_big (s->n_copies * wstride);
+  s->p_arena = bench_alloc_big (s->n_copies * pstride);
   uint8_t *w0 = random_matrix (wtype, rows, n, s->rb, rand);
   for (size_t c = 0; c < s->n_copies; c++) {
     s->w[c] = s->w_arena + c * wstride;
@@ -203,12 +150,11 @@ run_table (const Setup *s, LlmThreadPool *pool, int nth, const char *mode, int s
     double bandwidth)
 {
   double t_old[N_BATCH], t_new[N_BATCH];
-  /* About eight claims per thread, whole tiles of 16 rows (backend-cpu.c). */
-  const size_t items = 8 * (size_t) nth;
-  const size_t step = MAX ((size_t) 16, (s->rows + items - 1) / items + 15) / 16 * 16;
+  const size_t step = bench_claim_step (s->rows, nth);
   for (size_t bi = 0; bi < N_BATCH; bi++) {
-    Call old = { .s = s, .packed = false, .n_tok = batches[bi], .step = step };
-    Call pk = { .s = s, .packed = true, .n_tok = batches[bi], .step = step };
+    Call old, pk;
+    call_init (&old, s, false, batches[bi], step);
+    call_init (&pk, s, true, batches[bi], step);
     /* Calls per sample: about 2 ms worth, at least one pass over the copies. */
     time_calls (pool, &old, 2);
     const double guess = time_calls (pool, &pk, 2);
@@ -220,8 +166,8 @@ run_table (const Setup *s, LlmThreadPool *pool, int nth, const char *mode, int s
       so[i] = time_calls (pool, &old, reps);
       sn[i] = time_calls (pool, &pk, reps);
     }
-    t_old[bi] = median (so, samples);
-    t_new[bi] = median (sn, samples);
+    t_old[bi] = bench_median (so, samples);
+    t_new[bi] = bench_median (sn, samples);
     g_free (so);
     g_free (sn);
   }

@@ -4,12 +4,18 @@
  * models, bench-bandwidth.c measures the memory read bandwidth that bounds
  * decoding, bench-pipeline.c measures through the GStreamer elements,
  * bench-streams.c measures many streams decoding on one engine,
- * bench-batch.c what a forward of k rows costs next to a decode step. */
+ * bench-batch.c what a forward of k rows costs next to a decode step;
+ * bench-packed.c is what the packed-kernel benchmarks (bench-q4_0x16,
+ * bench-f16x16, and in part bench-kquants-x8) share. */
 #pragma once
 
 #include <glib.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 
 #include "engine.h"
+#include "cpu/matmul.h"
+#include "cpu/threadpool.h"
 #include "kvcache.h"
 #include "model.h"
 #include "sampler.h"
@@ -187,5 +193,126 @@ typedef struct {
  * decoding's. */
 gboolean bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
     guint n_prompt, BenchSpecResult *results, GError **error);
+
+/* --- bench-packed.c: the packed-kernel benchmarks' common part --- */
+
+/* CLOCK_MONOTONIC in seconds. */
+double bench_seconds (void);
+/* @bytes 2 MiB aligned and huge-page backed where the kernel allows, like
+ * the bandwidth test's buffer, so neither path pays TLB misses the other
+ * does not; free() it. Exits when out of memory. */
+void *bench_alloc_big (size_t bytes);
+/* The median of @n values; sorts @v. */
+double bench_median (double *v, size_t n);
+/* Core cycles per second: the best of 5 chains of dependent adds, which
+ * run one a cycle (the TSC need not tick at the core's clock). */
+double bench_core_hz (void);
+
+/* The options bench-q4_0x16 and bench-f16x16 both take (--layers, --samples, --threads,
+ * --bandwidth-mib, --sample-ms, --tokens, --in-cache), parsed with the
+ * program's own @extra entries; bad values exit with a message. */
+typedef struct {
+  int layers, samples, max_threads, bandwidth_mib, sample_ms;
+  gboolean in_cache;
+  size_t token_counts[32], n_counts;
+} BenchPackedOptions;
+
+void bench_packed_options (BenchPackedOptions *o, const GOptionEntry *extra,
+    const char *summary, const char *layers_help, const char *in_cache_help, int *argc,
+    char ***argv);
+
+/* The most tokens --tokens takes: activations are made for this many. */
+#define BENCH_PACKED_MAX_TOK 128
+
+/* A product over a packed layout (q4_0x16.h's contract). */
+typedef bool (*BenchPackedFn) (size_t n, const void *packed, size_t rows, size_t r0,
+    size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
+    atomic_size_t *next, size_t step);
+
+/* One product y = W x, shared by a pool's threads as lib/backend-cpu.c
+ * shares it. W in the file's layout (@fn NULL): for one token rows split
+ * evenly (llm_matvec), for more claimed (llm_matmul_shared); packed for
+ * @fn: up to @split_tokens tokens each thread a contiguous run of whole
+ * tiles, more claimed. Claims take @step rows (bench_claim_step) from
+ * @next, which starts at 0. */
+typedef struct {
+  const LlmCpuKernels *kern;
+  guint32 type;
+  BenchPackedFn fn;
+  const void *w;
+  size_t row_bytes, rows, n;
+  const uint8_t *xq;
+  size_t xs, n_tok, split_tokens, step;
+  float *y;
+  atomic_size_t next;
+} BenchProduct;
+
+/* llm_threadpool_run's task over the BenchProduct @data. */
+void bench_product_task (void *data, int ith, int nth);
+/* Rows a claim takes with @nth threads: about eight claims a thread,
+ * whole 16-row tiles. */
+size_t bench_claim_step (size_t rows, int nth);
+
+typedef struct {
+  size_t rows, n, row_bytes;
+  void *w;           /* as a GGUF holds it */
+  uint8_t *packed;   /* the same, packed once */
+} BenchMatrix;
+
+/* Products of @type over a feed-forward layer's two matrices, @widths[1] x
+ * @widths[0] and @widths[0] x @widths[1], several layers so the set is far
+ * larger than the last-level cache: the file layout's kernels of @kern
+ * against the packed kernel @fn, shared by threads as BenchProduct says. */
+typedef struct {
+  const LlmCpuKernels *kern;
+  guint32 type;
+  BenchPackedFn fn;
+  size_t split_tokens;
+  size_t widths[2];
+  BenchMatrix *mats;
+  size_t n_mats;
+  size_t weight_bytes;        /* of all the matrices, as the file holds them */
+  /* Per width: BENCH_PACKED_MAX_TOK tokens' converted activations. */
+  uint8_t *xq[2];
+  size_t xs[2];
+  float *y;
+  LlmThreadPool *pool;
+} BenchPacked;
+
+/* Sets @b->fn to the fastest of @ref, @avx2 and @avx512 (NULL: missing)
+ * this CPU runs and returns its instruction set's name. */
+const char *bench_packed_pick (BenchPacked *b, BenchPackedFn ref, BenchPackedFn avx2,
+    BenchPackedFn avx512);
+/* Makes @b's matrices: @layers layers of two, or with @in_cache_rows one
+ * @in_cache_rows x widths[0] matrix; @fill (@data) gives each its
+ * row_bytes, weights and packed copy. Then the activations, from @rand. */
+void bench_packed_setup (BenchPacked *b, int layers, size_t in_cache_rows, GRand *rand,
+    void (*fill) (BenchPacked *b, BenchMatrix *m, void *data), void *data);
+/* Frees what bench_packed_setup made. */
+void bench_packed_clear (BenchPacked *b);
+
+/* One product of every matrix; returns seconds. */
+double bench_packed_pass (BenchPacked *b, bool packed, size_t n_tok);
+/* Seconds per product, over passes filling at least @min_s. */
+double bench_packed_sample (BenchPacked *b, bool packed, size_t n_tok, double min_s);
+/* The file layout's products of the last matrix into @file_y, then the
+ * packed kernel's into b->y. */
+void bench_packed_last_products (BenchPacked *b, size_t n_tok, float *file_y);
+/* "P/F": the weight bytes a product reads per second, packed and in the
+ * file layout, GB/s, for products of @packed_s and @file_s seconds. */
+void bench_packed_gbs (const BenchPacked *b, double packed_s, double file_s, char *out,
+    size_t size);
+
+/* Prints one table row: the medians at @n_tok tokens, and @packed_s over
+ * the first row's. */
+typedef void (*BenchPackedRowFn) (BenchPacked *b, size_t n_tok, double file_s,
+    double packed_s, double x_first, void *data);
+/* A table for each thread count up to o->max_threads, under a line with
+ * the machine's read bandwidth (of a @bandwidth_mib MiB buffer; 0: not
+ * measured): @header, then a row per token count, its times the medians
+ * of o->samples samples of each path, the two interleaved (after a pass
+ * of each) so drift on a shared machine hits both. */
+void bench_packed_tables (BenchPacked *b, const BenchPackedOptions *o, int bandwidth_mib,
+    const char *header, BenchPackedRowFn row, void *data);
 
 G_END_DECLS

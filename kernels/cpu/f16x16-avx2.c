@@ -23,21 +23,17 @@
 
 #include <immintrin.h>
 
-#include "ggml-type.h"
-
-#define UNROLL _Pragma ("GCC unroll 16")
-
+/* Half a tile column, as the activations are widened. */
 INLINE __m256
 load_f16 (const uint8_t *p)
 {
-  return _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
+  return f16x16_widen8 (false, p);
 }
 
 INLINE __m256
 load_bf16 (const uint8_t *p)
 {
-  const __m256i u = _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) p));
-  return _mm256_castsi256_ps (_mm256_slli_epi32 (u, 16));
+  return f16x16_widen8 (true, p);
 }
 
 /* Rows 8 h + lane < @rm of @v to y[lane]. */
@@ -55,9 +51,8 @@ store_half (__m256 v, int h, int rm, float *y)
   _mm256_maskstore_ps (y, keep, v);
 }
 
-/* Column steps: 4 columns, 128 bytes (two lines) of each row tile. */
-#define KSTEP 4
-
+/* Column @kk of RT row tiles: two FMAs (halves) per row tile and token,
+ * the activation broadcast once for both. */
 #define COLUMN(RT, RN, LOADW, kk) \
   UNROLL for (int i = 0; i < (RT); i++) { \
     const uint8_t *c = P + i * tb + LLM_F16X16_COL_BYTES * (kk); \
@@ -79,25 +74,7 @@ store_half (__m256 v, int h, int rm, float *y)
       UNROLL for (int h = 0; h < 2; h++) \
         UNROLL for (int j = 0; j < (RN); j++) \
           acc[i][h][j] = _mm256_setzero_ps (); \
-    const float *x[RN]; \
-    UNROLL for (int j = 0; j < (RN); j++) \
-      x[j] = (const float *) ((const uint8_t *) xa + (size_t) j * xas); \
-    size_t k = 0; \
-    for (; k + KSTEP <= n; k += KSTEP) { \
-      if (pf) { \
-        size_t o = LLM_F16X16_COL_BYTES * k + pf; \
-        if (o >= tb) \
-          o += ((RT) - 1) * tb; \
-        UNROLL for (int i = 0; i < (RT); i++) { \
-          _mm_prefetch ((const char *) P + i * tb + o, _MM_HINT_T0); \
-          _mm_prefetch ((const char *) P + i * tb + o + 64, _MM_HINT_T0); \
-        } \
-      } \
-      UNROLL for (int u = 0; u < KSTEP; u++) \
-        COLUMN (RT, RN, LOADW, k + u) \
-    } \
-    for (; k < n; k++) \
-      COLUMN (RT, RN, LOADW, k) \
+    F16X16_COLUMNS (RT, RN, LOADW, COLUMN) \
     UNROLL for (int i = 0; i < (RT); i++) { \
       const int rows = i < (RT) - 1 ? 16 : rm; \
       UNROLL for (int j = 0; j < (RN); j++) \
@@ -137,31 +114,4 @@ static const int rt_max[RN_MAX] = { 2, 2, 1, 1, 1, 1 };
 TILES (tiles_f16, load_f16)
 TILES (tiles_bf16, load_bf16)
 
-static bool
-f16x16 (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  return f16x16_run (&tiles_f16, false, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
-
-static bool
-bf16x16 (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  return f16x16_run (&tiles_bf16, true, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
-
-LlmF16x16Fn
-llm_avx2_f16x16_fn (uint32_t wtype)
-{
-  switch (wtype) {
-    case LLM_TYPE_F16:
-      return f16x16;
-    case LLM_TYPE_BF16:
-      return bf16x16;
-    default:
-      return NULL;
-  }
-}
+F16X16_PRODUCTS (llm_avx2_f16x16_fn, tiles_f16, tiles_bf16)

@@ -24,10 +24,6 @@
 
 #include <immintrin.h>
 
-#include "ggml-type.h"
-
-#define UNROLL _Pragma ("GCC unroll 16")
-
 INLINE __m512
 load_f16 (const uint8_t *p)
 {
@@ -41,8 +37,14 @@ load_bf16 (const uint8_t *p)
   return _mm512_castsi512_ps (_mm512_slli_epi32 (u, 16));
 }
 
-/* Column steps: 4 columns, 128 bytes (two lines) of each row tile. */
-#define KSTEP 4
+/* Column @kk of RT row tiles: one FMA per row tile and token, the
+ * activation an embedded broadcast. */
+#define COLUMN(RT, RN, LOADW, kk) \
+  UNROLL for (int i = 0; i < (RT); i++) { \
+    const __m512 w = LOADW (P + i * tb + LLM_F16X16_COL_BYTES * (kk)); \
+    UNROLL for (int j = 0; j < (RN); j++) \
+      acc[i][j] = _mm512_fmadd_ps (w, _mm512_set1_ps (x[j][kk]), acc[i][j]); \
+  }
 
 #define TILE(name, RT, RN, LOADW) \
   static void \
@@ -53,33 +55,7 @@ load_bf16 (const uint8_t *p)
     UNROLL for (int i = 0; i < (RT); i++) \
       UNROLL for (int j = 0; j < (RN); j++) \
         acc[i][j] = _mm512_setzero_ps (); \
-    const float *x[RN]; \
-    UNROLL for (int j = 0; j < (RN); j++) \
-      x[j] = (const float *) ((const uint8_t *) xa + (size_t) j * xas); \
-    size_t k = 0; \
-    for (; k + KSTEP <= n; k += KSTEP) { \
-      if (pf) { \
-        size_t o = LLM_F16X16_COL_BYTES * k + pf; \
-        if (o >= tb) \
-          o += ((RT) - 1) * tb; \
-        UNROLL for (int i = 0; i < (RT); i++) { \
-          _mm_prefetch ((const char *) P + i * tb + o, _MM_HINT_T0); \
-          _mm_prefetch ((const char *) P + i * tb + o + 64, _MM_HINT_T0); \
-        } \
-      } \
-      UNROLL for (int u = 0; u < KSTEP; u++) \
-        UNROLL for (int i = 0; i < (RT); i++) { \
-          const __m512 w = LOADW (P + i * tb + LLM_F16X16_COL_BYTES * (k + u)); \
-          UNROLL for (int j = 0; j < (RN); j++) \
-            acc[i][j] = _mm512_fmadd_ps (w, _mm512_set1_ps (x[j][k + u]), acc[i][j]); \
-        } \
-    } \
-    for (; k < n; k++) \
-      UNROLL for (int i = 0; i < (RT); i++) { \
-        const __m512 w = LOADW (P + i * tb + LLM_F16X16_COL_BYTES * k); \
-        UNROLL for (int j = 0; j < (RN); j++) \
-          acc[i][j] = _mm512_fmadd_ps (w, _mm512_set1_ps (x[j][k]), acc[i][j]); \
-      } \
+    F16X16_COLUMNS (RT, RN, LOADW, COLUMN) \
     UNROLL for (int i = 0; i < (RT); i++) { \
       const __mmask16 m = i < (RT) - 1 ? (__mmask16) 0xffff : (__mmask16) ((1u << rm) - 1); \
       UNROLL for (int j = 0; j < (RN); j++) \
@@ -119,31 +95,4 @@ static const int rt_max[RN_MAX] = { 2, 2, 4, 4, 4, 3, 3, 2 };
 TILES (tiles_f16, load_f16)
 TILES (tiles_bf16, load_bf16)
 
-static bool
-f16x16 (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  return f16x16_run (&tiles_f16, false, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
-
-static bool
-bf16x16 (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  return f16x16_run (&tiles_bf16, true, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
-
-LlmF16x16Fn
-llm_avx512_f16x16_fn (uint32_t wtype)
-{
-  switch (wtype) {
-    case LLM_TYPE_F16:
-      return f16x16;
-    case LLM_TYPE_BF16:
-      return bf16x16;
-    default:
-      return NULL;
-  }
-}
+F16X16_PRODUCTS (llm_avx512_f16x16_fn, tiles_f16, tiles_bf16)

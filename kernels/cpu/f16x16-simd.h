@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to f16x16-avx2.c and f16x16-avx512.c (both built with at least
  * AVX2/F16C): what their kernels share around the tiles: the activations
- * widened to floats once per call, and the driver that claims rows, groups
- * row tiles and walks token tiles. */
+ * widened to floats once per call, a tile function's column loop, the
+ * driver that claims rows, groups row tiles and walks token tiles, and the
+ * products and lookup each file ends with. */
 #pragma once
 
 #include <assert.h>
@@ -14,6 +15,13 @@
 
 #include "f16x16.h"
 #include "gemm-common.h"
+#include "ggml-type.h"
+
+/* The tiles' loops (row tiles, tokens, columns) unroll whole. */
+#define UNROLL _Pragma ("GCC unroll 16")
+
+/* Column steps: 4 columns, 128 bytes (two lines) of each row tile. */
+#define F16X16_KSTEP 4
 
 /* A tile function computes, for its RT row tiles (the first at @P, the
  * others @tb bytes apart; all full but the last, which has @rm rows) and
@@ -44,6 +52,33 @@ typedef struct {
  * tokens (where the FMAs nearly keep up with memory) ran at half speed. */
 #define F16X16_PF_BYTES 8192
 
+/* The column loop of a tile function of RT row tiles and RN tokens
+ * (F16x16TileFn's parameters in scope): the token rows' activations x[j],
+ * then COLUMN (RT, RN, LOADW, kk) for every column kk in order,
+ * F16X16_KSTEP at a time, and with pf non-zero the two lines pf bytes
+ * ahead of each row tile's column asked for at each step (past a tile's
+ * end, in the tile RT further on, which the next call reads there). */
+#define F16X16_COLUMNS(RT, RN, LOADW, COLUMN) \
+  const float *x[RN]; \
+  UNROLL for (int j = 0; j < (RN); j++) \
+    x[j] = (const float *) ((const uint8_t *) xa + (size_t) j * xas); \
+  size_t k = 0; \
+  for (; k + F16X16_KSTEP <= n; k += F16X16_KSTEP) { \
+    if (pf) { \
+      size_t o = LLM_F16X16_COL_BYTES * k + pf; \
+      if (o >= tb) \
+        o += ((RT) - 1) * tb; \
+      UNROLL for (int i = 0; i < (RT); i++) { \
+        _mm_prefetch ((const char *) P + i * tb + o, _MM_HINT_T0); \
+        _mm_prefetch ((const char *) P + i * tb + o + 64, _MM_HINT_T0); \
+      } \
+    } \
+    UNROLL for (int u = 0; u < F16X16_KSTEP; u++) \
+      COLUMN (RT, RN, LOADW, k + u) \
+  } \
+  for (; k < n; k++) \
+    COLUMN (RT, RN, LOADW, k)
+
 /* Bytes between widened token rows: whole lines, and one more, so the
  * token rows of a tile (read at the same column) do not all fall in one
  * L1 set when n floats are a multiple of 4 KiB. */
@@ -51,6 +86,16 @@ INLINE size_t
 f16x16_act_stride (size_t n)
 {
   return (n * sizeof (float) + 63) / 64 * 64 + 64;
+}
+
+/* 8 values of F16 (@bf16 false) or BF16 at @h as floats: exact. */
+INLINE __m256
+f16x16_widen8 (bool bf16, const void *h)
+{
+  const __m128i v = _mm_loadu_si128 ((const __m128i *) h);
+  if (bf16)
+    return _mm256_castsi256_ps (_mm256_slli_epi32 (_mm256_cvtepu16_epi32 (v), 16));
+  return _mm256_cvtph_ps (v);
 }
 
 /* Token rows of F16 (@bf16 false) or BF16 values at @xq, @xs bytes apart,
@@ -63,20 +108,15 @@ f16x16_widen (bool bf16, const uint8_t *xq, size_t xs, size_t n_tok, size_t n, f
     const uint16_t *h = (const uint16_t *) (xq + t * xs);
     float *o = (float *) ((uint8_t *) xa + t * xas);
     size_t k = 0;
-    if (bf16) {
-      for (; k + 8 <= n; k += 8) {
-        const __m256i u = _mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (h + k)));
-        _mm256_storeu_ps (o + k, _mm256_castsi256_ps (_mm256_slli_epi32 (u, 16)));
-      }
-      for (; k < n; k++) {
+    for (; k + 8 <= n; k += 8)
+      _mm256_storeu_ps (o + k, f16x16_widen8 (bf16, h + k));
+    for (; k < n; k++) {
+      if (bf16) {
         const uint32_t b = (uint32_t) h[k] << 16;
         memcpy (o + k, &b, sizeof b);
-      }
-    } else {
-      for (; k + 8 <= n; k += 8)
-        _mm256_storeu_ps (o + k, _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (h + k))));
-      for (; k < n; k++)
+      } else {
         o[k] = _cvtsh_ss (h[k]);
+      }
     }
   }
 }
@@ -128,3 +168,32 @@ f16x16_run (const F16x16Tiles *tiles, bool bf16, size_t n, const void *packed, s
   }
   return true;
 }
+
+/* A product (LlmF16x16Fn) named @name over the tiles @tiles, for BF16
+ * (@bf16 true) or F16 weights. */
+#define F16X16_PRODUCT(name, tiles, bf16) \
+  static bool \
+  name (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, \
+      size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step) \
+  { \
+    (void) rows; \
+    return f16x16_run (&(tiles), bf16, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step); \
+  }
+
+/* The F16 and BF16 products over the tiles @f16 and @bf16, and @lookup
+ * (uint32_t wtype), which returns the one for @wtype or NULL. */
+#define F16X16_PRODUCTS(lookup, f16, bf16) \
+  F16X16_PRODUCT (f16x16, f16, false) \
+  F16X16_PRODUCT (bf16x16, bf16, true) \
+  LlmF16x16Fn \
+  lookup (uint32_t wtype) \
+  { \
+    switch (wtype) { \
+      case LLM_TYPE_F16: \
+        return f16x16; \
+      case LLM_TYPE_BF16: \
+        return bf16x16; \
+      default: \
+        return NULL; \
+    } \
+  }

@@ -25,22 +25,13 @@
  * AVX-512 kernel's 5. Measured in cache: about 13 (VNNI) and 20 (plain,
  * the speed of gemm-avx2.c's rows-in-lanes Q4_0 tiles). */
 #include "q4_0x16.h"
-#include "x16-simd.h"
+#include "x16-avx2.h"
 
 #include <immintrin.h>
 #include <string.h>
 
 #include "isa.h"
 #include "quantize.h"
-
-#define UNROLL _Pragma ("GCC unroll 8")
-#define PREFETCH_LINES ((LLM_Q4_0X16_BLOCK_BYTES + 63) / 64)
-_Static_assert (LLM_Q4_0X16_ROWS == X16_ROWS, "x16-simd.h drives 16-row tiles");
-
-/* The activations for a vector pair: groups @p and @p + 4 (4 bytes each)
- * in the even and odd lanes, and (SWAP_PAIRS) the other way round. */
-#define BCAST8(p) _mm256_broadcastq_epi64 (_mm_loadl_epi64 ((const __m128i *) (p)))
-#define SWAP_PAIRS(v) _mm256_shuffle_epi32 ((v), 0xb1)
 
 /* Half @h (rows 8 h .. 8 h + 7) of vector pair @p of the block at @pb:
  * [0], [1] the low nibbles of vectors 2 p, 2 p + 1, [2], [3] their high
@@ -56,14 +47,16 @@ unpack_pair (const uint8_t *pb, int p, int h, __m256i w[4])
   }
 }
 
-/* The activations matching unpack_pair()'s @w for the token's codes @q. */
+/* The activations matching unpack_pair()'s @w for the token's codes @q:
+ * groups @p and @p + 4 in the even and odd lanes, and the other way
+ * round. */
 INLINE void
 acts_pair (const int8_t *q, int p, __m256i x[4])
 {
-  x[0] = BCAST8 (q + 8 * p);
-  x[1] = SWAP_PAIRS (x[0]);
-  x[2] = BCAST8 (q + 16 + 8 * p);
-  x[3] = SWAP_PAIRS (x[2]);
+  x[0] = X16_BCAST8 (q + 8 * p);
+  x[1] = X16_SWAP_PAIRS (x[0]);
+  x[2] = X16_BCAST8 (q + 16 + 8 * p);
+  x[3] = X16_SWAP_PAIRS (x[2]);
 }
 
 /* @s plus the pair's products. VNNI: int32 sums (started from the bias);
@@ -100,125 +93,53 @@ add_block (int vnni, __m256 acc, __m256i s, int32_t bias, const uint8_t *pb, int
           _mm256_set1_ps (dx)));
 }
 
-/* Rows 8 h + lane < @rm of @v to y[lane]. */
-INLINE void
-store_half (__m256 v, int h, int rm, float *y)
-{
-  if (rm >= 8 * (h + 1)) {
-    _mm256_storeu_ps (y, v);
-    return;
+/* A block's products for both halves (s[h][t]), or for half h (s[t]). */
+#define SUMS_BOTH(RN, VNNI) \
+  UNROLL for (int p = 0; p < 2; p++) { \
+    __m256i w[2][4]; \
+    unpack_pair (pb, p, 0, w[0]); \
+    unpack_pair (pb, p, 1, w[1]); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      __m256i x[4]; \
+      acts_pair (X16_QS (t, b), p, x); \
+      UNROLL for (int h = 0; h < 2; h++) \
+        s[h][t] = dot_pair (VNNI, p, w[h], x, s[h][t]); \
+    } \
   }
-  const __m256i keep = _mm256_cmpgt_epi32 (_mm256_set1_epi32 (rm - 8 * h),
-      _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7));
-  _mm256_maskstore_ps (y, keep, v);
-}
-
-#define TILE_ARGS \
-  size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs, const float *dx, \
-  const int32_t *bias, float *y, size_t ldy, int rm, X16Ahead *ahead
-#define QS(t, b) (((const LlmBlockQ8_0 *) (xb + (t) * xs) + (b))->qs)
+#define SUMS_HALF(RN, VNNI) \
+  UNROLL for (int p = 0; p < 2; p++) { \
+    __m256i w[4]; \
+    unpack_pair (pb, p, h, w); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      __m256i x[4]; \
+      acts_pair (X16_QS (t, b), p, x); \
+      s[t] = dot_pair (VNNI, p, w, x, s[t]); \
+    } \
+  }
 
 /* Up to 3 tokens: both halves of each block at once, so the tile is read
  * once, as it streams in (one token is bound by memory: a second pass
- * over the tile would not overlap the next tile's fetch). */
-#define TILE_BOTH(name, RN, VNNI) \
-  static void \
-  name (TILE_ARGS) \
-  { \
-    __m256 acc[2][RN]; \
-    UNROLL for (int h = 0; h < 2; h++) \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        acc[h][t] = _mm256_setzero_ps (); \
-    for (size_t b = 0; b < nb; b++) { \
-      const uint8_t *pb = P + b * LLM_Q4_0X16_BLOCK_BYTES; \
-      x16_ahead (ahead, pb, PREFETCH_LINES); \
-      __m256i s[2][RN]; \
-      UNROLL for (int h = 0; h < 2; h++) \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          s[h][t] = start_sum (VNNI, bias[t * nb + b]); \
-      UNROLL for (int p = 0; p < 2; p++) { \
-        __m256i w[2][4]; \
-        unpack_pair (pb, p, 0, w[0]); \
-        unpack_pair (pb, p, 1, w[1]); \
-        UNROLL for (int t = 0; t < (RN); t++) { \
-          __m256i x[4]; \
-          acts_pair (QS (t, b), p, x); \
-          UNROLL for (int h = 0; h < 2; h++) \
-            s[h][t] = dot_pair (VNNI, p, w[h], x, s[h][t]); \
-        } \
-      } \
-      UNROLL for (int h = 0; h < 2; h++) \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          acc[h][t] = add_block (VNNI, acc[h][t], s[h][t], bias[t * nb + b], pb, h, \
-              dx[t * nb + b]); \
-    } \
-    UNROLL for (int t = 0; t < (RN); t++) \
-      UNROLL for (int h = 0; h < 2; h++) \
-        if (8 * h < rm) \
-          store_half (acc[h][t], h, rm, y + t * ldy + 8 * h); \
-  }
-
-/* 4 tokens: one half (8 rows) after the other, each over all the blocks,
- * so 4 sums and 4 accumulators fit the 16 registers (both halves at once
- * spilled them). The second half reads the tile again, from cache. */
-#define TILE_HALVES(name, RN, VNNI) \
-  static void \
-  name (TILE_ARGS) \
-  { \
-    for (int h = 0; h < 2 && 8 * h < rm; h++) { \
-      __m256 acc[RN]; \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        acc[t] = _mm256_setzero_ps (); \
-      for (size_t b = 0; b < nb; b++) { \
-        const uint8_t *pb = P + b * LLM_Q4_0X16_BLOCK_BYTES; \
-        if (h == 0 || !ahead->stream) \
-          x16_ahead (ahead, pb, PREFETCH_LINES); \
-        __m256i s[RN]; \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          s[t] = start_sum (VNNI, bias[t * nb + b]); \
-        UNROLL for (int p = 0; p < 2; p++) { \
-          __m256i w[4]; \
-          unpack_pair (pb, p, h, w); \
-          UNROLL for (int t = 0; t < (RN); t++) { \
-            __m256i x[4]; \
-            acts_pair (QS (t, b), p, x); \
-            s[t] = dot_pair (VNNI, p, w, x, s[t]); \
-          } \
-        } \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          acc[t] = add_block (VNNI, acc[t], s[t], bias[t * nb + b], pb, h, dx[t * nb + b]); \
-      } \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        store_half (acc[t], h, rm, y + t * ldy + 8 * h); \
-    } \
-  }
+ * over the tile would not overlap the next tile's fetch). 4 tokens: one
+ * half after the other, so 4 sums and 4 accumulators fit the 16 registers
+ * (both halves at once spilled them). */
+#define BOTH(name, RN, VNNI) \
+  X16_TILE_BOTH (name, RN, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, SUMS_BOTH, add_block)
+#define HALVES(name, RN, VNNI) \
+  X16_TILE_HALVES (name, RN, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, SUMS_HALF, add_block)
 
 #define RN_MAX 4
 #define TILES(pre, VNNI) \
-  TILE_BOTH (pre##_1, 1, VNNI) TILE_BOTH (pre##_2, 2, VNNI) TILE_BOTH (pre##_3, 3, VNNI) \
-  TILE_HALVES (pre##_4, 4, VNNI) \
+  BOTH (pre##_1, 1, VNNI) BOTH (pre##_2, 2, VNNI) BOTH (pre##_3, 3, VNNI) \
+  HALVES (pre##_4, 4, VNNI) \
   static const X16TileFn pre[RN_MAX] = { pre##_1, pre##_2, pre##_3, pre##_4 };
 
 TILES (tiles_plain, 0)
 TILES (tiles_vnni, 1)
 
-static bool
-q4_0x16_plain (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  static const X16Kernel k = { tiles_plain, RN_MAX, NULL, LLM_Q4_0X16_BLOCK_BYTES, 8, false };
-  return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
-
-static bool
-q4_0x16_vnni (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  static const X16Kernel k = { tiles_vnni, RN_MAX, NULL, LLM_Q4_0X16_BLOCK_BYTES, 8, false };
-  return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
+X16_PRODUCT (q4_0x16_plain, .tiles = tiles_plain, .rn = RN_MAX,
+    .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
+X16_PRODUCT (q4_0x16_vnni, .tiles = tiles_vnni, .rn = RN_MAX,
+    .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
 
 LlmQ4x16Fn
 llm_avx2_q4_0x16_fn (void)

@@ -1,132 +1,39 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The packed Q4_0 layout of q4_0x16.h: its size, the pack and its
- * inverse, and the scalar reference kernel over it. Pure C, any CPU; the
- * SIMD kernels are in q4_0x16-avx2.c and q4_0x16-avx512.c. */
+ * inverse, and the scalar reference kernel over it, all x16-layout.h's
+ * over Q4_0's block. Pure C, any CPU; the SIMD kernels are in
+ * q4_0x16-avx2.c and q4_0x16-avx512.c. */
 #include "q4_0x16.h"
-#include "claim.h"
+#include "x16-layout.h"
 
-#include <stdatomic.h>
-#include <string.h>
-
-#include "fp16.h"
 #include "quantize.h"
 
-enum {
-  ROWS = LLM_Q4_0X16_ROWS,
-  PB = LLM_Q4_0X16_BLOCK_BYTES,
-  D_OFF = LLM_Q4_0X16_D_OFFSET,
-};
-
-/* Where byte qs[j] of row @r (of its tile) lies in a block of the tile:
- * group g = j / 4 goes to vector 2 (g / 2) + ((r & 1) ^ (g & 1)). */
-static size_t
-qs_offset (size_t r, size_t j)
+/* dot_q4_0's integer sum: each byte holds value j in its low nibble and
+ * value 16 + j in its high one. */
+static int
+block_sumi (const uint8_t *pb, size_t r, const int8_t *q)
 {
-  const size_t g = j / 4;
-  return 64 * (2 * (g / 2) + ((r & 1) ^ (g & 1))) + 4 * r + j % 4;
-}
-
-size_t
-llm_q4_0x16_bytes (size_t rows, size_t n)
-{
-  return (rows + ROWS - 1) / ROWS * (n / LLM_QK4_0) * PB;
-}
-
-void
-llm_q4_0x16_pack (const void *w, size_t row_bytes, size_t rows, size_t n, size_t tile0,
-    size_t tile1, void *out)
-{
-  const size_t nb = n / LLM_QK4_0;
-  for (size_t tile = tile0; tile < tile1; tile++) {
-    uint8_t *o = (uint8_t *) out + tile * nb * PB;
-    for (size_t b = 0; b < nb; b++, o += PB) {
-      for (size_t r = 0; r < ROWS; r++) {
-        const size_t row = tile * ROWS + r;
-        if (row >= rows) {
-          /* Zero rows: d = 0, so padding adds exact zeros and is never
-           * read from @w. */
-          for (size_t j = 0; j < LLM_QK4_0 / 2; j += 4)
-            memset (o + qs_offset (r, j), 0, 4);
-          memset (o + D_OFF + 2 * r, 0, 2);
-          continue;
-        }
-        const LlmBlockQ4_0 *blk = (const LlmBlockQ4_0 *) ((const uint8_t *) w + row * row_bytes) + b;
-        for (size_t j = 0; j < LLM_QK4_0 / 2; j += 4)
-          memcpy (o + qs_offset (r, j), blk->qs + j, 4);
-        memcpy (o + D_OFF + 2 * r, &blk->d, 2);
-      }
-    }
+  int sumi = 0;
+  for (size_t j = 0; j < LLM_QK4_0 / 2; j++) {
+    const uint8_t v = pb[x16_qs_offset (r, j)];
+    sumi += ((v & 0x0f) - 8) * q[j];
+    sumi += ((v >> 4) - 8) * q[j + LLM_QK4_0 / 2];
   }
+  return sumi;
 }
 
-void
-llm_q4_0x16_unpack_row (const void *packed, size_t n, size_t r, void *out)
-{
-  const size_t nb = n / LLM_QK4_0;
-  const uint8_t *p = (const uint8_t *) packed + r / ROWS * nb * PB;
-  LlmBlockQ4_0 *o = out;
-  for (size_t b = 0; b < nb; b++, p += PB) {
-    for (size_t j = 0; j < LLM_QK4_0 / 2; j += 4)
-      memcpy (o[b].qs + j, p + qs_offset (r % ROWS, j), 4);
-    memcpy (&o[b].d, p + D_OFF + 2 * (r % ROWS), 2);
-  }
-}
-
-/* dot_q4_0 of row @r of a tile (blocks at @tile) with @x, reading the
- * packed bytes: the same integer sum per block and the same float
- * expression, so the same result. */
+/* dot_q4_0's order: ((float) sumi * d_w) * d_x. */
 static float
-dot_packed (size_t nb, const uint8_t *tile, size_t r, const LlmBlockQ8_0 *x)
+block_term (int sumi, float dw, float dx)
 {
-  float sum = 0.0f;
-  for (size_t b = 0; b < nb; b++) {
-    const uint8_t *pb = tile + b * PB;
-    int sumi = 0;
-    for (size_t j = 0; j < LLM_QK4_0 / 2; j++) {
-      const uint8_t q = pb[qs_offset (r, j)];
-      sumi += ((q & 0x0f) - 8) * x[b].qs[j];
-      sumi += ((q >> 4) - 8) * x[b].qs[j + LLM_QK4_0 / 2];
-    }
-    uint16_t d;
-    memcpy (&d, pb + D_OFF + 2 * r, 2);
-    sum += (float) sumi * llm_fp16_to_f32 (d) * llm_fp16_to_f32 (x[b].d);
-  }
-  return sum;
+  return (float) sumi * dw * dx;
 }
 
-bool
-llm_q4_0x16_ref (size_t n, const void *packed, size_t rows, size_t r0, size_t r1,
-    const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next,
-    size_t step)
-{
-  (void) rows;
-  const size_t nb = n / LLM_QK4_0;
-  size_t ra = r0, rb = r1;
-  bool first = true;
-  while (claim (next, step, r1, &ra, &rb, &first)) {
-    for (size_t r = ra; r < rb; r++) {
-      const uint8_t *tile = (const uint8_t *) packed + r / ROWS * nb * PB;
-      for (size_t t = 0; t < n_tok; t++)
-        y[t * ldy + r] = dot_packed (nb, tile, r % ROWS,
-            (const LlmBlockQ8_0 *) ((const uint8_t *) xq + t * xs));
-    }
-  }
-  return true;
-}
+/* The nibble bytes are stored as they are. */
+static const X16Format Q4_0 = { LLM_QK4_0 / 2, 0x00, block_sumi, block_term };
 
-/* Builds without the SIMD files still link every caller of the lookups. */
-#ifndef LLM_HAVE_AVX2
-LlmQ4x16Fn
-llm_avx2_q4_0x16_fn (void)
-{
-  return NULL;
-}
-#endif
+_Static_assert (LLM_Q4_0X16_ROWS == X16_ROWS, "x16-layout.h packs 16-row tiles");
+_Static_assert (LLM_Q4_0X16_BLOCK_BYTES == X16_ROWS * sizeof (LlmBlockQ4_0)
+    && LLM_Q4_0X16_D_OFFSET == X16_ROWS * LLM_QK4_0 / 2, "q4_0x16.h's block is x16-layout.h's");
 
-#ifndef LLM_HAVE_AVX512
-LlmQ4x16Fn
-llm_avx512_q4_0x16_fn (void)
-{
-  return NULL;
-}
-#endif
+X16_LAYOUT_FNS (q4_0x16, &Q4_0)

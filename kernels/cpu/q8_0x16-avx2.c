@@ -42,22 +42,13 @@
  * in memory 8 VNNI tokens took 1.0-1.3x the time of one, 16 tokens
  * 1.6-2.4x. */
 #include "q8_0x16.h"
-#include "x16-simd.h"
+#include "x16-avx2.h"
 
 #include <immintrin.h>
 #include <string.h>
 
 #include "isa.h"
 #include "quantize.h"
-
-#define UNROLL _Pragma ("GCC unroll 8")
-#define PREFETCH_LINES ((LLM_Q8_0X16_BLOCK_BYTES + 63) / 64)
-_Static_assert (LLM_Q8_0X16_ROWS == X16_ROWS, "x16-simd.h drives 16-row tiles");
-
-/* The activations for a vector pair: groups 2 p and 2 p + 1 (4 bytes
- * each) in the even and odd lanes, and (SWAP_PAIRS) the other way round. */
-#define BCAST8(p) _mm256_broadcastq_epi64 (_mm_loadl_epi64 ((const __m128i *) (p)))
-#define SWAP_PAIRS(v) _mm256_shuffle_epi32 ((v), 0xb1)
 
 /* Vector @k's half @h (rows 8 h .. 8 h + 7) of the block at @pb. VNNI
  * multiplies its bytes (w + 128) as they are ([0]); plain keeps the signed
@@ -80,12 +71,13 @@ load_w (int vnni, const uint8_t *pb, int k, int h)
   return w;
 }
 
-/* Token row @q's activations for vector @k. */
+/* Token row @q's activations for vector @k: groups 2 (k / 2) and 2 (k /
+ * 2) + 1 in the even and odd lanes, for odd @k the other way round. */
 INLINE __m256i
 acts (const int8_t *q, int k)
 {
-  const __m256i x = BCAST8 (q + 8 * (k / 2));
-  return k & 1 ? SWAP_PAIRS (x) : x;
+  const __m256i x = X16_BCAST8 (q + 8 * (k / 2));
+  return k & 1 ? X16_SWAP_PAIRS (x) : x;
 }
 
 /* @s plus each lane's 4 products of @w by @x. The empty asm keeps each
@@ -102,131 +94,66 @@ dot4 (int vnni, __m256i s, W8 w, __m256i x)
   return s;
 }
 
+/* Both ways a sum is int32 from the bias on (plain's is 0, see
+ * q8_0x16_plain). */
+INLINE __m256i
+start_sum (int vnni, int32_t bias)
+{
+  (void) vnni;
+  return _mm256_set1_epi32 (bias);
+}
+
 /* A half's block: dot_q8_0's acc + (float) sumi * (d_w * d_x) per row. */
 INLINE __m256
-add_block (__m256 acc, __m256i sumi, const uint8_t *pb, int h, float dx)
+add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, int h, float dx)
 {
+  (void) vnni, (void) bias;
   const __m256 dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *)
           (pb + LLM_Q8_0X16_D_OFFSET + 16 * h)));
   return _mm256_add_ps (acc, _mm256_mul_ps (_mm256_cvtepi32_ps (sumi),
           _mm256_mul_ps (dw, _mm256_set1_ps (dx))));
 }
 
-/* Rows 8 h + lane < @rm of @v to y[lane]. */
-INLINE void
-store_half (__m256 v, int h, int rm, float *y)
-{
-  if (rm >= 8 * (h + 1)) {
-    _mm256_storeu_ps (y, v);
-    return;
-  }
-  const __m256i keep = _mm256_cmpgt_epi32 (_mm256_set1_epi32 (rm - 8 * h),
-      _mm256_setr_epi32 (0, 1, 2, 3, 4, 5, 6, 7));
-  _mm256_maskstore_ps (y, keep, v);
-}
-
-#define TILE_ARGS \
-  size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs, const float *dx, \
-  const int32_t *bias, float *y, size_t ldy, int rm, X16Ahead *ahead
-#define QS(t, b) (((const LlmBlockQ8_0 *) (xb + (t) * xs) + (b))->qs)
-
-/* Both halves of each block at once: the tile is read once per token
- * tile, and a token's activations once per block. */
-#define TILE_BOTH(name, RN, VNNI) \
-  static void \
-  name (TILE_ARGS) \
-  { \
-    __m256 acc[2][RN]; \
-    UNROLL for (int h = 0; h < 2; h++) \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        acc[h][t] = _mm256_setzero_ps (); \
-    for (size_t b = 0; b < nb; b++) { \
-      const uint8_t *pb = P + b * LLM_Q8_0X16_BLOCK_BYTES; \
-      x16_ahead (ahead, pb, PREFETCH_LINES); \
-      __m256i s[2][RN]; \
-      UNROLL for (int h = 0; h < 2; h++) \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          s[h][t] = _mm256_set1_epi32 (bias[t * nb + b]); \
-      UNROLL for (int k = 0; k < 8; k++) { \
-        const W8 w0 = load_w (VNNI, pb, k, 0), w1 = load_w (VNNI, pb, k, 1); \
-        UNROLL for (int t = 0; t < (RN); t++) { \
-          const __m256i x = acts (QS (t, b), k); \
-          s[0][t] = dot4 (VNNI, s[0][t], w0, x); \
-          s[1][t] = dot4 (VNNI, s[1][t], w1, x); \
-        } \
-      } \
-      UNROLL for (int h = 0; h < 2; h++) \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          acc[h][t] = add_block (acc[h][t], s[h][t], pb, h, dx[t * nb + b]); \
+/* A block's products for both halves (s[h][t]), a token's activations
+ * loaded once per block, or for half h (s[t]). */
+#define SUMS_BOTH(RN, VNNI) \
+  UNROLL for (int k = 0; k < 8; k++) { \
+    const W8 w0 = load_w (VNNI, pb, k, 0), w1 = load_w (VNNI, pb, k, 1); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      const __m256i x = acts (X16_QS (t, b), k); \
+      s[0][t] = dot4 (VNNI, s[0][t], w0, x); \
+      s[1][t] = dot4 (VNNI, s[1][t], w1, x); \
     } \
+  }
+#define SUMS_HALF(RN, VNNI) \
+  UNROLL for (int k = 0; k < 8; k++) { \
+    const W8 w = load_w (VNNI, pb, k, h); \
     UNROLL for (int t = 0; t < (RN); t++) \
-      UNROLL for (int h = 0; h < 2; h++) \
-        if (8 * h < rm) \
-          store_half (acc[h][t], h, rm, y + t * ldy + 8 * h); \
+      s[t] = dot4 (VNNI, s[t], w, acts (X16_QS (t, b), k)); \
   }
 
-/* One half (8 rows) after the other, each over all the blocks, so more
- * tokens' sums and accumulators fit the 16 registers. The second half
- * reads the tile again, from cache. */
-#define TILE_HALVES(name, RN, VNNI) \
-  static void \
-  name (TILE_ARGS) \
-  { \
-    for (int h = 0; h < 2 && 8 * h < rm; h++) { \
-      __m256 acc[RN]; \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        acc[t] = _mm256_setzero_ps (); \
-      for (size_t b = 0; b < nb; b++) { \
-        const uint8_t *pb = P + b * LLM_Q8_0X16_BLOCK_BYTES; \
-        if (h == 0 || !ahead->stream) \
-          x16_ahead (ahead, pb, PREFETCH_LINES); \
-        __m256i s[RN]; \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          s[t] = _mm256_set1_epi32 (bias[t * nb + b]); \
-        UNROLL for (int k = 0; k < 8; k++) { \
-          const W8 w = load_w (VNNI, pb, k, h); \
-          UNROLL for (int t = 0; t < (RN); t++) \
-            s[t] = dot4 (VNNI, s[t], w, acts (QS (t, b), k)); \
-        } \
-        UNROLL for (int t = 0; t < (RN); t++) \
-          acc[t] = add_block (acc[t], s[t], pb, h, dx[t * nb + b]); \
-      } \
-      UNROLL for (int t = 0; t < (RN); t++) \
-        store_half (acc[t], h, rm, y + t * ldy + 8 * h); \
-    } \
-  }
+#define BOTH(name, RN, VNNI) \
+  X16_TILE_BOTH (name, RN, VNNI, LLM_Q8_0X16_BLOCK_BYTES, start_sum, SUMS_BOTH, add_block)
+#define HALVES(name, RN, VNNI) \
+  X16_TILE_HALVES (name, RN, VNNI, LLM_Q8_0X16_BLOCK_BYTES, start_sum, SUMS_HALF, add_block)
 
 /* VNNI: 1..3 tokens, both halves. */
 #define VNNI_RN 3
-TILE_BOTH (vnni_1, 1, 1) TILE_BOTH (vnni_2, 2, 1) TILE_BOTH (vnni_3, 3, 1)
+BOTH (vnni_1, 1, 1) BOTH (vnni_2, 2, 1) BOTH (vnni_3, 3, 1)
 static const X16TileFn tiles_vnni[VNNI_RN] = { vnni_1, vnni_2, vnni_3 };
 
 /* Plain: 1..2 tokens both halves, 3..5 in halves (two passes). */
 #define PLAIN_RN 5
-TILE_BOTH (plain_1, 1, 0) TILE_BOTH (plain_2, 2, 0)
-TILE_HALVES (plain_3, 3, 0) TILE_HALVES (plain_4, 4, 0) TILE_HALVES (plain_5, 5, 0)
+BOTH (plain_1, 1, 0) BOTH (plain_2, 2, 0)
+HALVES (plain_3, 3, 0) HALVES (plain_4, 4, 0) HALVES (plain_5, 5, 0)
 static const X16TileFn tiles_plain[PLAIN_RN] = { plain_1, plain_2, plain_3, plain_4, plain_5 };
 static const uint8_t passes_plain[PLAIN_RN] = { 1, 1, 2, 2, 2 };
 
-static bool
-q8_0x16_plain (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  /* Signed products: no offset to take off. */
-  static const X16Kernel k = { tiles_plain, PLAIN_RN, passes_plain, LLM_Q8_0X16_BLOCK_BYTES, 0,
-    true };
-  return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
-
-static bool
-q8_0x16_vnni (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq,
-    size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
-{
-  (void) rows;
-  static const X16Kernel k = { tiles_vnni, VNNI_RN, NULL, LLM_Q8_0X16_BLOCK_BYTES, 128, true };
-  return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step);
-}
+/* Signed products: no offset to take off. */
+X16_PRODUCT (q8_0x16_plain, .tiles = tiles_plain, .rn = PLAIN_RN, .passes = passes_plain,
+    .block_bytes = LLM_Q8_0X16_BLOCK_BYTES, .offset = 0, .spread = true)
+X16_PRODUCT (q8_0x16_vnni, .tiles = tiles_vnni, .rn = VNNI_RN,
+    .block_bytes = LLM_Q8_0X16_BLOCK_BYTES, .offset = 128, .spread = true)
 
 LlmQ8x16Fn
 llm_avx2_q8_0x16_fn (void)

@@ -3,8 +3,10 @@
  * with Q8_0 activations (q4_0x16-avx2.c, q4_0x16-avx512.c, q8_0x16-avx2.c,
  * q8_0x16-avx512.c; all built with at least AVX2): what they share around
  * the tiles: the per-token activation side, prefetching ahead of the
- * tiles, and the driver that claims rows and walks token tiles. A layout
- * is one stream of (tile, block) records of a fixed size, 16 rows each,
+ * tiles, the driver that claims rows and walks token tiles, and the text
+ * every tile function and product starts from (x16-avx2.h and
+ * x16-avx512.h build the tiles themselves). A layout is one stream of
+ * (tile, block) records of a fixed size, 16 rows each (x16-layout.h),
  * whose weights the kernels multiply as unsigned bytes a constant offset
  * above their values (taken back off through the activation side's
  * bias). */
@@ -20,8 +22,7 @@
 
 #include "gemm-common.h"
 #include "quantize.h"
-
-#define X16_ROWS 16
+#include "x16-layout.h"
 
 /* --- prefetching ---------------------------------------------------- */
 
@@ -186,15 +187,27 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
   return true;
 }
 
-/* --- AVX2 helpers (the AVX-512 files do not use them) ----------------- */
+/* --- what every tile function and product is made of ---------------- */
 
-/* @acc plus each 32-bit lane's 4 products u * s (unsigned by signed
- * bytes): AVX-VNNI's vpdpbusd. asm, so the AVX2 files need no -mavxvnni;
- * only reached where the CPU has AVX-VNNI. */
-INLINE __m256i
-x16_vnni_dot4 (__m256i acc, __m256i u, __m256i s)
-{
-  __asm__ ("%{vex%} vpdpbusd %2, %1, %0" : "+x" (acc) : "x" (u), "x" (s));
-  return acc;
-}
+/* The tile macros' loops (tokens, halves, vectors) unroll whole. */
+#define UNROLL _Pragma ("GCC unroll 8")
 
+/* X16TileFn's parameters, by the names the tile macros use. */
+#define X16_TILE_ARGS \
+  size_t nb, const uint8_t *P, const uint8_t *xb, size_t xs, const float *dx, \
+  const int32_t *bias, float *y, size_t ldy, int rm, X16Ahead *ahead
+
+/* Token @t's codes of block @b, in a tile function. */
+#define X16_QS(t, b) (((const LlmBlockQ8_0 *) (xb + (t) * xs) + (b))->qs)
+
+/* A prepared-layout product named @name (q4_0x16.h's contract): x16_run
+ * with the X16Kernel the remaining arguments initialise. */
+#define X16_PRODUCT(name, ...) \
+  static bool \
+  name (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, \
+      size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step) \
+  { \
+    (void) rows; \
+    static const X16Kernel k = { __VA_ARGS__ }; \
+    return x16_run (&k, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step); \
+  }

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to q4_0x16-avx512.c and q8_0x16-avx512.c (built with AVX-512
+ * F/BW/VL/DQ + VNNI): the AVX-512 tile functions of both layouts, around
+ * the lines that read a block's weights, which each file supplies. A
+ * 64-byte load of a block's vector holds 4 code bytes of each of the
+ * tile's 16 rows, one row per 32-bit lane, so a tile is one __m512 of sums
+ * per token, and vpdpbusd adds each lane's 4 products (weights unsigned,
+ * activations signed) into its row's int32 sum. */
+#pragma once
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "x16-simd.h"
+
+/* x16-avx2.h's X16_BCAST8 and X16_SWAP_PAIRS, 16 lanes wide. */
+#define X16_BCAST8_512(p) _mm512_broadcastq_epi64 (_mm_loadl_epi64 ((const __m128i *) (p)))
+#define X16_SWAP_PAIRS_512(v) _mm512_shuffle_epi32 ((v), _MM_PERM_CDAB)
+
+/* The tile function (X16TileFn) for RN tokens over a layout of @BLOCK-byte
+ * blocks whose 16 d (fp16) start at @D_OFF. Each token's block sum is
+ * s[t][0], from its bias, and up to 6 tokens a second chain s[t][CH - 1]
+ * from 0, so fewer vpdpbusd wait on the one before (with more tokens they
+ * overlap anyway); SUMS (RN, CH) adds the block's products to them (the
+ * block loop's b, pb, s in scope; X16_QS (t, b) the token codes). Then per
+ * row acc += TERM (sumi as floats, d_w, d_x), TERM in the reference's
+ * order of operations, never fused. */
+#define X16_TILE_512(name, RN, BLOCK, D_OFF, SUMS, TERM) \
+  static void \
+  name (X16_TILE_ARGS) \
+  { \
+    enum { CH = (RN) <= 6 ? 2 : 1 }; \
+    __m512 acc[RN]; \
+    UNROLL for (int t = 0; t < (RN); t++) \
+      acc[t] = _mm512_setzero_ps (); \
+    for (size_t b = 0; b < nb; b++) { \
+      const uint8_t *pb = P + b * (BLOCK); \
+      x16_ahead (ahead, pb, ((BLOCK) + 63) / 64); \
+      __m512i s[RN][CH]; \
+      UNROLL for (int t = 0; t < (RN); t++) { \
+        s[t][0] = _mm512_set1_epi32 (bias[t * nb + b]); \
+        if (CH > 1) \
+          s[t][CH - 1] = _mm512_setzero_si512 (); \
+      } \
+      SUMS (RN, CH) \
+      const __m512 dw = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) \
+              (pb + (D_OFF)))); \
+      UNROLL for (int t = 0; t < (RN); t++) { \
+        const __m512i si = CH > 1 ? _mm512_add_epi32 (s[t][0], s[t][CH - 1]) : s[t][0]; \
+        acc[t] = _mm512_add_ps (acc[t], TERM (_mm512_cvtepi32_ps (si), dw, \
+                _mm512_set1_ps (dx[t * nb + b]))); \
+      } \
+    } \
+    const __mmask16 m = (__mmask16) ((1u << rm) - 1); \
+    UNROLL for (int t = 0; t < (RN); t++) \
+      _mm512_mask_storeu_ps (y + t * ldy, m, acc[t]); \
+  }
+
+/* The tiles for 1 to X16_RN_512 tokens and their table @pre
+ * (X16Kernel.tiles): the weights are loaded once per block and token tile
+ * and used by up to 8 tokens. */
+#define X16_RN_512 8
+#define X16_TILES_512(pre, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_1, 1, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_2, 2, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_3, 3, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_4, 4, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_5, 5, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_6, 6, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_7, 7, BLOCK, D_OFF, SUMS, TERM) \
+  X16_TILE_512 (pre##_8, 8, BLOCK, D_OFF, SUMS, TERM) \
+  static const X16TileFn pre[X16_RN_512] = { \
+    pre##_1, pre##_2, pre##_3, pre##_4, pre##_5, pre##_6, pre##_7, pre##_8, \
+  };

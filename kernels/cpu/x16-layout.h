@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to q4_0x16.c and q8_0x16.c: the one arrangement both packed
+ * layouts have (q8_0x16.h is q4_0x16.h's with 8 vectors of whole bytes
+ * where Q4_0 has 4 of nibble pairs), so its size, pack, unpack and scalar
+ * reference are written once, over a description of the file's block.
+ * Pure C, any CPU. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "claim.h"
+#include "fp16.h"
+#include "q4_0x16.h"
+#include "quantize.h"
+
+#define X16_ROWS 16
+
+/* What differs between the layouts: a file block is d (fp16) then
+ * @qs_bytes of codes; the pack stores each code byte XORed with @flip; and
+ * the scalar reference's per-block integer sum and float expression. */
+typedef struct {
+  size_t qs_bytes;
+  uint8_t flip;
+  /* Row @r's codes in the packed block @pb against one token's codes @q:
+   * the file layout's scalar dot product's integer sum of the block. */
+  int (*block_sumi) (const uint8_t *pb, size_t r, const int8_t *q);
+  /* That block's term from its sum and the two scales, in the same order
+   * of operations, so the same rounding. */
+  float (*block_term) (int sumi, float dw, float dx);
+} X16Format;
+
+_Static_assert (offsetof (LlmBlockQ4_0, qs) == 2 && offsetof (LlmBlockQ8_0, qs) == 2,
+    "a file block is d then its codes");
+
+/* A tile's block: 16 rows x (the codes + 2 bytes of d), the 16 d last. */
+static inline size_t
+x16_block_bytes (const X16Format *f)
+{
+  return X16_ROWS * (f->qs_bytes + 2);
+}
+
+static inline size_t
+x16_d_offset (const X16Format *f)
+{
+  return X16_ROWS * f->qs_bytes;
+}
+
+/* Where code byte qs[j] of row @r (of its tile) lies in a block of the
+ * tile: group g = j / 4 goes to vector 2 (g / 2) + ((r & 1) ^ (g & 1)). */
+static inline size_t
+x16_qs_offset (size_t r, size_t j)
+{
+  const size_t g = j / 4;
+  return 64 * (2 * (g / 2) + ((r & 1) ^ (g & 1))) + 4 * r + j % 4;
+}
+
+/* 4 bytes from @src to @dst, each XORed with @flip: its own inverse. */
+static inline void
+x16_copy4 (void *dst, const void *src, uint8_t flip)
+{
+  uint32_t v;
+  memcpy (&v, src, 4);
+  v ^= flip * 0x01010101u;
+  memcpy (dst, &v, 4);
+}
+
+static inline size_t
+x16_bytes (const X16Format *f, size_t rows, size_t n)
+{
+  return (rows + X16_ROWS - 1) / X16_ROWS * (n / 32) * x16_block_bytes (f);
+}
+
+static inline void
+x16_pack (const X16Format *f, const void *w, size_t row_bytes, size_t rows, size_t n,
+    size_t tile0, size_t tile1, void *out)
+{
+  const size_t nb = n / 32, pb = x16_block_bytes (f), d_off = x16_d_offset (f);
+  for (size_t tile = tile0; tile < tile1; tile++) {
+    uint8_t *o = (uint8_t *) out + tile * nb * pb;
+    for (size_t b = 0; b < nb; b++, o += pb) {
+      for (size_t r = 0; r < X16_ROWS; r++) {
+        const size_t row = tile * X16_ROWS + r;
+        if (row >= rows) {
+          /* Zero rows (codes 0, stored as @flip; d = 0): padding adds
+           * exact zeros and is never read from @w. */
+          for (size_t j = 0; j < f->qs_bytes; j += 4)
+            memset (o + x16_qs_offset (r, j), f->flip, 4);
+          memset (o + d_off + 2 * r, 0, 2);
+          continue;
+        }
+        const uint8_t *blk = (const uint8_t *) w + row * row_bytes + b * (f->qs_bytes + 2);
+        for (size_t j = 0; j < f->qs_bytes; j += 4)
+          x16_copy4 (o + x16_qs_offset (r, j), blk + 2 + j, f->flip);
+        memcpy (o + d_off + 2 * r, blk, 2);
+      }
+    }
+  }
+}
+
+static inline void
+x16_unpack_row (const X16Format *f, const void *packed, size_t n, size_t r, void *out)
+{
+  const size_t nb = n / 32, pb = x16_block_bytes (f);
+  const uint8_t *p = (const uint8_t *) packed + r / X16_ROWS * nb * pb;
+  uint8_t *o = out;
+  for (size_t b = 0; b < nb; b++, p += pb, o += f->qs_bytes + 2) {
+    for (size_t j = 0; j < f->qs_bytes; j += 4)
+      x16_copy4 (o + 2 + j, p + x16_qs_offset (r % X16_ROWS, j), f->flip);
+    memcpy (o, p + x16_d_offset (f) + 2 * (r % X16_ROWS), 2);
+  }
+}
+
+/* The file layout's scalar dot product of row @r of a tile (blocks at
+ * @tile) with @x, reading the packed bytes: the same integer sum per
+ * block and the same float expression, so the same result. */
+static inline float
+x16_dot (const X16Format *f, size_t nb, const uint8_t *tile, size_t r, const LlmBlockQ8_0 *x)
+{
+  float sum = 0.0f;
+  for (size_t b = 0; b < nb; b++) {
+    const uint8_t *pb = tile + b * x16_block_bytes (f);
+    uint16_t d;
+    memcpy (&d, pb + x16_d_offset (f) + 2 * r, 2);
+    sum += f->block_term (f->block_sumi (pb, r, x[b].qs), llm_fp16_to_f32 (d),
+        llm_fp16_to_f32 (x[b].d));
+  }
+  return sum;
+}
+
+static inline bool
+x16_ref (const X16Format *f, size_t n, const void *packed, size_t r0, size_t r1,
+    const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next,
+    size_t step)
+{
+  const size_t nb = n / 32;
+  size_t ra = r0, rb = r1;
+  bool first = true;
+  while (claim (next, step, r1, &ra, &rb, &first)) {
+    for (size_t r = ra; r < rb; r++) {
+      const uint8_t *tile = (const uint8_t *) packed + r / X16_ROWS * nb * x16_block_bytes (f);
+      for (size_t t = 0; t < n_tok; t++)
+        y[t * ldy + r] = x16_dot (f, nb, tile, r % X16_ROWS,
+            (const LlmBlockQ8_0 *) ((const uint8_t *) xq + t * xs));
+    }
+  }
+  return true;
+}
+
+/* Builds without the SIMD files still link every caller of the lookups. */
+#ifdef LLM_HAVE_AVX2
+#define X16_NO_AVX2_FN(layout)
+#else
+#define X16_NO_AVX2_FN(layout) \
+  LlmQ4x16Fn llm_avx2_##layout##_fn (void) { return NULL; }
+#endif
+#ifdef LLM_HAVE_AVX512
+#define X16_NO_AVX512_FN(layout)
+#else
+#define X16_NO_AVX512_FN(layout) \
+  LlmQ4x16Fn llm_avx512_##layout##_fn (void) { return NULL; }
+#endif
+
+/* The public functions of @layout's header (llm_LAYOUT_bytes, _pack,
+ * _unpack_row and _ref, and the lookups a build without SIMD files lacks)
+ * over the X16Format @format. */
+#define X16_LAYOUT_FNS(layout, format) \
+  size_t \
+  llm_##layout##_bytes (size_t rows, size_t n) \
+  { \
+    return x16_bytes (format, rows, n); \
+  } \
+  void \
+  llm_##layout##_pack (const void *w, size_t row_bytes, size_t rows, size_t n, size_t tile0, \
+      size_t tile1, void *out) \
+  { \
+    x16_pack (format, w, row_bytes, rows, n, tile0, tile1, out); \
+  } \
+  void \
+  llm_##layout##_unpack_row (const void *packed, size_t n, size_t r, void *out) \
+  { \
+    x16_unpack_row (format, packed, n, r, out); \
+  } \
+  bool \
+  llm_##layout##_ref (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, \
+      const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, \
+      size_t step) \
+  { \
+    (void) rows; \
+    return x16_ref (format, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step); \
+  } \
+  X16_NO_AVX2_FN (layout) \
+  X16_NO_AVX512_FN (layout)
