@@ -105,12 +105,22 @@ model_feed (LlmDrafter *d, const gint32 *ids, guint n)
     g_debug ("draft model: %s", d->error->message);
 }
 
+/* A backlog longer than this when a proposal is asked for (the planner
+ * stopped drafting, and now probes) is not fed: the draft model starts
+ * over from its last CATCH_UP_MAX tokens. Feeding a long backlog would
+ * cost a prefill of everything said since, for one probe. */
+#define CATCH_UP_MAX 64
+
 /* Feeds the backlog (after @pending, when @with_pending) in one forward. */
 static void
 model_catch_up (LlmDrafter *d, gboolean with_pending)
 {
   if (with_pending)
     g_array_append_val (d->backlog, d->pending);
+  if (with_pending && d->backlog->len > CATCH_UP_MAX) {
+    llm_session_reset (d->session);
+    g_array_remove_range (d->backlog, 0, d->backlog->len - CATCH_UP_MAX);
+  }
   model_feed (d, (const gint32 *) d->backlog->data, d->backlog->len);
   g_array_set_size (d->backlog, 0);
 }

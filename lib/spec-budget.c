@@ -6,11 +6,16 @@
  * weights; measured on CPUs: 2 rows 1.0-1.1x, 8 rows 1.2-2x). */
 #define PRIOR_ACCEPT 0.5
 #define PRIOR_SLOPE 0.1
-/* Moving-average weights of a new observation. */
+/* Moving-average weights of a new observation. The first few are
+ * averaged with the prior as equals (weight 1 / (seen + 2)), so a drafter
+ * that fails from the start is dropped within a few steps, not the ~10 a
+ * fixed weight would take. */
 #define ACCEPT_WEIGHT 0.05
 #define COST_WEIGHT 0.2
-/* A planner that chose 0 this many steps in a row checks one proposal. */
+/* A planner that chose 0 this many steps in a row checks one proposal;
+ * each probe that fails doubles the wait, up to PROBE_MAX. */
 #define PROBE_EVERY 16
+#define PROBE_MAX 256
 
 void
 llm_spec_budget_init (LlmSpecBudget *b, guint draft_max, gboolean fixed)
@@ -18,6 +23,7 @@ llm_spec_budget_init (LlmSpecBudget *b, guint draft_max, gboolean fixed)
   *b = (LlmSpecBudget) { 0 };
   for (guint i = 0; i < LLM_SPEC_BUDGET_MAX; i++)
     b->accept[i] = PRIOR_ACCEPT;
+  b->probe_every = PROBE_EVERY;
   llm_spec_budget_configure (b, draft_max, fixed);
 }
 
@@ -76,13 +82,16 @@ llm_spec_budget_choose (LlmSpecBudget *b)
       best_rate = r;
     }
   }
+  b->probing = FALSE;
   if (best_rate > llm_spec_budget_rate (b, 0)) {
     b->idle = 0;
+    b->probe_every = PROBE_EVERY;
     return best;
   }
-  if (++b->idle < PROBE_EVERY)
+  if (++b->idle < b->probe_every)
     return 0;
   b->idle = 0;
+  b->probing = TRUE;
   return 1;
 }
 
@@ -91,10 +100,16 @@ llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64
 {
   drafted = MIN (drafted, LLM_SPEC_BUDGET_MAX);
   accepted = MIN (accepted, drafted);
+  if (b->probing && drafted > 0)
+    b->probe_every = accepted > 0 ? PROBE_EVERY : MIN (2 * b->probe_every, PROBE_MAX);
+  b->probing = FALSE;
   /* Positions up to the first rejection were reached; later ones not. */
   for (guint i = 0; i < drafted && i <= accepted; i++) {
     const double hit = i < accepted ? 1.0 : 0.0;
-    b->accept[i] += ACCEPT_WEIGHT * (hit - b->accept[i]);
+    const double w = MAX (ACCEPT_WEIGHT, 1.0 / (b->seen[i] + 2));
+    b->accept[i] += w * (hit - b->accept[i]);
+    if (b->seen[i] < G_MAXUINT)
+      b->seen[i]++;
   }
   if (took_us <= 0)
     return;

@@ -7,7 +7,9 @@
  * p1...pk, over its time is largest. Widths not measured yet are
  * estimated from the nearest measured one, so it tries them. A planner
  * that settled on plain steps checks one proposal now and then, to notice
- * drafts that start to succeed. Pure arithmetic: no clock, no threads. */
+ * drafts that start to succeed: after 16 plain steps, twice as many after
+ * each probe that fails (up to 256), so drafts that never succeed cost
+ * well under 1%. Pure arithmetic: no clock, no threads. */
 #pragma once
 
 #include <glib.h>
@@ -20,9 +22,12 @@ typedef struct {
   guint draft_max;
   gboolean fixed;                             /* always draft_max */
   double accept[LLM_SPEC_BUDGET_MAX];         /* P(position i accepted | i - 1 was) */
+  guint seen[LLM_SPEC_BUDGET_MAX];            /* observations of it, up to a cap */
   double cost_us[LLM_SPEC_BUDGET_MAX + 1];    /* a step checking w proposals */
   gboolean cost_known[LLM_SPEC_BUDGET_MAX + 1];
   guint idle;                                 /* steps in a row that chose 0 */
+  guint probe_every;                          /* steps of 0 before a probe */
+  gboolean probing;                           /* the last choice was a probe */
 } LlmSpecBudget;
 
 /* Nothing measured yet; @draft_max at most LLM_SPEC_BUDGET_MAX. */

@@ -473,31 +473,49 @@ END_TEST
  * every position are accepted with @p (a fixed random sequence). Returns
  * the mean proposals asked for over the last 200 of 600 steps. */
 static double
-settle (LlmSpecBudget *b, double p, double per_row_us)
+settle_for (LlmSpecBudget *b, double p, double per_row_us, guint steps)
 {
-  llm_test_rng_seed (99);
   double asked = 0;
-  for (guint step = 0; step < 600; step++) {
+  for (guint step = 0; step < steps; step++) {
     const guint k = llm_spec_budget_choose (b);
     guint accepted = 0;
     while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < p)
       accepted++;
     llm_spec_budget_observe (b, k, accepted, (gint64) (1000 + per_row_us * k));
-    if (step >= 400)
+    if (step + 200 >= steps)
       asked += k;
   }
   return asked / 200;
+}
+
+static double
+settle (LlmSpecBudget *b, double p, double per_row_us)
+{
+  llm_test_rng_seed (99);
+  return settle_for (b, p, per_row_us, 600);
 }
 
 START_TEST (test_budget_stops_drafting_what_is_never_accepted)
 {
   LlmSpecBudget b;
   llm_spec_budget_init (&b, 8, FALSE);
-  /* Mostly 0, with a probe of one proposal every 16 steps. */
+  /* Mostly 0, with a probe of one proposal ever more rarely. */
   const double asked = settle (&b, 0.0, 50);
-  ck_assert_msg (asked <= 1.0 / 16 + 0.01, "asks for %.3f proposals a step", asked);
+  ck_assert_msg (asked <= 1.0 / 64, "asks for %.3f proposals a step", asked);
   /* And plain steps are the best rate it knows. */
   ck_assert_double_gt (llm_spec_budget_rate (&b, 0), llm_spec_budget_rate (&b, 1));
+}
+END_TEST
+
+START_TEST (test_budget_notices_drafts_that_start_to_succeed)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  llm_test_rng_seed (5);
+  settle_for (&b, 0.0, 20, 1000);
+  /* A probe comes within 256 steps and brings the drafts back. */
+  const double asked = settle_for (&b, 0.95, 20, 600);
+  ck_assert_msg (asked >= 6.0, "asks for %.2f proposals a step", asked);
 }
 END_TEST
 
@@ -550,6 +568,7 @@ spec_suite (void)
   TCase *budget = tcase_create ("budget");
   tcase_add_test (budget, test_budget_stops_drafting_what_is_never_accepted);
   tcase_add_test (budget, test_budget_drafts_long_when_it_pays);
+  tcase_add_test (budget, test_budget_notices_drafts_that_start_to_succeed);
   tcase_add_test (budget, test_budget_fixed_always_asks_for_the_maximum);
   suite_add_tcase (s, budget);
 
