@@ -1127,16 +1127,24 @@ START_TEST (test_prefill_refuses_another_vocabulary)
 }
 END_TEST
 
+/* Pushes the 5-token prompt, waits for the response's end and checks that
+ * its @n tokens are llama.cpp's greedy ones. */
+static void
+expect_golden_response (GstHarness *h, guint n)
+{
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  g_free (pull_end_of_response (h));
+  g_autoptr (GArray) ids = pull_all_ids (h);
+  ck_assert_uint_eq (ids->len, n);
+  ck_assert (memcmp (ids->data, golden_ids, n * sizeof (gint32)) == 0);
+}
+
 /* llmspecverify checked proposals and kept some, and says so. */
 START_TEST (test_spec_verify_reports_its_drafts)
 {
   GstBus *bus;
   GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=64", &bus);
-  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  g_free (pull_end_of_response (h));
-  g_autoptr (GArray) ids = pull_all_ids (h);
-  ck_assert_uint_eq (ids->len, 64);
-  ck_assert (memcmp (ids->data, golden_ids, sizeof golden_ids) == 0);
+  expect_golden_response (h, 64);
   GstStructure *s = pop_stats (bus);
   ck_assert_str_eq (stats_string (s, "draft-method"), "ngram");
   guint64 drafted = 0, accepted = 0;
@@ -1161,10 +1169,7 @@ START_TEST (test_spec_verify_draft_max_0_decodes_a_token_a_step)
 {
   GstBus *bus;
   GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=32 draft-max=0", &bus);
-  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  g_free (pull_end_of_response (h));
-  g_autoptr (GArray) ids = pull_all_ids (h);
-  ck_assert (memcmp (ids->data, golden_ids, 32 * sizeof (gint32)) == 0);
+  expect_golden_response (h, 32);
   GstStructure *s = pop_stats (bus);
   guint64 drafted = 1;
   ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
@@ -1182,11 +1187,7 @@ START_TEST (test_draft_model_proposals_give_the_same_tokens)
       "! llmspecverify", model_path);
   GstHarness *h = harness_new_with ("prompt-mode=buffer", draft,
       "budget=fixed draft-max=4 max-tokens=64", &bus);
-  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  g_free (pull_end_of_response (h));
-  g_autoptr (GArray) ids = pull_all_ids (h);
-  ck_assert_uint_eq (ids->len, 64);
-  ck_assert (memcmp (ids->data, golden_ids, sizeof golden_ids) == 0);
+  expect_golden_response (h, 64);
   GstStructure *s = pop_stats (bus);
   ck_assert_str_eq (stats_string (s, "draft-method"), "model");
   ck_assert_double_eq (stats_double (s, "acceptance-rate"), 1.0);
@@ -1209,11 +1210,7 @@ START_TEST (test_draft_layerskip_gives_the_same_tokens)
     GstBus *bus;
     GstHarness *h = harness_new_with ("prompt-mode=buffer keep-context=true", drafts[i],
         "budget=fixed draft-max=4 max-tokens=32", &bus);
-    gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-    g_free (pull_end_of_response (h));
-    g_autoptr (GArray) ids = pull_all_ids (h);
-    ck_assert_uint_eq (ids->len, 32);
-    ck_assert (memcmp (ids->data, golden_ids, 32 * sizeof (gint32)) == 0);
+    expect_golden_response (h, 32);
     GstStructure *s = pop_stats (bus);
     ck_assert_str_eq (stats_string (s, "draft-method"), "layerskip");
     guint64 drafted = 0;
