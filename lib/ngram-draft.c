@@ -136,10 +136,15 @@ llm_ngram_draft_propose (LlmNgramDraft *d, guint max, gint32 *out)
     const Entry *e = find_slot (d, suffix, n, hash_ngram (suffix, n));
     if (e->n == 0)
       continue;
-    const guint from = e->start + n;
-    const guint count = MIN (max, d->len - from);
-    memcpy (out, d->hist + from, count * sizeof *out);
-    return count;
+    /* What followed, and past the end of the history the same again: the
+     * match ends period = len - from tokens before the end, so the text
+     * repeats with that period (greedy decoding of small models falls
+     * into such loops, and a one-token continuation would cap every
+     * draft at one token). */
+    const guint from = e->start + n, period = d->len - from;
+    for (guint i = 0; i < max; i++)
+      out[i] = i < period ? d->hist[from + i] : out[i - period];
+    return max;
   }
   return 0;
 }

@@ -31,8 +31,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmNgramDraft, llm_ngram_draft_free)
 void llm_ngram_draft_reset (LlmNgramDraft *d);
 /* Appends @n tokens to the history. */
 void llm_ngram_draft_add (LlmNgramDraft *d, const gint32 *ids, guint n);
-/* Up to @max tokens to follow the history into @out; returns how many (0
- * when no suffix of n_min or more tokens occurred before). */
+/* @max tokens to follow the history into @out: what followed the match,
+ * and where that reaches the end of the history, the same again (the
+ * text repeating with the period it shows). Returns @max, or 0 when no
+ * suffix of n_min or more tokens occurred before. */
 guint llm_ngram_draft_propose (LlmNgramDraft *d, guint max, gint32 *out);
 
 /* The tokens looked in now, oldest first (for tests). */

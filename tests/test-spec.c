@@ -27,9 +27,17 @@ START_TEST (test_ngram_proposes_what_followed_the_latest_match)
   ck_assert_uint_eq (llm_ngram_draft_propose (d, 4, out), 4);
   ck_assert_int_eq (out[0], 1);
   ck_assert_int_eq (out[3], 4);
-  /* The continuation ends where the history does. */
-  ck_assert_uint_eq (llm_ngram_draft_propose (d, 8, out), 7);
+  /* Past the end of the history, the 7-token period again. */
+  ck_assert_uint_eq (llm_ngram_draft_propose (d, 8, out), 8);
   ck_assert_int_eq (out[6], 6);
+  ck_assert_int_eq (out[7], 1);
+  /* A loop of one token proposes it again and again. */
+  g_autoptr (LlmNgramDraft) loop = llm_ngram_draft_new (1, 3, 64);
+  const gint32 same[] = { 7, 3, 3, 3 };
+  llm_ngram_draft_add (loop, same, G_N_ELEMENTS (same));
+  ck_assert_uint_eq (llm_ngram_draft_propose (loop, 5, out), 5);
+  for (guint i = 0; i < 5; i++)
+    ck_assert_int_eq (out[i], 3);
 
   /* No earlier occurrence of any suffix. */
   const gint32 fresh = 42;
@@ -50,9 +58,13 @@ propose_by_scan (const gint32 *h, guint len, guint n_min, guint n_max, guint max
       continue;
     for (guint s = len - n; s-- > 0;) {
       if (memcmp (h + s, h + len - n, n * sizeof *h) == 0) {
-        const guint count = MIN (max, len - (s + n));
-        memcpy (out, h + s + n, count * sizeof *out);
-        return count;
+        /* Periodic past the end: token i of the draft is the one period
+         * len - (s + n) earlier in history-plus-draft. */
+        for (guint i = 0; i < max; i++) {
+          const guint at = s + n + i;
+          out[i] = at < len ? h[at] : out[at - len];
+        }
+        return max;
       }
     }
   }
