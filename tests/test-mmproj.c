@@ -227,10 +227,10 @@ START_TEST (test_a_language_model_is_not_a_projector)
   ck_assert_ptr_null (llm_mmproj_load (path, &error));
   ck_assert (g_error_matches (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ));
   ck_assert_msg (strstr (error->message, "architecture llama") != NULL, "%s", error->message);
-  g_error_free (error);
+  g_clear_error (&error);
   ck_assert_ptr_null (llm_mmproj_load ("/nonexistent/mmproj.gguf", &error));
   ck_assert (error != NULL);
-  g_error_free (error);
+  g_clear_error (&error);
 }
 END_TEST
 
