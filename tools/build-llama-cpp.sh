@@ -21,7 +21,7 @@
 # printed on stdout; everything else goes to stderr.
 #
 #   tools/build-llama-cpp.sh [--variant native|avx2] [-j JOBS] [--cache DIR]
-#       [--find] [--rebuild] [--speculative]
+#       [--find] [--rebuild] [--speculative] [--mtmd]
 #
 #   --variant native  -DGGML_NATIVE=ON: -march=native, every extension this
 #                     CPU has (AVX-512, VNNI, BF16 where present). Default.
@@ -39,6 +39,9 @@
 #                     llama-speculative and llama-speculative-simple, next to
 #                     llama-bench (examples on in the configure), for the
 #                     comparisons of gst-llm-bench --spec
+#   --mtmd            also build llama.cpp's multimodal library and its
+#                     llama-mtmd-cli next to llama-bench, the reference the
+#                     encoders' golden data comes from
 #
 # Everything else llama.cpp's CMake decides is left at its default
 # (GGML_CPU_REPACK, GGML_LLAMAFILE and GGML_OPENMP on). CC and CXX choose the
@@ -55,6 +58,7 @@ root=${LLAMA_CPP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gst-llm/llama.cpp}
 find_only=0
 rebuild=0
 speculative=0
+mtmd=0
 
 usage () {
   sed -n '/^#   tools\/build-llama-cpp/,/^# present/p' "$0" | sed 's/^# \{0,1\}//'
@@ -72,6 +76,7 @@ while [ $# -gt 0 ]; do
     --find) find_only=1; shift ;;
     --rebuild) rebuild=1; shift ;;
     --speculative) speculative=1; shift ;;
+    --mtmd) mtmd=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "build-llama-cpp: unknown argument $1" >&2; usage 2 ;;
   esac
@@ -111,6 +116,7 @@ cached_path () {
   d="$root/$c-$variant"
   [ -x "$d/llama-bench" ] && [ -f "$d/build-info" ] || return 1
   [ "$speculative" = 0 ] || [ -x "$d/llama-speculative-simple" ] || return 1
+  [ "$mtmd" = 0 ] || [ -x "$d/llama-mtmd-cli" ] || return 1
   echo "$d/llama-bench"
 }
 
@@ -177,6 +183,7 @@ if [ "$speculative" = 1 ]; then
   flags+=(-DLLAMA_BUILD_EXAMPLES=ON)
   targets+=(llama-speculative llama-speculative-simple)
 fi
+[ "$mtmd" = 0 ] || targets+=(llama-mtmd-cli)
 compiler="$("$cxx" --version | head -n1)"
 echo "build-llama-cpp: llama.cpp $commit ($commit_date), node-llama-cpp $NODE_LLAMA_CPP_VERSION" >&2
 echo "build-llama-cpp: variant $variant, compiler $compiler, $jobs jobs" >&2
