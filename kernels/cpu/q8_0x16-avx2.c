@@ -108,10 +108,7 @@ INLINE __m256
 add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, int h, float dx)
 {
   (void) vnni, (void) bias;
-  const __m256 dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *)
-          (pb + LLM_Q8_0X16_D_OFFSET + 16 * h)));
-  return _mm256_add_ps (acc, _mm256_mul_ps (_mm256_cvtepi32_ps (sumi),
-          _mm256_mul_ps (dw, _mm256_set1_ps (dx))));
+  return x16_add_term_dwdx (acc, sumi, pb + LLM_Q8_0X16_D_OFFSET + 16 * h, dx);
 }
 
 /* A block's products for both halves (s[h][t]), a token's activations

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Internal to q4_0x16-avx2.c and q8_0x16-avx2.c (built with -mavx2 -mfma
- * -mf16c): the AVX2 tile functions of both layouts, around the lines that
- * read a block's weights, which each file supplies. A 32-byte load of half
+/* Internal to q4_0x16-avx2.c, q5_0x16-avx2.c and q8_0x16-avx2.c (built
+ * with -mavx2 -mfma -mf16c): the AVX2 tile functions of the layouts,
+ * around the lines that read a block's weights, which each file supplies
+ * (the nibble layouts' shared reading is here too). A 32-byte load of half
  * a block's vector holds 4 code bytes of each of 8 rows (rows 8 h .. 8 h +
  * 7), one row per 32-bit lane, so a tile is computed as two halves of 8
  * rows, each an __m256 of sums per token. */
@@ -27,6 +28,72 @@ x16_vnni_dot4 (__m256i acc, __m256i u, __m256i s)
   __asm__ ("%{vex%} vpdpbusd %2, %1, %0" : "+x" (acc) : "x" (u), "x" (s));
   return acc;
 }
+
+/* acc + (float) sumi * (d_w * d_x) per row, the 8 d_w (fp16) at @d: the
+ * order of dot_q8_0 and dot_q5_0 (whose (d_w * d_x) * sumi is the same
+ * product). */
+INLINE __m256
+x16_add_term_dwdx (__m256 acc, __m256i sumi, const uint8_t *d, float dx)
+{
+  const __m256 dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) d));
+  return _mm256_add_ps (acc, _mm256_mul_ps (_mm256_cvtepi32_ps (sumi),
+          _mm256_mul_ps (dw, _mm256_set1_ps (dx))));
+}
+
+/* --- the nibble layouts (q4_0x16.h, q5_0x16.h) ---------------------- */
+
+/* Half @h (rows 8 h .. 8 h + 7) of vector pair @p of the block at @pb:
+ * [0], [1] the low nibbles of vectors 2 p, 2 p + 1, [2], [3] their high
+ * nibbles, each row's 4 values in its lane. */
+INLINE void
+x16_nibble_pair (const uint8_t *pb, int p, int h, __m256i w[4])
+{
+  const __m256i low4 = _mm256_set1_epi8 (0x0f);
+  UNROLL for (int c = 0; c < 2; c++) {
+    const __m256i v = _mm256_loadu_si256 ((const __m256i *) (pb + 128 * p + 64 * c + 32 * h));
+    w[c] = _mm256_and_si256 (v, low4);
+    w[2 + c] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);
+  }
+}
+
+/* The activations matching x16_nibble_pair()'s @w for the token's codes
+ * @q: groups @p and @p + 4 in the even and odd lanes, and the other way
+ * round. */
+INLINE void
+x16_nibble_acts (const int8_t *q, int p, __m256i x[4])
+{
+  x[0] = X16_BCAST8 (q + 8 * p);
+  x[1] = X16_SWAP_PAIRS (x[0]);
+  x[2] = X16_BCAST8 (q + 16 + 8 * p);
+  x[3] = X16_SWAP_PAIRS (x[2]);
+}
+
+/* A nibble block's products (the SUMS of the tile macros below), from
+ * the file's UNPACK (pb, p, h, w[4]), x16_nibble_pair()'s shape, and DOT
+ * (VNNI, p, w, x, s), @s plus the pair's products: for both halves
+ * (s[h][t]), or for half h (s[t]). */
+#define X16_NIBBLE_SUMS_BOTH(RN, VNNI, UNPACK, DOT) \
+  UNROLL for (int p = 0; p < 2; p++) { \
+    __m256i w[2][4]; \
+    UNPACK (pb, p, 0, w[0]); \
+    UNPACK (pb, p, 1, w[1]); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      __m256i x[4]; \
+      x16_nibble_acts (X16_QS (t, b), p, x); \
+      UNROLL for (int h = 0; h < 2; h++) \
+        s[h][t] = DOT (VNNI, p, w[h], x, s[h][t]); \
+    } \
+  }
+#define X16_NIBBLE_SUMS_HALF(RN, VNNI, UNPACK, DOT) \
+  UNROLL for (int p = 0; p < 2; p++) { \
+    __m256i w[4]; \
+    UNPACK (pb, p, h, w); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      __m256i x[4]; \
+      x16_nibble_acts (X16_QS (t, b), p, x); \
+      s[t] = DOT (VNNI, p, w, x, s[t]); \
+    } \
+  }
 
 /* Rows 8 h + lane < @rm of @v to y[lane]. */
 INLINE void
