@@ -27,10 +27,7 @@ static const LlmTestLayout Q5_0X16 = {
   .avx512 = llm_avx512_q5_0x16_fn, .avx2_apart = TRUE,
   .random_weights = llm_test_random_blocks, .extreme_every = 10,
   .want = llm_test_scalar_products,
-  .widths = LLM_TEST_SIZES (32, 1024, 2816),
-  .token_counts = LLM_TEST_SIZES (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-      19, 20, 33, 64, 130),
-  .shared_token_counts = LLM_TEST_SIZES (1, 3, 9, 20, 33), .prepared_rows = TRUE,
+  LLM_TEST_X16_SHAPES, .prepared_rows = TRUE,
 };
 
 /* --- layout --- */
@@ -50,11 +47,7 @@ START_TEST (test_packed_block_holds_q4_0s_nibbles_then_fifth_bits_by_vector_then
       w[r].qs[i] = (uint8_t) (r * 16 + i);
   }
   uint8_t *p = llm_test_pack (&Q5_0X16, w, sizeof w[0], rows, n);
-  for (size_t r = 0; r < rows; r++) {
-    uint16_t d;
-    memcpy (&d, p + LLM_Q5_0X16_D_OFFSET + 2 * r, 2);
-    ck_assert_uint_eq (d, 0x3c00 + r);
-  }
+  llm_test_assert_x16_scales (p + LLM_Q5_0X16_D_OFFSET, 0x3c00);
   /* The nibbles as q4_0x16.h has them: vector 0 holds row 0's qs[0..3],
    * row 1's qs[4..7]; vector 1 row 0's qs[4..7]. */
   ck_assert_uint_eq (p[0], 0);

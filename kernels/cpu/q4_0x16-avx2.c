@@ -71,28 +71,14 @@ add_block (int vnni, __m256 acc, __m256i s, int32_t bias, const uint8_t *pb, int
 #define SUMS_BOTH(RN, VNNI) X16_NIBBLE_SUMS_BOTH (RN, VNNI, x16_nibble_pair, dot_pair)
 #define SUMS_HALF(RN, VNNI) X16_NIBBLE_SUMS_HALF (RN, VNNI, x16_nibble_pair, dot_pair)
 
-/* Up to 3 tokens: both halves of each block at once, so the tile is read
- * once, as it streams in (one token is bound by memory: a second pass
- * over the tile would not overlap the next tile's fetch). 4 tokens: one
- * half after the other, so 4 sums and 4 accumulators fit the 16 registers
- * (both halves at once spilled them). */
-#define BOTH(name, RN, VNNI) \
-  X16_TILE_BOTH (name, RN, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, SUMS_BOTH, add_block)
-#define HALVES(name, RN, VNNI) \
-  X16_TILE_HALVES (name, RN, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, SUMS_HALF, add_block)
-
-#define RN_MAX 4
-#define TILES(pre, VNNI) \
-  BOTH (pre##_1, 1, VNNI) BOTH (pre##_2, 2, VNNI) BOTH (pre##_3, 3, VNNI) \
-  HALVES (pre##_4, 4, VNNI) \
-  static const X16TileFn pre[RN_MAX] = { pre##_1, pre##_2, pre##_3, pre##_4 };
-
+#define TILES(pre, VNNI) X16_NIBBLE_TILES (pre, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, \
+    SUMS_BOTH, SUMS_HALF, add_block)
 TILES (tiles_plain, 0)
 TILES (tiles_vnni, 1)
 
-X16_PRODUCT (q4_0x16_plain, .tiles = tiles_plain, .rn = RN_MAX,
+X16_PRODUCT (q4_0x16_plain, .tiles = tiles_plain, .rn = X16_NIBBLE_RN,
     .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
-X16_PRODUCT (q4_0x16_vnni, .tiles = tiles_vnni, .rn = RN_MAX,
+X16_PRODUCT (q4_0x16_vnni, .tiles = tiles_vnni, .rn = X16_NIBBLE_RN,
     .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
 
 LlmQ4x16Fn

@@ -70,13 +70,6 @@ dot_pair (int vnni, int p, const __m256i w[4], const __m256i x[4], __m256i s)
   return _mm256_add_epi32 (s, _mm256_madd_epi16 (p16, _mm256_set1_epi16 (1)));
 }
 
-INLINE __m256i
-start_sum (int vnni, int32_t bias)
-{
-  (void) vnni;
-  return _mm256_set1_epi32 (bias);
-}
-
 /* A half's block: dot_q5_0's acc + (d_w * d_x) * (float) sumi per row. */
 INLINE __m256
 add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, int h, float dx)
@@ -88,26 +81,17 @@ add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, 
 #define SUMS_BOTH(RN, VNNI) X16_NIBBLE_SUMS_BOTH (RN, VNNI, unpack_pair, dot_pair)
 #define SUMS_HALF(RN, VNNI) X16_NIBBLE_SUMS_HALF (RN, VNNI, unpack_pair, dot_pair)
 
-/* Q4_0's token tiles: both halves at once up to 3 tokens, so the tile is
- * read once as it streams in; 4 tokens one half after the other, so the
- * sums and accumulators fit the 16 registers. */
-#define BOTH(name, RN, VNNI) \
-  X16_TILE_BOTH (name, RN, VNNI, LLM_Q5_0X16_BLOCK_BYTES, start_sum, SUMS_BOTH, add_block)
-#define HALVES(name, RN, VNNI) \
-  X16_TILE_HALVES (name, RN, VNNI, LLM_Q5_0X16_BLOCK_BYTES, start_sum, SUMS_HALF, add_block)
-
-#define RN_MAX 4
-#define TILES(pre, VNNI) \
-  BOTH (pre##_1, 1, VNNI) BOTH (pre##_2, 2, VNNI) BOTH (pre##_3, 3, VNNI) \
-  HALVES (pre##_4, 4, VNNI) \
-  static const X16TileFn pre[RN_MAX] = { pre##_1, pre##_2, pre##_3, pre##_4 };
-
+/* Q4_0's token tiles: the weights are read the same way and cost about
+ * as much per token (bench-q4_0x16 --in-cache, plain AVX2: 20-21 cycles a
+ * token-block for both). */
+#define TILES(pre, VNNI) X16_NIBBLE_TILES (pre, VNNI, LLM_Q5_0X16_BLOCK_BYTES, x16_start_bias, \
+    SUMS_BOTH, SUMS_HALF, add_block)
 TILES (tiles_plain, 0)
 TILES (tiles_vnni, 1)
 
-X16_PRODUCT (q5_0x16_plain, .tiles = tiles_plain, .rn = RN_MAX,
+X16_PRODUCT (q5_0x16_plain, .tiles = tiles_plain, .rn = X16_NIBBLE_RN,
     .block_bytes = LLM_Q5_0X16_BLOCK_BYTES, .offset = 16)
-X16_PRODUCT (q5_0x16_vnni, .tiles = tiles_vnni, .rn = RN_MAX,
+X16_PRODUCT (q5_0x16_vnni, .tiles = tiles_vnni, .rn = X16_NIBBLE_RN,
     .block_bytes = LLM_Q5_0X16_BLOCK_BYTES, .offset = 16)
 
 LlmQ5x16Fn

@@ -40,6 +40,15 @@ x16_add_term_dwdx (__m256 acc, __m256i sumi, const uint8_t *d, float dx)
           _mm256_mul_ps (dw, _mm256_set1_ps (dx))));
 }
 
+/* START of the tile macros below for layouts whose sums are int32 from
+ * the token's bias on, with or without AVX-VNNI. */
+INLINE __m256i
+x16_start_bias (int vnni, int32_t bias)
+{
+  (void) vnni;
+  return _mm256_set1_epi32 (bias);
+}
+
 /* --- the nibble layouts (q4_0x16.h, q5_0x16.h) ---------------------- */
 
 /* Half @h (rows 8 h .. 8 h + 7) of vector pair @p of the block at @pb:
@@ -170,3 +179,19 @@ x16_store_half (__m256 v, int h, int rm, float *y)
         x16_store_half (acc[t], h, rm, y + t * ldy + 8 * h); \
     } \
   }
+
+/* The nibble layouts' token tiles @pre (X16Kernel.tiles, X16_NIBBLE_RN of
+ * them) over @BLOCK-byte blocks, from the layout's START, SUMS_BOTH (its
+ * X16_NIBBLE_SUMS_BOTH), SUMS_HALF and ADD. Up to 3 tokens: both halves of
+ * each block at once, so the tile is read once, as it streams in (one
+ * token is bound by memory: a second pass over the tile would not overlap
+ * the next tile's fetch). 4 tokens: one half after the other, so 4 sums
+ * and 4 accumulators fit the 16 registers (both halves at once spilled
+ * them, for Q4_0). */
+#define X16_NIBBLE_RN 4
+#define X16_NIBBLE_TILES(pre, VNNI, BLOCK, START, SB, SH, ADD) \
+  X16_TILE_BOTH (pre##_1, 1, VNNI, BLOCK, START, SB, ADD) \
+  X16_TILE_BOTH (pre##_2, 2, VNNI, BLOCK, START, SB, ADD) \
+  X16_TILE_BOTH (pre##_3, 3, VNNI, BLOCK, START, SB, ADD) \
+  X16_TILE_HALVES (pre##_4, 4, VNNI, BLOCK, START, SH, ADD) \
+  static const X16TileFn pre[X16_NIBBLE_RN] = { pre##_1, pre##_2, pre##_3, pre##_4 };
