@@ -54,13 +54,14 @@ float llm_test_rng_float (void);
 /* The greedy pick: the first index of the largest of @n logits. */
 guint llm_test_argmax (const float *x, guint n);
 
-/* --- prepared layouts of 16-row tiles (q4_0x16.h, q8_0x16.h, f16x16.h) ---
+/* --- prepared layouts of 16-row tiles ---
  *
- * Their suites check the same things of each: packing in pieces, rows
- * back, and every kernel against what it must give for every shape, token
- * count and way of sharing rows among threads. Those tests are written
- * once, over an LlmTestLayout (llm_test_layout_suite); random inputs come
- * from fixed seeds. */
+ * Their suites (q4_0x16.h, q5_0x16.h, q8_0x16.h, f16x16.h) check the
+ * same things of each: packing in pieces, rows back, and every kernel
+ * against what it must give for every shape, token count and way of
+ * sharing rows among threads. Those tests are written once, over an
+ * LlmTestLayout (llm_test_layout_suite); random inputs come from fixed
+ * seeds. */
 
 /* A packed-layout product (q4_0x16.h's contract, which every prepared
  * layout's kernels share). */
