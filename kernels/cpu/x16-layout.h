@@ -93,22 +93,56 @@ x16_high_bit (size_t r, size_t j)
   return (unsigned) (8 * (jj % 4) + 2 * k + j / 16);
 }
 
-/* Row @r's fifth bits at @src (the file's 4 bytes, bit j for value j) to
- * @dst as x16_high_bit() stores them; with @back, the other way. */
-static inline void
-x16_move_high (size_t r, const uint8_t *src, uint8_t *dst, bool back)
+static inline uint32_t
+x16_load32 (const uint8_t *p)
 {
-  uint32_t in = (uint32_t) src[0] | (uint32_t) src[1] << 8 | (uint32_t) src[2] << 16
-      | (uint32_t) src[3] << 24, out = 0;
-  for (size_t j = 0; j < 32; j++) {
-    const unsigned to = x16_high_bit (r, j);
-    if (back)
-      out |= ((in >> to) & 1u) << j;
-    else
-      out |= ((in >> j) & 1u) << to;
-  }
+  return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
+}
+
+static inline void
+x16_store32 (uint8_t *p, uint32_t v)
+{
   for (size_t i = 0; i < 4; i++)
-    dst[i] = (uint8_t) (out >> 8 * i);
+    p[i] = (uint8_t) (v >> 8 * i);
+}
+
+/* Bits 0..3 of @n to bit 0 of bytes 0..3: the shifted copies do not
+ * overlap, so the product has no carries. */
+static inline uint32_t
+x16_spread4 (uint32_t n)
+{
+  return (n * 0x00204081u) & 0x01010101u;
+}
+
+/* Row @r's fifth bits at @src (the file's 4 bytes, bit j for value j) to
+ * @dst as x16_high_bit() stores them. Per group g of 4 nibble bytes,
+ * values 4 g .. 4 g + 3 (low nibbles) and 16 + 4 g .. (high) go to bytes
+ * 0..3 of the word at bits 2 k and 2 k + 1 of g's vector k: a spread of
+ * two 4-bit runs, so packing a model costs about a memcpy, not a loop per
+ * bit. */
+static inline void
+x16_pack_high (size_t r, const uint8_t *src, uint8_t *dst)
+{
+  const uint32_t in = x16_load32 (src);
+  uint32_t out = 0;
+  for (unsigned g = 0; g < 4; g++) {
+    const unsigned k = 2 * (g / 2) + (unsigned) ((r & 1) ^ (g & 1));
+    out |= x16_spread4 ((in >> 4 * g) & 15u) << 2 * k;
+    out |= x16_spread4 ((in >> (16 + 4 * g)) & 15u) << (2 * k + 1);
+  }
+  x16_store32 (dst, out);
+}
+
+/* x16_pack_high()'s inverse, bit by bit (rows are unpacked one at a time,
+ * not a whole model). */
+static inline void
+x16_unpack_high (size_t r, const uint8_t *src, uint8_t *dst)
+{
+  const uint32_t in = x16_load32 (src);
+  uint32_t out = 0;
+  for (size_t j = 0; j < 32; j++)
+    out |= ((in >> x16_high_bit (r, j)) & 1u) << j;
+  x16_store32 (dst, out);
 }
 
 /* 4 bytes from @src to @dst, each XORed with @flip: its own inverse. */
@@ -152,7 +186,7 @@ x16_pack (const X16Format *f, const void *w, size_t row_bytes, size_t rows, size
         for (size_t j = 0; j < f->qs_bytes; j += 4)
           x16_copy4 (o + x16_qs_offset (r, j), qs + j, f->flip);
         if (f->high_bytes > 0)
-          x16_move_high (r, blk + 2, o + h_off + 4 * r, false);
+          x16_pack_high (r, blk + 2, o + h_off + 4 * r);
         memcpy (o + d_off + 2 * r, blk, 2);
       }
     }
@@ -169,7 +203,7 @@ x16_unpack_row (const X16Format *f, const void *packed, size_t n, size_t r, void
     for (size_t j = 0; j < f->qs_bytes; j += 4)
       x16_copy4 (o + 2 + f->high_bytes + j, p + x16_qs_offset (r % X16_ROWS, j), f->flip);
     if (f->high_bytes > 0)
-      x16_move_high (r % X16_ROWS, p + x16_high_offset (f) + 4 * (r % X16_ROWS), o + 2, true);
+      x16_unpack_high (r % X16_ROWS, p + x16_high_offset (f) + 4 * (r % X16_ROWS), o + 2);
     memcpy (o, p + x16_d_offset (f) + 2 * (r % X16_ROWS), 2);
   }
 }
