@@ -71,18 +71,5 @@ add_block (int vnni, __m256 acc, __m256i s, int32_t bias, const uint8_t *pb, int
 #define SUMS_BOTH(RN, VNNI) X16_NIBBLE_SUMS_BOTH (RN, VNNI, x16_nibble_pair, dot_pair)
 #define SUMS_HALF(RN, VNNI) X16_NIBBLE_SUMS_HALF (RN, VNNI, x16_nibble_pair, dot_pair)
 
-#define TILES(pre, VNNI) X16_NIBBLE_TILES (pre, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, \
+X16_NIBBLE_KERNELS (q4_0x16, LLM_Q4_0X16_BLOCK_BYTES, 8, start_sum,
     SUMS_BOTH, SUMS_HALF, add_block)
-TILES (tiles_plain, 0)
-TILES (tiles_vnni, 1)
-
-X16_PRODUCT (q4_0x16_plain, .tiles = tiles_plain, .rn = X16_NIBBLE_RN,
-    .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
-X16_PRODUCT (q4_0x16_vnni, .tiles = tiles_vnni, .rn = X16_NIBBLE_RN,
-    .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
-
-LlmQ4x16Fn
-llm_avx2_q4_0x16_fn (void)
-{
-  return llm_cpu_has_avx_vnni () ? q4_0x16_vnni : q4_0x16_plain;
-}

@@ -84,18 +84,5 @@ add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, 
 /* Q4_0's token tiles: the weights are read the same way and cost about
  * as much per token (bench-q4_0x16 --in-cache, plain AVX2: 20-21 cycles a
  * token-block for both). */
-#define TILES(pre, VNNI) X16_NIBBLE_TILES (pre, VNNI, LLM_Q5_0X16_BLOCK_BYTES, x16_start_bias, \
+X16_NIBBLE_KERNELS (q5_0x16, LLM_Q5_0X16_BLOCK_BYTES, 16, x16_start_bias,
     SUMS_BOTH, SUMS_HALF, add_block)
-TILES (tiles_plain, 0)
-TILES (tiles_vnni, 1)
-
-X16_PRODUCT (q5_0x16_plain, .tiles = tiles_plain, .rn = X16_NIBBLE_RN,
-    .block_bytes = LLM_Q5_0X16_BLOCK_BYTES, .offset = 16)
-X16_PRODUCT (q5_0x16_vnni, .tiles = tiles_vnni, .rn = X16_NIBBLE_RN,
-    .block_bytes = LLM_Q5_0X16_BLOCK_BYTES, .offset = 16)
-
-LlmQ5x16Fn
-llm_avx2_q5_0x16_fn (void)
-{
-  return llm_cpu_has_avx_vnni () ? q5_0x16_vnni : q5_0x16_plain;
-}

@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "isa.h"
 #include "x16-simd.h"
 
 /* The activations for a vector pair: 8 bytes (groups 2 p and 2 p + 1) in
@@ -195,3 +196,20 @@ x16_store_half (__m256 v, int h, int rm, float *y)
   X16_TILE_BOTH (pre##_3, 3, VNNI, BLOCK, START, SB, ADD) \
   X16_TILE_HALVES (pre##_4, 4, VNNI, BLOCK, START, SH, ADD) \
   static const X16TileFn pre[X16_NIBBLE_RN] = { pre##_1, pre##_2, pre##_3, pre##_4 };
+
+/* The nibble layout @layout's two products (X16_PRODUCT, weights
+ * multiplied @OFFSET above their values), plain AVX2 and AVX-VNNI, over
+ * X16_NIBBLE_TILES of the pieces named, and its lookup llm_avx2_LAYOUT_fn,
+ * the VNNI one where the CPU has it and LLM_NO_AVX_VNNI is unset. */
+#define X16_NIBBLE_KERNELS(layout, BLOCK, OFFSET, START, SB, SH, ADD) \
+  X16_NIBBLE_TILES (layout##_tiles_plain, 0, BLOCK, START, SB, SH, ADD) \
+  X16_NIBBLE_TILES (layout##_tiles_vnni, 1, BLOCK, START, SB, SH, ADD) \
+  X16_PRODUCT (layout##_plain, .tiles = layout##_tiles_plain, .rn = X16_NIBBLE_RN, \
+      .block_bytes = (BLOCK), .offset = (OFFSET)) \
+  X16_PRODUCT (layout##_vnni, .tiles = layout##_tiles_vnni, .rn = X16_NIBBLE_RN, \
+      .block_bytes = (BLOCK), .offset = (OFFSET)) \
+  LlmQ4x16Fn \
+  llm_avx2_##layout##_fn (void) \
+  { \
+    return llm_cpu_has_avx_vnni () ? layout##_vnni : layout##_plain; \
+  }
