@@ -38,14 +38,9 @@
 INLINE __m256i
 dot_pair (int vnni, int p, const __m256i w[4], const __m256i x[4], __m256i s)
 {
-  if (vnni) {
-    UNROLL for (int k = 0; k < 4; k++)
-      s = x16_vnni_dot4 (s, w[k], x[k]);
-    return s;
-  }
-  const __m256i p16 = _mm256_add_epi16 (
-      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[0], x[0]), _mm256_maddubs_epi16 (w[1], x[1])),
-      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[2], x[2]), _mm256_maddubs_epi16 (w[3], x[3])));
+  if (vnni)
+    return x16_nibble_dot_vnni (s, w, x);
+  const __m256i p16 = x16_nibble_dot16 (w, x);
   return p == 0 ? p16 : _mm256_add_epi16 (s, p16);
 }
 

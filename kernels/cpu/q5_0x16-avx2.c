@@ -54,20 +54,16 @@ unpack_pair (const uint8_t *pb, int p, int h, __m256i w[4])
   }
 }
 
-/* @s plus the pair's products, in int32 both ways. */
+/* @s plus the pair's products, in int32 both ways: plain widens each
+ * pair's int16 sums, as a block's 8 could overflow. */
 INLINE __m256i
 dot_pair (int vnni, int p, const __m256i w[4], const __m256i x[4], __m256i s)
 {
   (void) p;
-  if (vnni) {
-    UNROLL for (int k = 0; k < 4; k++)
-      s = x16_vnni_dot4 (s, w[k], x[k]);
-    return s;
-  }
-  const __m256i p16 = _mm256_add_epi16 (
-      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[0], x[0]), _mm256_maddubs_epi16 (w[1], x[1])),
-      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[2], x[2]), _mm256_maddubs_epi16 (w[3], x[3])));
-  return _mm256_add_epi32 (s, _mm256_madd_epi16 (p16, _mm256_set1_epi16 (1)));
+  if (vnni)
+    return x16_nibble_dot_vnni (s, w, x);
+  return _mm256_add_epi32 (s, _mm256_madd_epi16 (x16_nibble_dot16 (w, x),
+          _mm256_set1_epi16 (1)));
 }
 
 /* A half's block: dot_q5_0's acc + (d_w * d_x) * (float) sumi per row. */

@@ -78,6 +78,27 @@ x16_nibble_acts (const int8_t *q, int p, __m256i x[4])
   x[3] = X16_SWAP_PAIRS (x[2]);
 }
 
+/* @s plus each lane's products of a vector pair's @w by @x: AVX-VNNI's
+ * int32 sums. */
+INLINE __m256i
+x16_nibble_dot_vnni (__m256i s, const __m256i w[4], const __m256i x[4])
+{
+  UNROLL for (int k = 0; k < 4; k++)
+    s = x16_vnni_dot4 (s, w[k], x[k]);
+  return s;
+}
+
+/* The same products by plain AVX2: vpmaddubsw's pair sums, the pair's 4
+ * added in int16 (8 products a lane: at most 8 * 31 * 128 = 31744 for
+ * codes up to 31). */
+INLINE __m256i
+x16_nibble_dot16 (const __m256i w[4], const __m256i x[4])
+{
+  return _mm256_add_epi16 (
+      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[0], x[0]), _mm256_maddubs_epi16 (w[1], x[1])),
+      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[2], x[2]), _mm256_maddubs_epi16 (w[3], x[3])));
+}
+
 /* A nibble block's products (the SUMS of the tile macros below), from
  * the file's UNPACK (pb, p, h, w[4]), x16_nibble_pair()'s shape, and DOT
  * (VNNI, p, w, x, s), @s plus the pair's products: for both halves
