@@ -299,6 +299,16 @@ llm_test_random_blocks (GRand *rand, guint32 type, size_t rows, size_t n, size_t
   return w;
 }
 
+void
+llm_test_assert_x16_scales (const uint8_t *d, guint16 first)
+{
+  for (size_t r = 0; r < 16; r++) {
+    uint16_t v;
+    memcpy (&v, d + 2 * r, 2);
+    ck_assert_uint_eq (v, first + r);
+  }
+}
+
 /* @n_tok rows of activations of scales 1e-2 to 1e2 converted for @type
  * weights, @xs bytes apart. */
 static uint8_t *

@@ -54,13 +54,14 @@ float llm_test_rng_float (void);
 /* The greedy pick: the first index of the largest of @n logits. */
 guint llm_test_argmax (const float *x, guint n);
 
-/* --- prepared layouts of 16-row tiles (q4_0x16.h, q8_0x16.h, f16x16.h) ---
+/* --- prepared layouts of 16-row tiles ---
  *
- * Their suites check the same things of each: packing in pieces, rows
- * back, and every kernel against what it must give for every shape, token
- * count and way of sharing rows among threads. Those tests are written
- * once, over an LlmTestLayout (llm_test_layout_suite); random inputs come
- * from fixed seeds. */
+ * Their suites (q4_0x16.h, q5_0x16.h, q8_0x16.h, f16x16.h) check the
+ * same things of each: packing in pieces, rows back, and every kernel
+ * against what it must give for every shape, token count and way of
+ * sharing rows among threads. Those tests are written once, over an
+ * LlmTestLayout (llm_test_layout_suite); random inputs come from fixed
+ * seeds. */
 
 /* A packed-layout product (q4_0x16.h's contract, which every prepared
  * layout's kernels share). */
@@ -82,6 +83,16 @@ typedef struct {
 } LlmTestSizes;
 #define LLM_TEST_SIZES(...) \
   { (const size_t[]) { __VA_ARGS__ }, sizeof ((size_t[]) { __VA_ARGS__ }) / sizeof (size_t) }
+
+/* The shapes (LlmTestLayout's widths, token_counts, shared_token_counts)
+ * the Q8_0 and Q5_0 layouts are checked at: widths of one block, 32 and
+ * 88 blocks; every token count up to 20 (each token tile and remainder of
+ * every kernel), then 33, 64 and 130 (several tiles of each). */
+#define LLM_TEST_X16_SHAPES \
+  .widths = LLM_TEST_SIZES (32, 1024, 2816), \
+  .token_counts = LLM_TEST_SIZES (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, \
+      18, 19, 20, 33, 64, 130), \
+  .shared_token_counts = LLM_TEST_SIZES (1, 3, 9, 20, 33)
 
 typedef struct LlmTestProblem LlmTestProblem;
 
@@ -145,6 +156,10 @@ uint8_t *llm_test_pack (const LlmTestLayout *layout, const void *w, size_t row_b
  * magnitudes 1e-4 to 1, then every code byte value. */
 void *llm_test_random_blocks (GRand *rand, guint32 type, size_t rows, size_t n,
     size_t *row_bytes);
+/* Asserts a packed block's 16 scales at @d are @first, @first + 1, ...:
+ * the file's fp16 as they are, in row order. */
+void llm_test_assert_x16_scales (const uint8_t *d, guint16 first);
+
 /* The scalar reference's products (llm_matmul of the scalar table; its
  * llm_matvec for one token, asserted equal to the first token's). */
 void llm_test_scalar_products (const LlmTestProblem *p, float *want);

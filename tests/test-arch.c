@@ -39,7 +39,7 @@ typedef struct {
 /* Tolerances, in log-probability (natural log), with the worst differences
  * measured over the 32 steps (optimised / scalar reference kernels):
  *   qwen2  5.5e-5 / 7.2e-5     qwen3  1.9e-4 / 1.3e-4     bf16  1.5e-5 / 1.3e-5
- *   q5mix (Q4_1, Q5_0, Q5_1)  4.1e-6 / 2.3e-5
+ *   q5mix (Q4_1, Q5_0, Q5_1)  2.3e-5 / 2.3e-5
  * Both sides compute in f32 (F32 KV cache), so the differences are rounding
  * and summation order, and they grow with the size of the logits: these
  * spread over about +-60, where one f32 ulp is 4e-6, and the largest
@@ -49,10 +49,13 @@ typedef struct {
  * BF16 is tight because both sides round the activations to BF16 before
  * every product, which absorbs most of the f32 noise; q5mix is tighter
  * still: both sides quantize the activations to the same Q8_0/Q8_1
- * integers, and the optimised kernels then give llama.cpp's x86 dot
- * products bit for bit (test-kernels checks that on ggml's own blocks), so
- * what remains is the rest of the forward pass; the scalar kernels add
- * ggml's generic C summation order. The golden side is fixed data and our
+ * integers, and the optimised Q4_1/Q5_1 kernels then give llama.cpp's x86
+ * dot products bit for bit (test-kernels checks that on ggml's own
+ * blocks), so what remains is the rest of the forward pass and ggml's
+ * generic C summation order, which the scalar kernels have and so do the
+ * optimised Q5_0 ones (q5_0x16.h's prepared kernels equal dot_q5_0 bit for
+ * bit, so a row's result does not depend on the batch; with llama.cpp's
+ * x86 order there instead the optimised worst was 4.1e-6). The golden side is fixed data and our
  * kernels are deterministic per variant, so the only room needed is for
  * changes to our own summation order: about 5x the measured worst. Every
  * tolerance is far below what a missing feature costs (0.67 at least,
@@ -62,7 +65,7 @@ static const ArchCase cases[] = {
   { "random-qwen2-f32", LLM_ARCH_QWEN2, LLM_TYPE_F32, LLM_TYPE_F32, 3e-4, 3e-4 },
   { "random-qwen3-f32", LLM_ARCH_QWEN3, LLM_TYPE_F32, LLM_TYPE_F32, 1e-3, 1e-3 },
   { "random-llama-bf16", LLM_ARCH_LLAMA, LLM_TYPE_BF16, LLM_TYPE_BF16, 1e-4, 1e-4 },
-  { "random-llama-q5mix", LLM_ARCH_LLAMA, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, 2e-5, 1.2e-4 },
+  { "random-llama-q5mix", LLM_ARCH_LLAMA, LLM_TYPE_Q5_0, LLM_TYPE_Q5_1, 1.2e-4, 1.2e-4 },
 };
 
 typedef struct {

@@ -173,6 +173,20 @@ START_TEST (test_batched_streams_equal_alone_random_qwen2_q4_0)
 }
 END_TEST
 
+/* Q5_0 weights are packed at load (kernels/cpu/q5_0x16.h): a row's bits
+ * must not depend on how many rows share its forward. */
+START_TEST (test_batched_streams_equal_alone_stories260k_q5_0)
+{
+  check_requantized_batched_equals_alone ("stories260K.gguf", LLM_TYPE_Q5_0);
+}
+END_TEST
+
+START_TEST (test_batched_streams_equal_alone_random_qwen2_q5_0)
+{
+  check_requantized_batched_equals_alone ("random-qwen2-f32.gguf", LLM_TYPE_Q5_0);
+}
+END_TEST
+
 /* F16 weights are packed at load too (kernels/cpu/f16x16.h): rows of 64,
  * 172 (not a multiple of 16) and 512 values. */
 START_TEST (test_batched_streams_equal_alone_stories260k_f16)
@@ -757,6 +771,8 @@ engine_suite (void)
   tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_f16);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_llama_k_quants);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_q4_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_stories260k_q5_0);
+  tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_q5_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2_f16);
   tcase_add_test (batch, test_batched_streams_equal_alone_tinystories_q8_0);
   tcase_add_test (batch, test_batched_streams_equal_alone_random_qwen2);

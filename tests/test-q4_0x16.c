@@ -43,11 +43,7 @@ START_TEST (test_packed_block_holds_each_rows_nibble_bytes_by_4_then_the_16_scal
   }
   uint8_t *p = llm_test_pack (&Q4_0X16, w, sizeof w[0], rows, n);
   /* The scales after the codes (256 bytes), as they are, in row order. */
-  for (size_t r = 0; r < rows; r++) {
-    uint16_t d;
-    memcpy (&d, p + LLM_Q4_0X16_D_OFFSET + 2 * r, 2);
-    ck_assert_uint_eq (d, 0x3c00 + r);
-  }
+  llm_test_assert_x16_scales (p + LLM_Q4_0X16_D_OFFSET, 0x3c00);
   /* Vector 0: row 0's qs[0..3], row 1's qs[4..7], row 2's qs[0..3]. */
   const uint8_t v0[] = { 0, 1, 2, 3, 20, 21, 22, 23, 32, 33, 34, 35 };
   ck_assert (memcmp (p, v0, sizeof v0) == 0);

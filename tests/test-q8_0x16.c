@@ -28,10 +28,7 @@ static const LlmTestLayout Q8_0X16 = {
   .avx512 = llm_avx512_q8_0x16_fn, .avx2_apart = TRUE,
   .random_weights = llm_test_random_blocks, .extreme_every = 10,
   .want = llm_test_scalar_products,
-  .widths = LLM_TEST_SIZES (32, 1024, 2816),
-  .token_counts = LLM_TEST_SIZES (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-      19, 20, 33, 64, 130),
-  .shared_token_counts = LLM_TEST_SIZES (1, 3, 9, 20, 33), .prepared_rows = TRUE,
+  LLM_TEST_X16_SHAPES, .prepared_rows = TRUE,
 };
 
 /* --- layout --- */
@@ -49,11 +46,7 @@ START_TEST (test_packed_block_holds_each_rows_codes_by_4_flipped_then_the_16_sca
   }
   uint8_t *p = llm_test_pack (&Q8_0X16, w, sizeof w[0], rows, n);
   /* The scales after the codes (512 bytes), as they are, in row order. */
-  for (size_t r = 0; r < rows; r++) {
-    uint16_t d;
-    memcpy (&d, p + LLM_Q8_0X16_D_OFFSET + 2 * r, 2);
-    ck_assert_uint_eq (d, 0x3c00 + r);
-  }
+  llm_test_assert_x16_scales (p + LLM_Q8_0X16_D_OFFSET, 0x3c00);
   /* A stored byte is the code ^ 0x80: code r * 8 + j - 128 reads r * 8 + j. */
 #define CODE(r, j) ((uint8_t) ((r) * 8 + (j)))
   /* Vector 0: row 0's qs[0..3], row 1's qs[4..7], row 2's qs[0..3]. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* bench-q4_0x16: Q4_0 or (--type q8_0) Q8_0 products over weights packed
- * once (cpu/q4_0x16.h, cpu/q8_0x16.h) against the file layout's kernels
+/* bench-q4_0x16: Q4_0, (--type q5_0) Q5_0 or (--type q8_0) Q8_0 products
+ * over weights packed once (cpu/q4_0x16.h, cpu/q5_0x16.h, cpu/q8_0x16.h)
+ * against the file layout's kernels
  * (llm_matvec for one token, llm_matmul_shared for more: what a model
  * without the prepared layout runs), on the matrices of a 246M model's
  * feed-forward layers (5632 x 2048 and 2048 x 5632), several layers so the
@@ -28,6 +29,7 @@
 #include "ggml-type.h"
 #include "cpu/fp16.h"
 #include "cpu/q4_0x16.h"
+#include "cpu/q5_0x16.h"
 #include "cpu/q8_0x16.h"
 #include "cpu/quantize.h"
 
@@ -49,6 +51,8 @@ static const Kind kinds[] = {
     llm_q4_0x16_ref, llm_avx2_q4_0x16_fn, llm_avx512_q4_0x16_fn },
   { "q8_0", LLM_TYPE_Q8_0, sizeof (LlmBlockQ8_0), llm_q8_0x16_bytes, llm_q8_0x16_pack,
     llm_q8_0x16_ref, llm_avx2_q8_0x16_fn, llm_avx512_q8_0x16_fn },
+  { "q5_0", LLM_TYPE_Q5_0, sizeof (LlmBlockQ5_0), llm_q5_0x16_bytes, llm_q5_0x16_pack,
+    llm_q5_0x16_ref, llm_avx2_q5_0x16_fn, llm_avx512_q5_0x16_fn },
 };
 
 /* A random block of @kind at @blk: scales of +-0.05 at most, every code. */
@@ -59,6 +63,13 @@ random_block (const Kind *kind, GRand *rand, uint8_t *blk)
   if (kind->type == LLM_TYPE_Q4_0) {
     LlmBlockQ4_0 *b = (LlmBlockQ4_0 *) blk;
     b->d = d;
+    for (size_t j = 0; j < sizeof b->qs; j++)
+      b->qs[j] = (uint8_t) g_rand_int_range (rand, 0, 256);
+  } else if (kind->type == LLM_TYPE_Q5_0) {
+    LlmBlockQ5_0 *b = (LlmBlockQ5_0 *) blk;
+    b->d = d;
+    for (size_t j = 0; j < sizeof b->qh; j++)
+      b->qh[j] = (uint8_t) g_rand_int_range (rand, 0, 256);
     for (size_t j = 0; j < sizeof b->qs; j++)
       b->qs[j] = (uint8_t) g_rand_int_range (rand, 0, 256);
   } else {
@@ -140,12 +151,12 @@ main (int argc, char **argv)
 {
   char *type_arg = NULL;
   const GOptionEntry entries[] = {
-    { "type", 0, 0, G_OPTION_ARG_STRING, &type_arg, "Weight type: q4_0 (default) or q8_0",
+    { "type", 0, 0, G_OPTION_ARG_STRING, &type_arg, "Weight type: q4_0 (default), q5_0 or q8_0",
       "TYPE" },
     { NULL },
   };
   BenchPackedOptions o;
-  bench_packed_options (&o, entries, "- packed Q4_0 / Q8_0 products against today's",
+  bench_packed_options (&o, entries, "- packed Q4_0 / Q5_0 / Q8_0 products against today's",
       "Feed-forward layers (2 matrices, 13 MB each in Q4_0; default 8)",
       "One 128 x 2048 matrix that stays in L2: cycles per token-block", &argc, &argv);
   const Kind *kind = &kinds[0];
@@ -155,7 +166,7 @@ main (int argc, char **argv)
       if (g_ascii_strcasecmp (type_arg, kinds[k].name) == 0)
         kind = &kinds[k];
     if (kind == NULL)
-      g_error ("--type: %s is not q4_0 or q8_0", type_arg);
+      g_error ("--type: %s is not q4_0, q5_0 or q8_0", type_arg);
     g_free (type_arg);
   }
 

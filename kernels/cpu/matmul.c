@@ -24,6 +24,7 @@
 #include "quantize.h"
 #include "q4_0x16.h"
 #include "f16x16.h"
+#include "q5_0x16.h"
 #include "q8_0x16.h"
 #include "kquants-x8.h"
 
@@ -356,6 +357,7 @@ static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 LAYOUT_FNS (q4_0x16)
 LAYOUT_FNS (q8_0x16)
+LAYOUT_FNS (q5_0x16)
 LAYOUT_FNS (f16x16)
 
 /* The layout @isa's kernels want @wtype weights in, prepared once at
@@ -394,6 +396,15 @@ prepared_layout (LlmCpuIsa isa, uint32_t wtype)
     if (run != NULL)
       return (LlmCpuLayout) { LLM_Q8_0X16_ROWS, q8_0x16_bytes, q8_0x16_pack,
         q8_0x16_unpack_row, run };
+  }
+  if (wtype == LLM_TYPE_Q5_0) {
+    if (isa == LLM_CPU_ISA_AVX512)
+      run = llm_avx512_q5_0x16_fn ();
+    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
+      run = llm_avx2_q5_0x16_fn ();
+    if (run != NULL)
+      return (LlmCpuLayout) { LLM_Q5_0X16_ROWS, q5_0x16_bytes, q5_0x16_pack,
+        q5_0x16_unpack_row, run };
   }
   if (llm_kx8_block_bytes (wtype) > 0) {
     if (isa == LLM_CPU_ISA_AVX512)

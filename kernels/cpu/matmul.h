@@ -74,7 +74,8 @@ void llm_matmul_shared (const LlmCpuKernels *kern, uint32_t wtype, const void *w
 
 /* Weights in the layout a table's kernels prefer, made once at load (on
  * the AVX2 and AVX-512 tables the 16-row tiles of q4_0x16.h for Q4_0,
- * kquants-x8.h for Q4_K/Q5_K/Q6_K and f16x16.h for F16/BF16): one
+ * q5_0x16.h for Q5_0, q8_0x16.h for Q8_0, kquants-x8.h for
+ * Q4_K/Q5_K/Q6_K and f16x16.h for F16/BF16): one
  * kernel then serves any number of tokens from it, with nothing repacked
  * per call. 0 bytes: @kern uses the file's layout for @wtype as it is. */
 size_t llm_prepared_bytes (const LlmCpuKernels *kern, uint32_t wtype, size_t rows, size_t n);

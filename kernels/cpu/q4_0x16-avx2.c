@@ -33,45 +33,14 @@
 #include "isa.h"
 #include "quantize.h"
 
-/* Half @h (rows 8 h .. 8 h + 7) of vector pair @p of the block at @pb:
- * [0], [1] the low nibbles of vectors 2 p, 2 p + 1, [2], [3] their high
- * nibbles, each row's 4 values in its lane. */
-INLINE void
-unpack_pair (const uint8_t *pb, int p, int h, __m256i w[4])
-{
-  const __m256i low4 = _mm256_set1_epi8 (0x0f);
-  UNROLL for (int c = 0; c < 2; c++) {
-    const __m256i v = _mm256_loadu_si256 ((const __m256i *) (pb + 128 * p + 64 * c + 32 * h));
-    w[c] = _mm256_and_si256 (v, low4);
-    w[2 + c] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);
-  }
-}
-
-/* The activations matching unpack_pair()'s @w for the token's codes @q:
- * groups @p and @p + 4 in the even and odd lanes, and the other way
- * round. */
-INLINE void
-acts_pair (const int8_t *q, int p, __m256i x[4])
-{
-  x[0] = X16_BCAST8 (q + 8 * p);
-  x[1] = X16_SWAP_PAIRS (x[0]);
-  x[2] = X16_BCAST8 (q + 16 + 8 * p);
-  x[3] = X16_SWAP_PAIRS (x[2]);
-}
-
 /* @s plus the pair's products. VNNI: int32 sums (started from the bias);
  * plain: int16 pair sums (@s unused for pair 0). */
 INLINE __m256i
 dot_pair (int vnni, int p, const __m256i w[4], const __m256i x[4], __m256i s)
 {
-  if (vnni) {
-    UNROLL for (int k = 0; k < 4; k++)
-      s = x16_vnni_dot4 (s, w[k], x[k]);
-    return s;
-  }
-  const __m256i p16 = _mm256_add_epi16 (
-      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[0], x[0]), _mm256_maddubs_epi16 (w[1], x[1])),
-      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[2], x[2]), _mm256_maddubs_epi16 (w[3], x[3])));
+  if (vnni)
+    return x16_nibble_dot_vnni (s, w, x);
+  const __m256i p16 = x16_nibble_dot16 (w, x);
   return p == 0 ? p16 : _mm256_add_epi16 (s, p16);
 }
 
@@ -94,55 +63,8 @@ add_block (int vnni, __m256 acc, __m256i s, int32_t bias, const uint8_t *pb, int
 }
 
 /* A block's products for both halves (s[h][t]), or for half h (s[t]). */
-#define SUMS_BOTH(RN, VNNI) \
-  UNROLL for (int p = 0; p < 2; p++) { \
-    __m256i w[2][4]; \
-    unpack_pair (pb, p, 0, w[0]); \
-    unpack_pair (pb, p, 1, w[1]); \
-    UNROLL for (int t = 0; t < (RN); t++) { \
-      __m256i x[4]; \
-      acts_pair (X16_QS (t, b), p, x); \
-      UNROLL for (int h = 0; h < 2; h++) \
-        s[h][t] = dot_pair (VNNI, p, w[h], x, s[h][t]); \
-    } \
-  }
-#define SUMS_HALF(RN, VNNI) \
-  UNROLL for (int p = 0; p < 2; p++) { \
-    __m256i w[4]; \
-    unpack_pair (pb, p, h, w); \
-    UNROLL for (int t = 0; t < (RN); t++) { \
-      __m256i x[4]; \
-      acts_pair (X16_QS (t, b), p, x); \
-      s[t] = dot_pair (VNNI, p, w, x, s[t]); \
-    } \
-  }
+#define SUMS_BOTH(RN, VNNI) X16_NIBBLE_SUMS_BOTH (RN, VNNI, x16_nibble_pair, dot_pair)
+#define SUMS_HALF(RN, VNNI) X16_NIBBLE_SUMS_HALF (RN, VNNI, x16_nibble_pair, dot_pair)
 
-/* Up to 3 tokens: both halves of each block at once, so the tile is read
- * once, as it streams in (one token is bound by memory: a second pass
- * over the tile would not overlap the next tile's fetch). 4 tokens: one
- * half after the other, so 4 sums and 4 accumulators fit the 16 registers
- * (both halves at once spilled them). */
-#define BOTH(name, RN, VNNI) \
-  X16_TILE_BOTH (name, RN, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, SUMS_BOTH, add_block)
-#define HALVES(name, RN, VNNI) \
-  X16_TILE_HALVES (name, RN, VNNI, LLM_Q4_0X16_BLOCK_BYTES, start_sum, SUMS_HALF, add_block)
-
-#define RN_MAX 4
-#define TILES(pre, VNNI) \
-  BOTH (pre##_1, 1, VNNI) BOTH (pre##_2, 2, VNNI) BOTH (pre##_3, 3, VNNI) \
-  HALVES (pre##_4, 4, VNNI) \
-  static const X16TileFn pre[RN_MAX] = { pre##_1, pre##_2, pre##_3, pre##_4 };
-
-TILES (tiles_plain, 0)
-TILES (tiles_vnni, 1)
-
-X16_PRODUCT (q4_0x16_plain, .tiles = tiles_plain, .rn = RN_MAX,
-    .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
-X16_PRODUCT (q4_0x16_vnni, .tiles = tiles_vnni, .rn = RN_MAX,
-    .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
-
-LlmQ4x16Fn
-llm_avx2_q4_0x16_fn (void)
-{
-  return llm_cpu_has_avx_vnni () ? q4_0x16_vnni : q4_0x16_plain;
-}
+X16_NIBBLE_KERNELS (q4_0x16, LLM_Q4_0X16_BLOCK_BYTES, 8, start_sum,
+    SUMS_BOTH, SUMS_HALF, add_block)

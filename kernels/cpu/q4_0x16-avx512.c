@@ -31,25 +31,8 @@
 
 #include "quantize.h"
 
-/* A block's products: the low nibbles into s[t][0], the high ones into
- * s[t][CH - 1] (5% faster at 4 tokens in cache than one chain). */
-#define SUMS(RN, CH) \
-  UNROLL for (int p = 0; p < 2; p++) { \
-    const __m512i low4 = _mm512_set1_epi8 (0x0f); \
-    const __m512i va = _mm512_loadu_si512 (pb + 128 * p); \
-    const __m512i vb = _mm512_loadu_si512 (pb + 128 * p + 64); \
-    const __m512i lo_a = _mm512_and_si512 (va, low4), lo_b = _mm512_and_si512 (vb, low4); \
-    const __m512i hi_a = _mm512_and_si512 (_mm512_srli_epi16 (va, 4), low4); \
-    const __m512i hi_b = _mm512_and_si512 (_mm512_srli_epi16 (vb, 4), low4); \
-    UNROLL for (int t = 0; t < (RN); t++) { \
-      const int8_t *q = X16_QS (t, b); \
-      const __m512i xl = X16_BCAST8_512 (q + 8 * p), xh = X16_BCAST8_512 (q + 16 + 8 * p); \
-      s[t][0] = _mm512_dpbusd_epi32 (s[t][0], lo_a, xl); \
-      s[t][CH - 1] = _mm512_dpbusd_epi32 (s[t][CH - 1], hi_a, xh); \
-      s[t][0] = _mm512_dpbusd_epi32 (s[t][0], lo_b, X16_SWAP_PAIRS_512 (xl)); \
-      s[t][CH - 1] = _mm512_dpbusd_epi32 (s[t][CH - 1], hi_b, X16_SWAP_PAIRS_512 (xh)); \
-    } \
-  }
+/* A block's products, the low nibbles' and the high ones' in two chains. */
+#define SUMS(RN, CH) X16_NIBBLE_SUMS_512 (RN, CH, x16_nibble_pair_512)
 
 /* dot_q4_0's order: ((float) sumi * d_w) * d_x. */
 INLINE __m512

@@ -30,7 +30,8 @@ block_term (int sumi, float dw, float dx)
 }
 
 /* The nibble bytes are stored as they are. */
-static const X16Format Q4_0 = { LLM_QK4_0 / 2, 0x00, block_sumi, block_term };
+static const X16Format Q4_0 = { .qs_bytes = LLM_QK4_0 / 2, .flip = 0x00,
+  .block_sumi = block_sumi, .block_term = block_term };
 
 _Static_assert (LLM_Q4_0X16_ROWS == X16_ROWS, "x16-layout.h packs 16-row tiles");
 _Static_assert (LLM_Q4_0X16_BLOCK_BYTES == X16_ROWS * sizeof (LlmBlockQ4_0)

@@ -94,24 +94,12 @@ dot4 (int vnni, __m256i s, W8 w, __m256i x)
   return s;
 }
 
-/* Both ways a sum is int32 from the bias on (plain's is 0, see
- * q8_0x16_plain). */
-INLINE __m256i
-start_sum (int vnni, int32_t bias)
-{
-  (void) vnni;
-  return _mm256_set1_epi32 (bias);
-}
-
 /* A half's block: dot_q8_0's acc + (float) sumi * (d_w * d_x) per row. */
 INLINE __m256
 add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, int h, float dx)
 {
   (void) vnni, (void) bias;
-  const __m256 dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *)
-          (pb + LLM_Q8_0X16_D_OFFSET + 16 * h)));
-  return _mm256_add_ps (acc, _mm256_mul_ps (_mm256_cvtepi32_ps (sumi),
-          _mm256_mul_ps (dw, _mm256_set1_ps (dx))));
+  return x16_add_term_dwdx (acc, sumi, pb + LLM_Q8_0X16_D_OFFSET + 16 * h, dx);
 }
 
 /* A block's products for both halves (s[h][t]), a token's activations
@@ -133,9 +121,10 @@ add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, 
   }
 
 #define BOTH(name, RN, VNNI) \
-  X16_TILE_BOTH (name, RN, VNNI, LLM_Q8_0X16_BLOCK_BYTES, start_sum, SUMS_BOTH, add_block)
+  X16_TILE_BOTH (name, RN, VNNI, LLM_Q8_0X16_BLOCK_BYTES, x16_start_bias, SUMS_BOTH, add_block)
 #define HALVES(name, RN, VNNI) \
-  X16_TILE_HALVES (name, RN, VNNI, LLM_Q8_0X16_BLOCK_BYTES, start_sum, SUMS_HALF, add_block)
+  X16_TILE_HALVES (name, RN, VNNI, LLM_Q8_0X16_BLOCK_BYTES, x16_start_bias, SUMS_HALF, \
+      add_block)
 
 /* VNNI: 1..3 tokens, both halves. */
 #define VNNI_RN 3

@@ -52,13 +52,7 @@
   }
 
 /* dot_q8_0's order: (float) sumi * (d_w * d_x). */
-INLINE __m512
-block_term (__m512 sumi, __m512 dw, __m512 dx)
-{
-  return _mm512_mul_ps (sumi, _mm512_mul_ps (dw, dx));
-}
-
-X16_TILES_512 (tiles, LLM_Q8_0X16_BLOCK_BYTES, LLM_Q8_0X16_D_OFFSET, SUMS, block_term)
+X16_TILES_512 (tiles, LLM_Q8_0X16_BLOCK_BYTES, LLM_Q8_0X16_D_OFFSET, SUMS, x16_term_dwdx_512)
 
 X16_PRODUCT (q8_0x16, .tiles = tiles, .rn = X16_RN_512, .block_bytes = LLM_Q8_0X16_BLOCK_BYTES,
     .offset = 128, .spread = true)

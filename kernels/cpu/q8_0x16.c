@@ -27,7 +27,8 @@ block_term (int sumi, float dw, float dx)
 
 /* Each code byte XORed with 0x80, so the kernels read it as the unsigned
  * code + 128. */
-static const X16Format Q8_0 = { LLM_QK8_0, 0x80, block_sumi, block_term };
+static const X16Format Q8_0 = { .qs_bytes = LLM_QK8_0, .flip = 0x80,
+  .block_sumi = block_sumi, .block_term = block_term };
 
 _Static_assert (LLM_Q8_0X16_ROWS == X16_ROWS, "x16-layout.h packs 16-row tiles");
 _Static_assert (LLM_Q8_0X16_BLOCK_BYTES == X16_ROWS * sizeof (LlmBlockQ8_0)

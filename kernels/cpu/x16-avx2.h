@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Internal to q4_0x16-avx2.c and q8_0x16-avx2.c (built with -mavx2 -mfma
- * -mf16c): the AVX2 tile functions of both layouts, around the lines that
- * read a block's weights, which each file supplies. A 32-byte load of half
+/* Internal to q4_0x16-avx2.c, q5_0x16-avx2.c and q8_0x16-avx2.c (built
+ * with -mavx2 -mfma -mf16c): the AVX2 tile functions of the layouts,
+ * around the lines that read a block's weights, which each file supplies
+ * (the nibble layouts' shared reading is here too). A 32-byte load of half
  * a block's vector holds 4 code bytes of each of 8 rows (rows 8 h .. 8 h +
  * 7), one row per 32-bit lane, so a tile is computed as two halves of 8
  * rows, each an __m256 of sums per token. */
@@ -10,6 +11,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "isa.h"
 #include "x16-simd.h"
 
 /* The activations for a vector pair: 8 bytes (groups 2 p and 2 p + 1) in
@@ -27,6 +29,102 @@ x16_vnni_dot4 (__m256i acc, __m256i u, __m256i s)
   __asm__ ("%{vex%} vpdpbusd %2, %1, %0" : "+x" (acc) : "x" (u), "x" (s));
   return acc;
 }
+
+/* acc + (float) sumi * (d_w * d_x) per row, the 8 d_w (fp16) at @d: the
+ * order of dot_q8_0 and dot_q5_0 (whose (d_w * d_x) * sumi is the same
+ * product). */
+INLINE __m256
+x16_add_term_dwdx (__m256 acc, __m256i sumi, const uint8_t *d, float dx)
+{
+  const __m256 dw = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) d));
+  return _mm256_add_ps (acc, _mm256_mul_ps (_mm256_cvtepi32_ps (sumi),
+          _mm256_mul_ps (dw, _mm256_set1_ps (dx))));
+}
+
+/* START of the tile macros below for layouts whose sums are int32 from
+ * the token's bias on, with or without AVX-VNNI. */
+INLINE __m256i
+x16_start_bias (int vnni, int32_t bias)
+{
+  (void) vnni;
+  return _mm256_set1_epi32 (bias);
+}
+
+/* --- the nibble layouts (q4_0x16.h, q5_0x16.h) ---------------------- */
+
+/* Half @h (rows 8 h .. 8 h + 7) of vector pair @p of the block at @pb:
+ * [0], [1] the low nibbles of vectors 2 p, 2 p + 1, [2], [3] their high
+ * nibbles, each row's 4 values in its lane. */
+INLINE void
+x16_nibble_pair (const uint8_t *pb, int p, int h, __m256i w[4])
+{
+  const __m256i low4 = _mm256_set1_epi8 (0x0f);
+  UNROLL for (int c = 0; c < 2; c++) {
+    const __m256i v = _mm256_loadu_si256 ((const __m256i *) (pb + 128 * p + 64 * c + 32 * h));
+    w[c] = _mm256_and_si256 (v, low4);
+    w[2 + c] = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), low4);
+  }
+}
+
+/* The activations matching x16_nibble_pair()'s @w for the token's codes
+ * @q: groups @p and @p + 4 in the even and odd lanes, and the other way
+ * round. */
+INLINE void
+x16_nibble_acts (const int8_t *q, int p, __m256i x[4])
+{
+  x[0] = X16_BCAST8 (q + 8 * p);
+  x[1] = X16_SWAP_PAIRS (x[0]);
+  x[2] = X16_BCAST8 (q + 16 + 8 * p);
+  x[3] = X16_SWAP_PAIRS (x[2]);
+}
+
+/* @s plus each lane's products of a vector pair's @w by @x: AVX-VNNI's
+ * int32 sums. */
+INLINE __m256i
+x16_nibble_dot_vnni (__m256i s, const __m256i w[4], const __m256i x[4])
+{
+  UNROLL for (int k = 0; k < 4; k++)
+    s = x16_vnni_dot4 (s, w[k], x[k]);
+  return s;
+}
+
+/* The same products by plain AVX2: vpmaddubsw's pair sums, the pair's 4
+ * added in int16 (8 products a lane: at most 8 * 31 * 128 = 31744 for
+ * codes up to 31). */
+INLINE __m256i
+x16_nibble_dot16 (const __m256i w[4], const __m256i x[4])
+{
+  return _mm256_add_epi16 (
+      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[0], x[0]), _mm256_maddubs_epi16 (w[1], x[1])),
+      _mm256_add_epi16 (_mm256_maddubs_epi16 (w[2], x[2]), _mm256_maddubs_epi16 (w[3], x[3])));
+}
+
+/* A nibble block's products (the SUMS of the tile macros below), from
+ * the file's UNPACK (pb, p, h, w[4]), x16_nibble_pair()'s shape, and DOT
+ * (VNNI, p, w, x, s), @s plus the pair's products: for both halves
+ * (s[h][t]), or for half h (s[t]). */
+#define X16_NIBBLE_SUMS_BOTH(RN, VNNI, UNPACK, DOT) \
+  UNROLL for (int p = 0; p < 2; p++) { \
+    __m256i w[2][4]; \
+    UNPACK (pb, p, 0, w[0]); \
+    UNPACK (pb, p, 1, w[1]); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      __m256i x[4]; \
+      x16_nibble_acts (X16_QS (t, b), p, x); \
+      UNROLL for (int h = 0; h < 2; h++) \
+        s[h][t] = DOT (VNNI, p, w[h], x, s[h][t]); \
+    } \
+  }
+#define X16_NIBBLE_SUMS_HALF(RN, VNNI, UNPACK, DOT) \
+  UNROLL for (int p = 0; p < 2; p++) { \
+    __m256i w[4]; \
+    UNPACK (pb, p, h, w); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      __m256i x[4]; \
+      x16_nibble_acts (X16_QS (t, b), p, x); \
+      s[t] = DOT (VNNI, p, w, x, s[t]); \
+    } \
+  }
 
 /* Rows 8 h + lane < @rm of @v to y[lane]. */
 INLINE void
@@ -102,4 +200,37 @@ x16_store_half (__m256 v, int h, int rm, float *y)
       UNROLL for (int t = 0; t < (RN); t++) \
         x16_store_half (acc[t], h, rm, y + t * ldy + 8 * h); \
     } \
+  }
+
+/* The nibble layouts' token tiles @pre (X16Kernel.tiles, X16_NIBBLE_RN of
+ * them) over @BLOCK-byte blocks, from the layout's START, SUMS_BOTH (its
+ * X16_NIBBLE_SUMS_BOTH), SUMS_HALF and ADD. Up to 3 tokens: both halves of
+ * each block at once, so the tile is read once, as it streams in (one
+ * token is bound by memory: a second pass over the tile would not overlap
+ * the next tile's fetch). 4 tokens: one half after the other, so 4 sums
+ * and 4 accumulators fit the 16 registers (both halves at once spilled
+ * them, for Q4_0). */
+#define X16_NIBBLE_RN 4
+#define X16_NIBBLE_TILES(pre, VNNI, BLOCK, START, SB, SH, ADD) \
+  X16_TILE_BOTH (pre##_1, 1, VNNI, BLOCK, START, SB, ADD) \
+  X16_TILE_BOTH (pre##_2, 2, VNNI, BLOCK, START, SB, ADD) \
+  X16_TILE_BOTH (pre##_3, 3, VNNI, BLOCK, START, SB, ADD) \
+  X16_TILE_HALVES (pre##_4, 4, VNNI, BLOCK, START, SH, ADD) \
+  static const X16TileFn pre[X16_NIBBLE_RN] = { pre##_1, pre##_2, pre##_3, pre##_4 };
+
+/* The nibble layout @layout's two products (X16_PRODUCT, weights
+ * multiplied @OFFSET above their values), plain AVX2 and AVX-VNNI, over
+ * X16_NIBBLE_TILES of the pieces named, and its lookup llm_avx2_LAYOUT_fn,
+ * the VNNI one where the CPU has it and LLM_NO_AVX_VNNI is unset. */
+#define X16_NIBBLE_KERNELS(layout, BLOCK, OFFSET, START, SB, SH, ADD) \
+  X16_NIBBLE_TILES (layout##_tiles_plain, 0, BLOCK, START, SB, SH, ADD) \
+  X16_NIBBLE_TILES (layout##_tiles_vnni, 1, BLOCK, START, SB, SH, ADD) \
+  X16_PRODUCT (layout##_plain, .tiles = layout##_tiles_plain, .rn = X16_NIBBLE_RN, \
+      .block_bytes = (BLOCK), .offset = (OFFSET)) \
+  X16_PRODUCT (layout##_vnni, .tiles = layout##_tiles_vnni, .rn = X16_NIBBLE_RN, \
+      .block_bytes = (BLOCK), .offset = (OFFSET)) \
+  LlmQ4x16Fn \
+  llm_avx2_##layout##_fn (void) \
+  { \
+    return llm_cpu_has_avx_vnni () ? layout##_vnni : layout##_plain; \
   }

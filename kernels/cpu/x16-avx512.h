@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Internal to q4_0x16-avx512.c and q8_0x16-avx512.c (built with AVX-512
- * F/BW/VL/DQ + VNNI): the AVX-512 tile functions of both layouts, around
- * the lines that read a block's weights, which each file supplies. A
+/* Internal to q4_0x16-avx512.c, q5_0x16-avx512.c and q8_0x16-avx512.c
+ * (built with AVX-512 F/BW/VL/DQ + VNNI): the AVX-512 tile functions of
+ * the layouts, around the lines that read a block's weights, which each
+ * file supplies (the nibble layouts' shared reading is here too). A
  * 64-byte load of a block's vector holds 4 code bytes of each of the
  * tile's 16 rows, one row per 32-bit lane, so a tile is one __m512 of sums
  * per token, and vpdpbusd adds each lane's 4 products (weights unsigned,
@@ -16,6 +17,46 @@
 /* x16-avx2.h's X16_BCAST8 and X16_SWAP_PAIRS, 16 lanes wide. */
 #define X16_BCAST8_512(p) _mm512_broadcastq_epi64 (_mm_loadl_epi64 ((const __m128i *) (p)))
 #define X16_SWAP_PAIRS_512(v) _mm512_shuffle_epi32 ((v), _MM_PERM_CDAB)
+
+/* (float) sumi * (d_w * d_x): the order of dot_q8_0 and dot_q5_0 (whose
+ * (d_w * d_x) * sumi is the same product), a TERM for X16_TILE_512. */
+INLINE __m512
+x16_term_dwdx_512 (__m512 sumi, __m512 dw, __m512 dx)
+{
+  return _mm512_mul_ps (sumi, _mm512_mul_ps (dw, dx));
+}
+
+/* A nibble block's products (q4_0x16.h, q5_0x16.h; the SUMS of
+ * X16_TILE_512): UNPACK (pb, p, w[4]) gives vectors 2 p and 2 p + 1 of
+ * the block at pb, low nibbles in [0], [1], high ones in [2], [3]; the low
+ * nibbles' products go into s[t][0], the high ones' into s[t][CH - 1] (5%
+ * faster at 4 tokens in cache than one chain, for Q4_0). */
+#define X16_NIBBLE_SUMS_512(RN, CH, UNPACK) \
+  UNROLL for (int p = 0; p < 2; p++) { \
+    __m512i w[4]; \
+    UNPACK (pb, p, w); \
+    UNROLL for (int t = 0; t < (RN); t++) { \
+      const int8_t *q = X16_QS (t, b); \
+      const __m512i xl = X16_BCAST8_512 (q + 8 * p), xh = X16_BCAST8_512 (q + 16 + 8 * p); \
+      s[t][0] = _mm512_dpbusd_epi32 (s[t][0], w[0], xl); \
+      s[t][CH - 1] = _mm512_dpbusd_epi32 (s[t][CH - 1], w[2], xh); \
+      s[t][0] = _mm512_dpbusd_epi32 (s[t][0], w[1], X16_SWAP_PAIRS_512 (xl)); \
+      s[t][CH - 1] = _mm512_dpbusd_epi32 (s[t][CH - 1], w[3], X16_SWAP_PAIRS_512 (xh)); \
+    } \
+  }
+
+/* x16_nibble_pair() of x16-avx2.h, 16 rows wide: vectors 2 p, 2 p + 1 of
+ * the block at @pb split into low nibbles ([0], [1]) and high ([2], [3]). */
+INLINE void
+x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
+{
+  const __m512i low4 = _mm512_set1_epi8 (0x0f);
+  UNROLL for (int c = 0; c < 2; c++) {
+    const __m512i v = _mm512_loadu_si512 (pb + 128 * p + 64 * c);
+    w[c] = _mm512_and_si512 (v, low4);
+    w[2 + c] = _mm512_and_si512 (_mm512_srli_epi16 (v, 4), low4);
+  }
+}
 
 /* The tile function (X16TileFn) for RN tokens over a layout of @BLOCK-byte
  * blocks whose 16 d (fp16) start at @D_OFF. Each token's block sum is

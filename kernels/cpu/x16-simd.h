@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to the kernels over the 16-row prepared layouts of the types
- * with Q8_0 activations (q4_0x16-avx2.c, q4_0x16-avx512.c, q8_0x16-avx2.c,
- * q8_0x16-avx512.c; all built with at least AVX2): what they share around
- * the tiles: the per-token activation side, prefetching ahead of the
- * tiles, the driver that claims rows and walks token tiles, and the text
- * every tile function and product starts from (x16-avx2.h and
- * x16-avx512.h build the tiles themselves). A layout is one stream of
+ * with Q8_0 activations (q4_0x16-avx2.c, q4_0x16-avx512.c, q5_0x16-avx2.c,
+ * q5_0x16-avx512.c, q8_0x16-avx2.c, q8_0x16-avx512.c; all built with at
+ * least AVX2): what they share around the tiles: the per-token
+ * activation side, prefetching ahead of the tiles, the driver that claims
+ * rows and walks token tiles, and the text every tile function and
+ * product starts from (x16-avx2.h and x16-avx512.h build the tiles
+ * themselves). A layout is one stream of
  * (tile, block) records of a fixed size, 16 rows each (x16-layout.h),
  * whose weights the kernels multiply as unsigned bytes a constant offset
  * above their values (taken back off through the activation side's
