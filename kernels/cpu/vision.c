@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "vision.h"
+
+#include <string.h>
+
+void
+llm_cpu_image_normalize (const uint8_t *rgb, size_t width, size_t height, size_t stride,
+    const float mean[3], const float std[3], float *planes)
+{
+  const size_t plane = width * height;
+  for (size_t y = 0; y < height; y++) {
+    const uint8_t *row = rgb + y * stride;
+    for (size_t x = 0; x < width; x++)
+      for (int c = 0; c < 3; c++)
+        planes[c * plane + y * width + x] = ((float) row[3 * x + c] / 255.0f - mean[c]) / std[c];
+  }
+}
+
+size_t
+llm_cpu_pixel_shuffle_tokens (size_t width, size_t height, size_t scale)
+{
+  return ((width + scale - 1) / scale) * ((height + scale - 1) / scale);
+}
+
+void
+llm_cpu_pixel_shuffle (const float *in, size_t n_embd, size_t width, size_t height,
+    size_t scale, float *out)
+{
+  const size_t bw = (width + scale - 1) / scale, bh = (height + scale - 1) / scale;
+  const size_t row = n_embd * scale * scale;
+  for (size_t by = 0; by < bh; by++)
+    for (size_t bx = 0; bx < bw; bx++) {
+      float *tok = out + (by * bw + bx) * row;
+      for (size_t k = 0; k < scale; k++)
+        for (size_t j = 0; j < scale; j++) {
+          const size_t x = bx * scale + j, y = by * scale + k;
+          float *dst = tok + n_embd * (k * scale + j);
+          if (x < width && y < height)
+            memcpy (dst, in + (y * width + x) * n_embd, n_embd * sizeof *dst);
+          else
+            memset (dst, 0, n_embd * sizeof *dst);
+        }
+    }
+}

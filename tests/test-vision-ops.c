@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The vision encoders' data movement: frame normalisation as mtmd rounds
+ * it, and the pixel shuffle against a literal replay of the reshapes and
+ * permutes llama.cpp's graph makes of it (Idefics3's pixel_shuffle). */
+#include <string.h>
+
+#include "llm-check.h"
+#include "cpu/vision.h"
+
+START_TEST (test_normalize_is_mtmds_arithmetic_in_planes)
+{
+  enum { W = 7, H = 3, STRIDE = 3 * W + 5 };
+  uint8_t rgb[H * STRIDE];
+  for (guint i = 0; i < sizeof rgb; i++)
+    rgb[i] = (uint8_t) (i * 37 + 11);
+  const float mean[3] = { 0.48145466f, 0.4578275f, 0.40821073f };
+  const float std[3] = { 0.26862954f, 0.26130258f, 0.27577711f };
+  float planes[3 * W * H];
+  llm_cpu_image_normalize (rgb, W, H, STRIDE, mean, std, planes);
+  for (guint y = 0; y < H; y++)
+    for (guint x = 0; x < W; x++)
+      for (guint c = 0; c < 3; c++) {
+        const float u = (float) rgb[y * STRIDE + 3 * x + c] / 255.0f;
+        const float want = (u - mean[c]) / std[c];
+        ck_assert_msg (planes[c * W * H + y * W + x] == want, "(%u, %u) channel %u", x, y, c);
+      }
+}
+END_TEST
+
+/* A ggml-like view: sizes and element strides of up to 3 dimensions. */
+typedef struct {
+  float *data;
+  gsize ne[3], nb[3];
+} View;
+
+static View
+contiguous (float *data, gsize ne0, gsize ne1, gsize ne2)
+{
+  return (View) { data, { ne0, ne1, ne2 }, { 1, ne0, ne0 * ne1 } };
+}
+
+/* ggml_cont: the view's elements in its logical order. */
+static float *
+cont (const View *v)
+{
+  float *out = g_new (float, v->ne[0] * v->ne[1] * v->ne[2]);
+  gsize i = 0;
+  for (gsize c = 0; c < v->ne[2]; c++)
+    for (gsize b = 0; b < v->ne[1]; b++)
+      for (gsize a = 0; a < v->ne[0]; a++)
+        out[i++] = v->data[a * v->nb[0] + b * v->nb[1] + c * v->nb[2]];
+  return out;
+}
+
+/* ggml_permute (v, 0, 2, 1, 3): dims 1 and 2 change places. */
+static View
+swap12 (View v)
+{
+  View p = v;
+  p.ne[1] = v.ne[2];
+  p.ne[2] = v.ne[1];
+  p.nb[1] = v.nb[2];
+  p.nb[2] = v.nb[1];
+  return p;
+}
+
+/* build_patch_merge_permute's steps, one by one. */
+static float *
+replay (const float *in, gsize e, gsize w, gsize h, gsize s, gsize *n_tokens)
+{
+  const gsize pw = (w + s - 1) / s * s, ph = (h + s - 1) / s * s;
+  /* ggml_pad: zeros after the last column and row. */
+  float *padded = g_new0 (float, e * pw * ph);
+  for (gsize y = 0; y < h; y++)
+    memcpy (padded + (y * pw) * e, in + (y * w) * e, w * e * sizeof (float));
+  /* unshuffle h: reshape [e*s, pw/s, ph], permute */
+  View v = swap12 (contiguous (padded, e * s, pw / s, ph));
+  float *c1 = cont (&v);
+  /* unshuffle w: cont_3d [e*s*s, ph/s, pw/s], permute */
+  View v2 = swap12 (contiguous (c1, e * s * s, ph / s, pw / s));
+  float *out = cont (&v2);
+  g_free (padded);
+  g_free (c1);
+  *n_tokens = (pw / s) * (ph / s);
+  return out;
+}
+
+START_TEST (test_pixel_shuffle_replays_the_graphs_reshapes)
+{
+  static const gsize cases[][4] = {
+    /* n_embd, width, height, scale */
+    { 3, 4, 4, 2 }, { 5, 8, 8, 4 }, { 2, 6, 4, 2 }, { 4, 5, 7, 2 }, { 1, 9, 9, 3 },
+    { 8, 32, 32, 4 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    const gsize e = cases[i][0], w = cases[i][1], h = cases[i][2], s = cases[i][3];
+    g_autofree float *in = g_new (float, e * w * h);
+    for (gsize k = 0; k < e * w * h; k++)
+      in[k] = (float) k + 1.0f;
+    gsize n_tokens;
+    g_autofree float *want = replay (in, e, w, h, s, &n_tokens);
+    ck_assert_uint_eq (llm_cpu_pixel_shuffle_tokens (w, h, s), n_tokens);
+    g_autofree float *got = g_new (float, n_tokens * e * s * s);
+    llm_cpu_pixel_shuffle (in, e, w, h, s, got);
+    ck_assert_msg (memcmp (got, want, n_tokens * e * s * s * sizeof (float)) == 0,
+        "case %u (%zu wide, %zux%zu, scale %zu) differs", i, e, w, h, s);
+  }
+}
+END_TEST
+
+static Suite *
+vision_ops_suite (void)
+{
+  Suite *s = suite_create ("vision-ops");
+  TCase *tc = tcase_create ("ops");
+  tcase_add_test (tc, test_normalize_is_mtmds_arithmetic_in_planes);
+  tcase_add_test (tc, test_pixel_shuffle_replays_the_graphs_reshapes);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+LLM_TEST_MAIN (vision_ops_suite)
