@@ -108,6 +108,65 @@ START_TEST (test_pixel_shuffle_replays_the_graphs_reshapes)
 }
 END_TEST
 
+#include <math.h>
+
+START_TEST (test_layernorm_matches_a_double_reference)
+{
+  enum { N = 768 };
+  float x[N], w[N], b[N], y[N];
+  llm_test_rng_seed (3);
+  for (guint i = 0; i < N; i++) {
+    x[i] = 3.0f + 2.0f * llm_test_rng_float ();
+    w[i] = 1.0f + 0.5f * llm_test_rng_float ();
+    b[i] = 0.1f * llm_test_rng_float ();
+  }
+  llm_cpu_layernorm (x, w, b, y, N, 1e-6f);
+  double mean = 0, var = 0;
+  for (guint i = 0; i < N; i++)
+    mean += x[i];
+  mean /= N;
+  for (guint i = 0; i < N; i++)
+    var += (x[i] - mean) * (x[i] - mean);
+  var /= N;
+  for (guint i = 0; i < N; i++) {
+    const double want = (x[i] - mean) / sqrt (var + 1e-6) * w[i] + b[i];
+    ck_assert_msg (fabs (y[i] - want) <= 1e-5 * (1 + fabs (want)), "%u: %g against %g", i,
+        y[i], want);
+  }
+  /* In place, and without weight and bias: mean 0, variance 1. */
+  llm_cpu_layernorm (x, NULL, NULL, x, N, 0.0f);
+  double m = 0, v = 0;
+  for (guint i = 0; i < N; i++)
+    m += x[i];
+  m /= N;
+  for (guint i = 0; i < N; i++)
+    v += (x[i] - m) * (x[i] - m);
+  ck_assert_double_eq_tol (m, 0.0, 1e-6);
+  ck_assert_double_eq_tol (v / N, 1.0, 1e-5);
+}
+END_TEST
+
+START_TEST (test_gelus_match_their_formulas)
+{
+  enum { N = 2001 };
+  float a[N], q[N];
+  for (guint i = 0; i < N; i++)
+    a[i] = q[i] = -10.0f + 0.01f * (float) i;
+  llm_cpu_gelu_tanh (a, N);
+  llm_cpu_gelu_quick (q, N);
+  for (guint i = 0; i < N; i++) {
+    const double x = -10.0 + 0.01 * i;
+    const double t = 0.5 * x * (1 + tanh (sqrt (2 / G_PI) * (x + 0.044715 * x * x * x)));
+    const double s = x / (1 + exp (-1.702 * x));
+    ck_assert_msg (fabs (a[i] - t) <= 2e-6 * (1 + fabs (t)), "tanh GELU at %g: %g", x, a[i]);
+    ck_assert_msg (fabs (q[i] - s) <= 2e-6 * (1 + fabs (s)), "quick GELU at %g: %g", x, q[i]);
+  }
+  /* The erf GELU differs from the tanh one by under 1e-3 (a check that
+   * the formula is GELU at all). */
+  ck_assert (fabs (a[1100] - 0.5 * 1.0 * (1 + erf (1.0 / G_SQRT2))) < 1e-3);
+}
+END_TEST
+
 static Suite *
 vision_ops_suite (void)
 {
@@ -115,6 +174,8 @@ vision_ops_suite (void)
   TCase *tc = tcase_create ("ops");
   tcase_add_test (tc, test_normalize_is_mtmds_arithmetic_in_planes);
   tcase_add_test (tc, test_pixel_shuffle_replays_the_graphs_reshapes);
+  tcase_add_test (tc, test_layernorm_matches_a_double_reference);
+  tcase_add_test (tc, test_gelus_match_their_formulas);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "vision.h"
 
+#include <math.h>
 #include <string.h>
 
 void
@@ -41,4 +42,46 @@ llm_cpu_pixel_shuffle (const float *in, size_t n_embd, size_t width, size_t heig
             memset (dst, 0, n_embd * sizeof *dst);
         }
     }
+}
+
+void
+llm_cpu_layernorm (const float *x, const float *w, const float *b, float *y, size_t n,
+    float eps)
+{
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += x[i];
+  const float mean = (float) (sum / (double) n);
+  double sum2 = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    const float d = x[i] - mean;
+    sum2 += (double) (d * d);
+  }
+  const float scale = 1.0f / sqrtf ((float) (sum2 / (double) n) + eps);
+  for (size_t i = 0; i < n; i++) {
+    float v = (x[i] - mean) * scale;
+    if (w != NULL)
+      v *= w[i];
+    if (b != NULL)
+      v += b[i];
+    y[i] = v;
+  }
+}
+
+void
+llm_cpu_gelu_tanh (float *x, size_t n)
+{
+  /* sqrt (2 / pi) */
+  const float k = 0.7978845608028654f;
+  for (size_t i = 0; i < n; i++) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + tanhf (k * v * (1.0f + 0.044715f * v * v)));
+  }
+}
+
+void
+llm_cpu_gelu_quick (float *x, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    x[i] = x[i] / (1.0f + expf (-1.702f * x[i]));
 }

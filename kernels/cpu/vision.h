@@ -34,6 +34,18 @@ size_t llm_cpu_pixel_shuffle_tokens (size_t width, size_t height, size_t scale);
 void llm_cpu_pixel_shuffle (const float *in, size_t n_embd, size_t width, size_t height,
     size_t scale, float *out);
 
+/* Layer norm of @n floats, as ggml_norm then the weight and bias: mean
+ * and variance summed in double, y = ((x - mean) * (1 / sqrt (var +
+ * eps))) * w + b in float. @w and @b may be NULL (1 and 0). @y may be @x. */
+void llm_cpu_layernorm (const float *x, const float *w, const float *b, float *y, size_t n,
+    float eps);
+
+/* In place over @n floats: GELU with the tanh approximation (SigLIP's
+ * gelu_pytorch_tanh, ggml_gelu's formula), or CLIP's quick GELU,
+ * x * sigmoid (1.702 x). */
+void llm_cpu_gelu_tanh (float *x, size_t n);
+void llm_cpu_gelu_quick (float *x, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
