@@ -110,6 +110,36 @@ END_TEST
 
 #include <math.h>
 
+/* Patch rows times the kernel's rows are the convolution: checked against
+ * a direct stride-patch convolution of the planes. */
+START_TEST (test_patch_rows_times_the_kernel_are_the_convolution)
+{
+  enum { W = 12, H = 8, P = 4, E = 5, K = 3 * P * P };
+  float planes[3 * W * H], kernel[E * K], rows[(W / P) * (H / P) * K];
+  llm_test_rng_seed (9);
+  for (guint i = 0; i < G_N_ELEMENTS (planes); i++)
+    planes[i] = llm_test_rng_float ();
+  for (guint i = 0; i < G_N_ELEMENTS (kernel); i++)
+    kernel[i] = llm_test_rng_float ();
+  llm_cpu_image_patches (planes, W, H, P, rows);
+  for (guint py = 0; py < H / P; py++)
+    for (guint px = 0; px < W / P; px++)
+      for (guint o = 0; o < E; o++) {
+        double conv = 0, product = 0;
+        /* ggml's conv kernel [P, P, 3, E]: element (kx, ky, c, o). */
+        for (guint c = 0; c < 3; c++)
+          for (guint ky = 0; ky < P; ky++)
+            for (guint kx = 0; kx < P; kx++)
+              conv += (double) kernel[((o * 3 + c) * P + ky) * P + kx]
+                  * planes[c * W * H + (py * P + ky) * W + px * P + kx];
+        const float *row = rows + (py * (W / P) + px) * K;
+        for (guint k = 0; k < K; k++)
+          product += (double) kernel[o * K + k] * row[k];
+        ck_assert_msg (fabs (conv - product) < 1e-9, "patch (%u, %u), channel %u", px, py, o);
+      }
+}
+END_TEST
+
 START_TEST (test_layernorm_matches_a_double_reference)
 {
   enum { N = 768 };
@@ -174,6 +204,7 @@ vision_ops_suite (void)
   TCase *tc = tcase_create ("ops");
   tcase_add_test (tc, test_normalize_is_mtmds_arithmetic_in_planes);
   tcase_add_test (tc, test_pixel_shuffle_replays_the_graphs_reshapes);
+  tcase_add_test (tc, test_patch_rows_times_the_kernel_are_the_convolution);
   tcase_add_test (tc, test_layernorm_matches_a_double_reference);
   tcase_add_test (tc, test_gelus_match_their_formulas);
   suite_add_tcase (s, tc);

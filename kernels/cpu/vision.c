@@ -17,6 +17,22 @@ llm_cpu_image_normalize (const uint8_t *rgb, size_t width, size_t height, size_t
   }
 }
 
+void
+llm_cpu_image_patches (const float *planes, size_t width, size_t height, size_t patch,
+    float *rows)
+{
+  const size_t pw = width / patch, ph = height / patch, plane = width * height;
+  for (size_t py = 0; py < ph; py++)
+    for (size_t px = 0; px < pw; px++) {
+      float *row = rows + (py * pw + px) * 3 * patch * patch;
+      for (size_t c = 0; c < 3; c++)
+        for (size_t ky = 0; ky < patch; ky++)
+          memcpy (row + (c * patch + ky) * patch,
+              planes + c * plane + (py * patch + ky) * width + px * patch,
+              patch * sizeof *row);
+    }
+}
+
 size_t
 llm_cpu_pixel_shuffle_tokens (size_t width, size_t height, size_t scale)
 {

@@ -21,6 +21,16 @@ extern "C" {
 void llm_cpu_image_normalize (const uint8_t *rgb, size_t width, size_t height, size_t stride,
     const float mean[3], const float std[3], float *planes);
 
+/* The patches of normalised @planes (three @width x @height planes) as
+ * rows of 3 * @patch * @patch floats, patch (px, py) at row
+ * py * (width / patch) + px, its values in the order of a patch
+ * embedding's weight rows (ggml's conv kernel [patch, patch, 3, n_embd]:
+ * x fastest, then y, then the channel), so one matrix product by those
+ * rows is the stride-@patch convolution. @width and @height are
+ * multiples of @patch. */
+void llm_cpu_image_patches (const float *planes, size_t width, size_t height, size_t patch,
+    float *rows);
+
 /* Tokens llm_cpu_pixel_shuffle makes of a @width x @height patch grid:
  * the grid padded up to multiples of @scale, one token per block. */
 size_t llm_cpu_pixel_shuffle_tokens (size_t width, size_t height, size_t scale);
