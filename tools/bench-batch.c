@@ -31,10 +31,7 @@ bench_batch_run (LlmModel *model, const BenchBatchSetting *s, BenchBatchResult *
   for (guint i = 0; i < s->n_sizes; i++)
     max_k = MAX (max_k, s->sizes[i]);
 
-  LlmEngineOptions opts;
-  llm_engine_options_init (&opts);
-  opts.n_threads = s->n_threads;
-  g_autoptr (LlmEngine) e = llm_engine_new (model, &opts, error);
+  g_autoptr (LlmEngine) e = bench_engine_new (model, s->n_threads, error);
   if (e == NULL)
     return FALSE;
   const LlmKvConfig kvc = { .type = s->kv_type, .policy = LLM_KV_POLICY_FULL,

@@ -72,14 +72,11 @@ gboolean
 bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
     guint n_prompt, BenchSpecResult *results, GError **error)
 {
-  LlmEngineOptions opts;
-  llm_engine_options_init (&opts);
-  opts.n_threads = s->n_threads;
-  g_autoptr (LlmEngine) e = llm_engine_new (model, &opts, error);
+  g_autoptr (LlmEngine) e = bench_engine_new (model, s->n_threads, error);
   if (e == NULL)
     return FALSE;
-  g_autoptr (LlmEngine) draft = s->draft_model ? llm_engine_new (s->draft_model, &opts, error)
-      : NULL;
+  g_autoptr (LlmEngine) draft = s->draft_model
+      ? bench_engine_new (s->draft_model, s->n_threads, error) : NULL;
   if (s->draft_model && draft == NULL)
     return FALSE;
   const guint n_var = s->n_variants;

@@ -25,6 +25,9 @@ G_BEGIN_DECLS
 
 /* --- gst-llm-bench.c: helpers the other files share --- */
 
+/* An engine of its own for @model with @n_threads workers and every other
+ * option at its default (each measurement starts from a fresh one). */
+LlmEngine *bench_engine_new (LlmModel *model, int n_threads, GError **error);
 /* CLOCK_MONOTONIC in milliseconds. */
 double bench_now_ms (void);
 /* Nearest-rank percentile @p (0..100) of @n values; sorts @v. NAN when

@@ -117,6 +117,15 @@ bench_percentile (double *v, guint n, double p)
   return v[rank > 0 ? rank - 1 : 0];
 }
 
+LlmEngine *
+bench_engine_new (LlmModel *model, int n_threads, GError **error)
+{
+  LlmEngineOptions opts;
+  llm_engine_options_init (&opts);
+  opts.n_threads = n_threads;
+  return llm_engine_new (model, &opts, error);
+}
+
 /* Any id of the vocabulary, as llama-bench does: speed does not depend on
  * which tokens, only on how many. */
 void
