@@ -246,7 +246,8 @@ read_sizes (Reader *r, LlmMmprojVision *v)
   for (int c = 0; c < 3; c++)
     if (!(v->image_std[c] > 0))
       return invalid (r, "clip.vision.image_std[%d] is %g, not above 0", c, v->image_std[c]);
-  v->gelu = TRUE;
+  /* Absent, it is CLIP's quick GELU, as llama.cpp reads these files. */
+  v->gelu = FALSE;
   if (llm_gguf_find_key (r->gguf, "clip.use_gelu") >= 0
       && !llm_gguf_get_bool (r->gguf, "clip.use_gelu", &v->gelu, NULL))
     return invalid (r, "clip.use_gelu is not a bool");

@@ -11,6 +11,9 @@
 #include "ggml-type.h"
 #include "gguf-writer.h"
 #include "mmproj.h"
+#include "vision-encoder.h"
+#include "cpu/matmul.h"
+#include <math.h>
 
 /* A small tower: 32-pixel images of 8-pixel patches (16 patches), 64
  * wide, 2 layers, 4 heads. */
@@ -60,8 +63,11 @@ write_mmproj (const Shape *s, const char *dir)
   const float mean[3] = { 0.5f, 0.5f, 0.5f }, std[3] = { 0.5f, 0.5f, 0.5f };
   llm_gguf_writer_add_array (w, "clip.vision.image_mean", LLM_GGUF_FLOAT32, mean, 3);
   llm_gguf_writer_add_array (w, "clip.vision.image_std", LLM_GGUF_FLOAT32, std, 3);
-  if (s->scale > 0)
+  if (s->scale > 0) {
     llm_gguf_writer_add_uint32 (w, "clip.vision.projector.scale_factor", s->scale);
+    /* SigLIP's GELU; CLIP's quick GELU is what an absent key means. */
+    llm_gguf_writer_add_bool (w, "clip.use_gelu", TRUE);
+  }
 
   const guint e = s->n_embd, side = s->image / s->patch, n_pos = side * side + s->class_embd;
   add_tensor (w, s, "v.patch_embd.weight", 4, s->patch, s->patch, 3, e, LLM_TYPE_F16);
@@ -152,6 +158,7 @@ START_TEST (test_llava_mlp_projector_loads_with_its_sizes)
   ck_assert_ptr_nonnull (v->layers[1].down_b.t);
   ck_assert_ptr_nonnull (v->proj2_w.t);
   ck_assert_str_eq (llm_mmproj_type_name (v->type), "mlp");
+  ck_assert (!v->gelu);
 }
 END_TEST
 
@@ -167,6 +174,7 @@ START_TEST (test_idefics3_projector_loads_with_its_pixel_shuffle)
   ck_assert_uint_eq (v->n_out, 96);
   ck_assert_ptr_null (v->class_embd.t);
   ck_assert_ptr_nonnull (v->post_ln_w.t);
+  ck_assert (v->gelu);
 }
 END_TEST
 
@@ -234,6 +242,205 @@ START_TEST (test_a_language_model_is_not_a_projector)
 }
 END_TEST
 
+/* --- the encoder against a double reference ---------------------------- */
+
+static double *
+weights (const LlmMmprojWeight *w)
+{
+  const LlmGgufTensor *t = w->t;
+  if (t == NULL)
+    return NULL;
+  const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
+  g_autofree float *f = g_new (float, t->n_elems);
+  for (gsize r = 0; r < out; r++)
+    llm_dequantize_row (t->type, t->data, t->size / out, in, r, f + r * in);
+  double *d = g_new (double, t->n_elems);
+  for (gsize i = 0; i < t->n_elems; i++)
+    d[i] = f[i];
+  return d;
+}
+
+static void
+ref_linear (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const double *x, gsize n,
+    double *y)
+{
+  const LlmGgufTensor *t = w->t;
+  const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
+  g_autofree double *W = weights (w);
+  g_autofree double *B = weights (b);
+  for (gsize r = 0; r < n; r++)
+    for (gsize o = 0; o < out; o++) {
+      double acc = B ? B[o] : 0.0;
+      for (gsize i = 0; i < in; i++)
+        acc += W[o * in + i] * x[r * in + i];
+      y[r * out + o] = acc;
+    }
+}
+
+static void
+ref_norm (const LlmMmprojWeight *w, const LlmMmprojWeight *b, double *x, gsize n, gsize e,
+    double eps)
+{
+  g_autofree double *W = weights (w);
+  g_autofree double *B = weights (b);
+  for (gsize r = 0; r < n; r++) {
+    double *row = x + r * e, mean = 0, var = 0;
+    for (gsize i = 0; i < e; i++)
+      mean += row[i];
+    mean /= e;
+    for (gsize i = 0; i < e; i++)
+      var += (row[i] - mean) * (row[i] - mean);
+    var /= e;
+    for (gsize i = 0; i < e; i++)
+      row[i] = (row[i] - mean) / sqrt (var + eps) * (W ? W[i] : 1) + (B ? B[i] : 0);
+  }
+}
+
+static double
+gelu_tanh (double x)
+{
+  return 0.5 * x * (1 + tanh (sqrt (2 / G_PI) * (x + 0.044715 * x * x * x)));
+}
+
+/* The tower and projector in double, straight from the formulas. */
+static double *
+ref_encode (const LlmMmprojVision *v, const guint8 *rgb)
+{
+  const gsize s = v->image_size, P = v->patch_size, side = s / P, e = v->n_embd;
+  const gsize np = v->n_patches, n = v->n_positions, first = v->class_embd.t != NULL;
+  const gsize hd = e / v->n_head;
+  g_autofree double *patches = g_new (double, np * 3 * P * P);
+  for (gsize py = 0; py < side; py++)
+    for (gsize px = 0; px < side; px++)
+      for (gsize c = 0; c < 3; c++)
+        for (gsize ky = 0; ky < P; ky++)
+          for (gsize kx = 0; kx < P; kx++) {
+            const double u = rgb[((py * P + ky) * s + px * P + kx) * 3 + c] / 255.0;
+            patches[(py * side + px) * 3 * P * P + (c * P + ky) * P + kx] =
+                (u - v->image_mean[c]) / v->image_std[c];
+          }
+  const gsize wide = MAX (MAX (e, v->n_ff), 4 * e * 4 + v->n_out);
+  double *x = g_new0 (double, n * wide);
+  g_autofree double *h = g_new0 (double, n * wide), *q = g_new0 (double, n * wide);
+  g_autofree double *k = g_new0 (double, n * wide), *val = g_new0 (double, n * wide);
+  g_autofree double *tmp = g_new0 (double, n * wide);
+  ref_linear (&v->patch_w, &v->patch_b, patches, np, x + first * e);
+  if (first) {
+    g_autofree double *cls = weights (&v->class_embd);
+    memcpy (x, cls, e * sizeof *x);
+  }
+  g_autofree double *pos = weights (&v->pos_embd);
+  for (gsize i = 0; i < n * e; i++)
+    x[i] += pos[i];
+  if (v->pre_ln_w.t)
+    ref_norm (&v->pre_ln_w, &v->pre_ln_b, x, n, e, v->eps);
+  for (guint l = 0; l <= v->feature_layer; l++) {
+    const LlmMmprojLayer *ly = &v->layers[l];
+    memcpy (h, x, n * e * sizeof *h);
+    ref_norm (&ly->ln1_w, &ly->ln1_b, h, n, e, v->eps);
+    ref_linear (&ly->q_w, &ly->q_b, h, n, q);
+    ref_linear (&ly->k_w, &ly->k_b, h, n, k);
+    ref_linear (&ly->v_w, &ly->v_b, h, n, val);
+    for (guint hh = 0; hh < v->n_head; hh++)
+      for (gsize i = 0; i < n; i++) {
+        g_autofree double *sc = g_new (double, n);
+        double max = -INFINITY, sum = 0;
+        for (gsize j = 0; j < n; j++) {
+          double d = 0;
+          for (gsize t = 0; t < hd; t++)
+            d += q[i * e + hh * hd + t] * k[j * e + hh * hd + t];
+          sc[j] = d / sqrt ((double) hd);
+          max = MAX (max, sc[j]);
+        }
+        for (gsize j = 0; j < n; j++)
+          sum += (sc[j] = exp (sc[j] - max));
+        for (gsize t = 0; t < hd; t++) {
+          double o = 0;
+          for (gsize j = 0; j < n; j++)
+            o += sc[j] / sum * val[j * e + hh * hd + t];
+          tmp[i * e + hh * hd + t] = o;
+        }
+      }
+    ref_linear (&ly->o_w, &ly->o_b, tmp, n, h);
+    for (gsize i = 0; i < n * e; i++)
+      x[i] += h[i];
+    memcpy (h, x, n * e * sizeof *h);
+    ref_norm (&ly->ln2_w, &ly->ln2_b, h, n, e, v->eps);
+    ref_linear (&ly->up_w, &ly->up_b, h, n, tmp);
+    for (gsize i = 0; i < n * v->n_ff; i++)
+      tmp[i] = v->gelu ? gelu_tanh (tmp[i]) : tmp[i] / (1 + exp (-1.702 * tmp[i]));
+    ref_linear (&ly->down_w, &ly->down_b, tmp, n, h);
+    for (gsize i = 0; i < n * e; i++)
+      x[i] += h[i];
+  }
+  if (v->post_ln_w.t && v->feature_layer + 1 == v->n_layer)
+    ref_norm (&v->post_ln_w, &v->post_ln_b, x, n, e, v->eps);
+  const double *image = x + first * e;
+  double *out = g_new0 (double, v->n_tokens * v->n_out);
+  if (v->type == LLM_MMPROJ_IDEFICS3) {
+    const gsize sf = v->scale_factor, bw = side / sf;
+    for (gsize by = 0; by < bw; by++)
+      for (gsize bx = 0; bx < bw; bx++)
+        for (gsize kk = 0; kk < sf; kk++)
+          for (gsize j = 0; j < sf; j++)
+            memcpy (tmp + (by * bw + bx) * e * sf * sf + e * (kk * sf + j),
+                image + ((by * sf + kk) * side + bx * sf + j) * e, e * sizeof *tmp);
+    ref_linear (&v->proj0_w, &v->proj0_b, tmp, v->n_tokens, out);
+  } else {
+    ref_linear (&v->proj0_w, &v->proj0_b, image, np, tmp);
+    for (gsize i = 0; i < np * v->proj0_w.t->ne[1]; i++)
+      tmp[i] = gelu_tanh (tmp[i]);
+    ref_linear (&v->proj2_w, &v->proj2_b, tmp, np, out);
+  }
+  g_free (x);
+  return out;
+}
+
+static void
+check_encoder (const Shape *shape)
+{
+  g_autoptr (LlmMmproj) p = load (shape, -1, NULL);
+  const LlmMmprojVision *v = llm_mmproj_vision (p);
+  const gsize s = v->image_size;
+  g_autofree guint8 *rgb = g_new (guint8, s * s * 3);
+  for (gsize i = 0; i < s * s * 3; i++)
+    rgb[i] = (guint8) ((i * 7919) >> 3);
+  g_autofree float *got = g_new (float, v->n_tokens * v->n_out);
+  GError *error = NULL;
+  const LlmCpuKernels *kernels[] = {
+    llm_cpu_kernels (LLM_CPU_ISA_SCALAR), llm_cpu_kernels_best (),
+  };
+  g_autofree double *want = ref_encode (v, rgb);
+  double max_ref = 0;
+  for (gsize i = 0; i < v->n_tokens * v->n_out; i++)
+    max_ref = MAX (max_ref, fabs (want[i]));
+  ck_assert_double_gt (max_ref, 1e-3);
+  for (guint kk = 0; kk < G_N_ELEMENTS (kernels); kk++) {
+    ck_assert (llm_vision_encode (p, kernels[kk], rgb, s * 3, got, &error));
+    double worst = 0;
+    for (gsize i = 0; i < v->n_tokens * v->n_out; i++)
+      worst = MAX (worst, fabs (got[i] - want[i]));
+    g_print ("%s, %s kernels: %g off (largest value %g)\n", shape->type,
+        llm_cpu_kernels_name (kernels[kk]), worst, max_ref);
+    /* Float sums, and F16 weights multiplying activations the kernels may
+     * round to F16 as ggml does. */
+    ck_assert_msg (worst <= 1e-3 * max_ref, "%s, %s kernels: %g off (largest value %g)",
+        shape->type, llm_cpu_kernels_name (kernels[kk]), worst, max_ref);
+  }
+}
+
+START_TEST (test_llava_encoder_matches_a_double_reference)
+{
+  check_encoder (&llava);
+}
+END_TEST
+
+START_TEST (test_smolvlm_encoder_matches_a_double_reference)
+{
+  check_encoder (&smolvlm);
+}
+END_TEST
+
 static Suite *
 mmproj_suite (void)
 {
@@ -245,6 +452,8 @@ mmproj_suite (void)
   tcase_add_test (tc, test_a_missing_or_misshapen_tensor_is_named);
   tcase_add_test (tc, test_sizes_that_do_not_fit_are_refused);
   tcase_add_test (tc, test_a_language_model_is_not_a_projector);
+  tcase_add_test (tc, test_llava_encoder_matches_a_double_reference);
+  tcase_add_test (tc, test_smolvlm_encoder_matches_a_double_reference);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The vision tower and projector of an mmproj file on the CPU: one image,
+ * already image_size x image_size RGB8, to n_tokens embedding rows of
+ * n_out floats for the language model. Hugging Face's semantics: a CLIP
+ * tower (mlp) puts its class embedding first and runs up to its feature
+ * layer, and the class row is not an image token; a SigLIP tower
+ * (idefics3) runs every layer and its post-layernorm, then the pixel
+ * shuffle. Matrix products use the kernels of @kern (single thread: the
+ * first, reference-checked version). */
+#pragma once
+
+#include <glib.h>
+
+#include "cpu/matmul.h"
+#include "mmproj.h"
+
+G_BEGIN_DECLS
+
+/* @out holds n_tokens x n_out floats. FALSE with @error only for memory. */
+gboolean llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb,
+    gsize stride, float *out, GError **error);
+
+G_END_DECLS
