@@ -252,19 +252,20 @@ read_sizes (Reader *r, LlmMmprojVision *v)
       && !llm_gguf_get_bool (r->gguf, "clip.use_gelu", &v->gelu, NULL))
     return invalid (r, "clip.use_gelu is not a bool");
 
-  v->feature_layer = v->n_layer - 1;
+  v->n_layers_run = v->type == LLM_MMPROJ_MLP ? MAX (v->n_layer - 1, 1) : v->n_layer;
   LlmGgufValueType type;
   guint64 n;
-  if (llm_gguf_get_array (r->gguf, "clip.vision.feature_layer", &type, &n, NULL)) {
+  if (v->type == LLM_MMPROJ_MLP
+      && llm_gguf_get_array (r->gguf, "clip.vision.feature_layer", &type, &n, NULL)) {
     if (type != LLM_GGUF_INT32)
       return invalid (r, "clip.vision.feature_layer must be an array of int32");
     const gint32 *layers = llm_gguf_array_data (r->gguf, "clip.vision.feature_layer");
-    gint64 best = -1;
+    gint64 deepest = -1;
     for (guint64 i = 0; i < n; i++)
-      if (layers[i] >= 0 && layers[i] < (gint64) v->n_layer)
-        best = MAX (best, layers[i]);
-    if (best >= 0)
-      v->feature_layer = (guint32) best;
+      if (layers[i] >= 1 && layers[i] <= (gint64) v->n_layer)
+        deepest = MAX (deepest, layers[i]);
+    if (deepest > 0)
+      v->n_layers_run = (guint32) deepest;
   }
 
   v->scale_factor = 1;

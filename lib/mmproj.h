@@ -56,10 +56,11 @@ typedef struct {
   float eps;
   float image_mean[3], image_std[3];
   gboolean gelu;                  /* clip.use_gelu (else quick GELU) */
-  /* The last tower layer whose output is used: the highest
-   * clip.vision.feature_layer below n_layer (LLaVA-1.5: the penultimate),
-   * or the last layer. */
-  guint32 feature_layer;
+  /* Layers the tower runs: Hugging Face's hidden_states[k] is the output
+   * of the first k. mlp: the deepest clip.vision.feature_layer k in
+   * 1..n_layer, or without one n_layer - 1 (LLaVA-1.5's penultimate layer,
+   * as llama.cpp reads these files); idefics3: every layer. */
+  guint32 n_layers_run;
   guint32 scale_factor;           /* idefics3: pixel shuffle factor; else 1 */
   guint32 n_out;                  /* embedding width the projector gives the LM */
   guint32 n_tokens;               /* LM tokens per image (per tile) */

@@ -69,9 +69,10 @@ attention (const float *q, const float *k, const float *v, float *out, gsize n, 
     }
 }
 
-gboolean
-llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb,
-    gsize stride, float *out, GError **error)
+/* @cls_last: llama.cpp's CLIP graph (see llm_vision_encode_as_llama_cpp). */
+static gboolean
+encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb, gsize stride,
+    gboolean cls_last, float *out, GError **error)
 {
   const LlmMmprojVision *v = llm_mmproj_vision (p);
   const gsize s = v->image_size, e = v->n_embd, n = v->n_positions, np = v->n_patches;
@@ -97,16 +98,16 @@ llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *
   llm_cpu_image_patches (planes, s, s, v->patch_size, patches);
   /* The class row first (CLIP), then the patches. */
   const gsize first = v->class_embd.t != NULL;
-  linear (kern, &v->patch_w, &v->patch_b, patches, np, x + first * e, scratch);
+  linear (kern, &v->patch_w, &v->patch_b, patches, np, x + (first && !cls_last) * e, scratch);
   if (first)
-    memcpy (x, v->class_embd.t->data, e * sizeof *x);
+    memcpy (x + (cls_last ? np : 0) * e, v->class_embd.t->data, e * sizeof *x);
   const float *pos = (const float *) v->pos_embd.t->data;
   for (gsize i = 0; i < n * e; i++)
     x[i] += pos[i];
   if (v->pre_ln_w.t)
     norm_rows (&v->pre_ln_w, &v->pre_ln_b, x, x, n, e, v->eps);
 
-  for (guint32 l = 0; l <= v->feature_layer; l++) {
+  for (guint32 l = 0; l < v->n_layers_run; l++) {
     const LlmMmprojLayer *ly = &v->layers[l];
     norm_rows (&ly->ln1_w, &ly->ln1_b, x, h, n, e, v->eps);
     linear (kern, &ly->q_w, &ly->q_b, h, n, q, scratch);
@@ -126,10 +127,12 @@ llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *
     for (gsize i = 0; i < n * e; i++)
       x[i] += h[i];
   }
-  if (v->post_ln_w.t && v->feature_layer + 1 == v->n_layer)
+  if (v->post_ln_w.t && v->n_layers_run == v->n_layer)
     norm_rows (&v->post_ln_w, &v->post_ln_b, x, x, n, e, v->eps);
 
-  const float *image = x + first * e;   /* the class row is not an image token */
+  /* The class row is not an image token; llama.cpp's graph drops row 0
+   * whatever it holds. */
+  const float *image = x + first * e;
   if (v->type == LLM_MMPROJ_IDEFICS3) {
     const gsize side = s / v->patch_size;
     llm_cpu_pixel_shuffle (image, e, side, side, v->scale_factor, tmp);
@@ -142,4 +145,18 @@ llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *
   g_free (buf);
   g_free (scratch);
   return TRUE;
+}
+
+gboolean
+llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb,
+    gsize stride, float *out, GError **error)
+{
+  return encode (p, kern, rgb, stride, FALSE, out, error);
+}
+
+gboolean
+llm_vision_encode_as_llama_cpp (const LlmMmproj *p, const LlmCpuKernels *kern,
+    const guint8 *rgb, gsize stride, float *out, GError **error)
+{
+  return encode (p, kern, rgb, stride, TRUE, out, error);
 }
