@@ -497,8 +497,10 @@ START_TEST (test_streams_without_batch_wait_still_step_together)
   g_print ("%u streams, no batch wait: %" G_GUINT64_FORMAT " rows in %" G_GUINT64_FORMAT
       " forwards\n", N, rows, forwards);
   /* Taking turns needs a forward per row; stepping together, one per
-   * step. */
-  ck_assert_msg (forwards <= rows * 3 / 4, "%" G_GUINT64_FORMAT " forwards for %"
+   * step (about 0.6 of the rows on a quiet machine; 0.75 was seen with
+   * both cores busy with other work, so the line is drawn at 0.85, still
+   * far from turns). */
+  ck_assert_msg (forwards <= rows * 85 / 100, "%" G_GUINT64_FORMAT " forwards for %"
       G_GUINT64_FORMAT " rows of %u streams: they took turns", forwards, rows, N);
 }
 END_TEST
