@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu/attention.h"
 #include "cpu/vision.h"
 
 /* y[t][r] = W x_t (+ b) for @n rows of @t's input width. */
@@ -36,37 +37,23 @@ norm_rows (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const float *x, f
         b->t ? (const float *) b->t->data : NULL, y + r * width, width, eps);
 }
 
-/* Full (not causal) attention of @n rows, @heads heads of @hd values. */
+/* Full (not causal) attention of @n rows, @heads heads of @hd values,
+ * through the engine's attention kernels: the keys and values are one
+ * block of @n F32 rows, and every query attends to all of them. */
 static void
-attention (const float *q, const float *k, const float *v, float *out, gsize n, guint heads,
-    gsize hd, float *scores)
+attention (const LlmCpuKernels *kern, const float *q, const float *k, const float *v,
+    float *out, gsize n, guint heads, gsize hd, LlmAttnQuery *queries, float *scratch)
 {
   const gsize e = heads * hd;
-  const float scale = 1.0f / sqrtf ((float) hd);
-  for (guint h = 0; h < heads; h++)
-    for (gsize i = 0; i < n; i++) {
-      const float *qi = q + i * e + h * hd;
-      float max = -INFINITY;
-      for (gsize j = 0; j < n; j++) {
-        const float *kj = k + j * e + h * hd;
-        float s = 0.0f;
-        for (gsize d = 0; d < hd; d++)
-          s += qi[d] * kj[d];
-        scores[j] = s * scale;
-        max = MAX (max, scores[j]);
-      }
-      double sum = 0.0;
-      for (gsize j = 0; j < n; j++)
-        sum += (scores[j] = expf (scores[j] - max));
-      float *oi = out + i * e + h * hd;
-      memset (oi, 0, hd * sizeof *oi);
-      for (gsize j = 0; j < n; j++) {
-        const float p = (float) (scores[j] / sum);
-        const float *vj = v + j * e + h * hd;
-        for (gsize d = 0; d < hd; d++)
-          oi[d] += p * vj[d];
-      }
-    }
+  const void *kb[1] = { k }, *vb[1] = { v };
+  const LlmAttnRows krows = { kb, n, e * sizeof (float), LLM_ATTN_F32, 0, 0 };
+  const LlmAttnRows vrows = { vb, n, e * sizeof (float), LLM_ATTN_F32, 0, 0 };
+  for (guint h = 0; h < heads; h++) {
+    for (gsize i = 0; i < n; i++)
+      queries[i] = (LlmAttnQuery) { q + i * e + h * hd, out + i * e + h * hd, n };
+    llm_attention_batch (kern, &krows, &vrows, h * hd, hd, queries, n,
+        1.0f / sqrtf ((float) hd), scratch);
+  }
 }
 
 /* @cls_last: llama.cpp's CLIP graph (see llm_vision_encode_as_llama_cpp). */
@@ -80,19 +67,23 @@ encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb, gsize 
   gsize widest = MAX (MAX (e, v->n_ff), MAX ((gsize) v->n_out, e * v->scale_factor *
           v->scale_factor));
   widest = MAX (widest, v->proj0_w.t->ne[1]);
-  const gsize floats = 3 * s * s + np * pk + 6 * n * widest + n;
+  const gsize hd = e / v->n_head;
+  const gsize att = llm_attention_batch_scratch_floats (n, hd, n);
+  const gsize floats = 3 * s * s + np * pk + 6 * n * widest + att;
   float *buf = g_try_new (float, floats);
   guint8 *scratch = g_try_malloc (n * llm_matmul_act_bytes (LLM_TYPE_F32, MAX (widest, pk)) + 64);
-  if (buf == NULL || scratch == NULL) {
+  LlmAttnQuery *queries = g_try_new (LlmAttnQuery, n);
+  if (buf == NULL || scratch == NULL || queries == NULL) {
     g_free (buf);
     g_free (scratch);
+    g_free (queries);
     g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOMEM,
         "out of memory for the vision encoder's %" G_GSIZE_FORMAT " floats", floats);
     return FALSE;
   }
   float *planes = buf, *patches = planes + 3 * s * s, *x = patches + np * pk;
   float *h = x + n * widest, *q = h + n * widest, *k = q + n * widest, *val = k + n * widest;
-  float *tmp = val + n * widest, *scores = tmp + n * widest;
+  float *tmp = val + n * widest, *att_scratch = tmp + n * widest;
 
   llm_cpu_image_normalize (rgb, s, s, stride, v->image_mean, v->image_std, planes);
   llm_cpu_image_patches (planes, s, s, v->patch_size, patches);
@@ -113,7 +104,7 @@ encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb, gsize 
     linear (kern, &ly->q_w, &ly->q_b, h, n, q, scratch);
     linear (kern, &ly->k_w, &ly->k_b, h, n, k, scratch);
     linear (kern, &ly->v_w, &ly->v_b, h, n, val, scratch);
-    attention (q, k, val, tmp, n, v->n_head, e / v->n_head, scores);
+    attention (kern, q, k, val, tmp, n, v->n_head, hd, queries, att_scratch);
     linear (kern, &ly->o_w, &ly->o_b, tmp, n, h, scratch);
     for (gsize i = 0; i < n * e; i++)
       x[i] += h[i];
@@ -144,6 +135,7 @@ encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb, gsize 
   }
   g_free (buf);
   g_free (scratch);
+  g_free (queries);
   return TRUE;
 }
 
