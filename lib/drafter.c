@@ -41,6 +41,7 @@ struct _LlmDrafter {
   guint *skip;
   guint n_skip;
   float *logits;
+  guint8 *mask;               /* the target's n_layer flags; NULL when it cannot draft */
   float p_min;
   GError *error;              /* the first evaluation that failed: drafting stops */
 };
@@ -188,7 +189,8 @@ model_accept (LlmDrafter *d, const gint32 *ids, guint n)
   /* What follows the held ids now: the pending token and all but the last
    * of @ids (the verifier's new pending one). The proposal fed its own
    * guesses there; keep those that agree, feed the rest. */
-  g_autofree gint32 *now = g_new (gint32, n);
+  gint32 now[LLM_SPEC_DRAFT_ROOM];
+  g_return_if_fail (n <= LLM_SPEC_DRAFT_ROOM);
   now[0] = d->pending;
   for (guint i = 0; i + 1 < n; i++)
     now[i + 1] = ids[i];
@@ -276,8 +278,13 @@ layerskip_begin (LlmDrafter *d, LlmSession *session, gint32 first)
   if (d->target != session) {
     g_clear_pointer (&d->target, llm_session_unref);
     d->target = llm_session_ref (session);
+    const LlmModel *model = llm_session_model (session);
     g_free (d->logits);
-    d->logits = g_new (float, llm_session_model (session)->hp.n_vocab);
+    d->logits = g_new (float, model->hp.n_vocab);
+    g_free (d->mask);
+    d->mask = g_new (guint8, model->hp.n_layer);
+    if (!skip_mask (d, model->hp.n_layer, d->mask))
+      g_clear_pointer (&d->mask, g_free);
   }
   d->pending = first;
 }
@@ -285,15 +292,13 @@ layerskip_begin (LlmDrafter *d, LlmSession *session, gint32 first)
 static guint
 layerskip_propose (LlmDrafter *d, guint max, gint32 *out)
 {
-  LlmModel *model = llm_session_model (d->target);
-  const guint n_layer = model->hp.n_layer;
-  g_autofree guint8 *mask = g_new (guint8, n_layer);
-  if (!skip_mask (d, n_layer, mask))
+  if (d->mask == NULL)
     return 0;
+  LlmModel *model = llm_session_model (d->target);
   /* The target's cache up to the pending token, shared; what the draft
    * writes past it goes with the fork. */
   LlmSeq *fork = llm_seq_fork (llm_session_seq (d->target));
-  llm_seq_set_skip_layers (fork, mask);
+  llm_seq_set_skip_layers (fork, d->mask);
   gint32 tok = d->pending;
   guint n = 0;
   GError *error = NULL;
@@ -319,6 +324,7 @@ layerskip_finalize (LlmDrafter *d)
   g_clear_pointer (&d->target, llm_session_unref);
   g_free (d->skip);
   g_free (d->logits);
+  g_free (d->mask);
 }
 
 static const DrafterClass layerskip_class = {
