@@ -131,29 +131,46 @@ refill_sampler_history (LlmSession *s)
  * stream may take the cache again between two of our forwards. */
 #define MAX_RECOMPUTES 8
 
+/* Submits @ids after what the session holds, logits into @logits (every
+ * row's with @all_rows, else the last row's). If another stream took the
+ * cache meanwhile, it is recomputed from the history and the request made
+ * again: in one request when only the last logits are wanted, so the
+ * sequence is not idle in between; else the history first, wanting
+ * none. */
+static gboolean
+submit_locked (LlmSession *s, const gint32 *ids, guint n, float *logits, gboolean all_rows,
+    GError **error)
+{
+  GError *err = NULL;
+  gboolean ok = llm_engine_submit (s->engine, s->seq, ids, n, logits, all_rows, &err);
+  for (guint tries = 0; !ok && tries < MAX_RECOMPUTES
+      && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED); tries++) {
+    g_clear_error (&err);
+    llm_seq_clear (s->seq);
+    if (all_rows) {
+      ok = (s->ids->len == 0 || llm_engine_submit (s->engine, s->seq,
+              (const gint32 *) s->ids->data, s->ids->len, s->logits, FALSE, &err))
+          && llm_engine_submit (s->engine, s->seq, ids, n, logits, TRUE, &err);
+      continue;
+    }
+    g_autoptr (GArray) both = g_array_sized_new (FALSE, FALSE, sizeof (gint32),
+        s->ids->len + n);
+    g_array_append_vals (both, s->ids->data, s->ids->len);
+    g_array_append_vals (both, ids, n);
+    ok = llm_engine_submit (s->engine, s->seq, (const gint32 *) both->data, both->len, logits,
+        FALSE, &err);
+  }
+  if (!ok)
+    g_propagate_error (error, err);
+  return ok;
+}
+
 static gboolean
 feed_locked (LlmSession *s, const gint32 *ids, guint n, GError **error)
 {
-  GError *err = NULL;
   const guint64 evicted = llm_kv_cache_n_evicted (llm_seq_kv (s->seq));
-  gboolean ok = llm_engine_submit (s->engine, s->seq, ids, n, s->logits, FALSE, &err);
-  for (guint tries = 0; !ok && tries < MAX_RECOMPUTES
-      && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED); tries++) {
-    /* Another stream took our cache: recompute it from the history and
-     * the new ids in one request, so it is not idle in between. */
-    g_clear_error (&err);
-    llm_seq_clear (s->seq);
-    g_autoptr (GArray) all = g_array_sized_new (FALSE, FALSE, sizeof (gint32),
-        s->ids->len + n);
-    g_array_append_vals (all, s->ids->data, s->ids->len);
-    g_array_append_vals (all, ids, n);
-    ok = llm_engine_submit (s->engine, s->seq, (const gint32 *) all->data, all->len,
-        s->logits, FALSE, &err);
-  }
-  if (!ok) {
-    g_propagate_error (error, err);
+  if (!submit_locked (s, ids, n, s->logits, FALSE, error))
     return FALSE;
-  }
   g_array_append_vals (s->ids, ids, n);
   follow_evictions (s, llm_kv_cache_n_evicted (llm_seq_kv (s->seq)) - evicted);
   for (guint i = 0; i < n; i++)
@@ -198,20 +215,7 @@ submit_all_logits (LlmSession *s, const gint32 *ids, guint n, GError **error)
       return FALSE;
     }
   }
-  GError *err = NULL;
-  gboolean ok = llm_engine_submit (s->engine, s->seq, ids, n, s->draft_logits, TRUE, &err);
-  for (guint tries = 0; !ok && tries < MAX_RECOMPUTES
-      && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED); tries++) {
-    /* As feed_locked, but the history's rows want no logits. */
-    g_clear_error (&err);
-    llm_seq_clear (s->seq);
-    ok = (s->ids->len == 0 || llm_engine_submit (s->engine, s->seq,
-            (const gint32 *) s->ids->data, s->ids->len, s->logits, FALSE, &err))
-        && llm_engine_submit (s->engine, s->seq, ids, n, s->draft_logits, TRUE, &err);
-  }
-  if (!ok)
-    g_propagate_error (error, err);
-  return ok;
+  return submit_locked (s, ids, n, s->draft_logits, TRUE, error);
 }
 
 gboolean
