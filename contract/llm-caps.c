@@ -43,6 +43,50 @@ gst_llm_caps_new_text (void)
       "format", G_TYPE_STRING, "utf8", NULL);
 }
 
+GstCaps *
+gst_llm_caps_new_embeddings (guint dim, const char *modality, const char *projector)
+{
+  GstCaps *caps = gst_caps_new_simple (GST_LLM_EMBEDDINGS_MEDIA_TYPE,
+      "dim", G_TYPE_INT, (gint) dim, "format", G_TYPE_STRING, "F32",
+      "modality", G_TYPE_STRING, modality, NULL);
+  if (projector != NULL)
+    gst_caps_set_simple (caps, "projector", G_TYPE_STRING, projector, NULL);
+  return caps;
+}
+
+gboolean
+gst_llm_caps_parse_embeddings (const GstCaps *caps, guint *dim, const char **modality,
+    const char **projector)
+{
+  if (caps == NULL || !gst_caps_is_fixed (caps))
+    return FALSE;
+  const GstStructure *s = gst_caps_get_structure (caps, 0);
+  gint d = 0;
+  const char *format = gst_structure_get_string (s, "format");
+  const char *mod = gst_structure_get_string (s, "modality");
+  if (!gst_structure_has_name (s, GST_LLM_EMBEDDINGS_MEDIA_TYPE)
+      || !gst_structure_get_int (s, "dim", &d) || d <= 0
+      || format == NULL || strcmp (format, "F32") != 0 || mod == NULL)
+    return FALSE;
+  if (dim)
+    *dim = (guint) d;
+  if (modality)
+    *modality = mod;
+  if (projector)
+    *projector = gst_structure_get_string (s, "projector");
+  return TRUE;
+}
+
+GstBuffer *
+gst_llm_embeddings_buffer_new (const float *rows, gsize n_rows, guint dim)
+{
+  gsize size = n_rows * dim * sizeof (float);
+  GstBuffer *buf = gst_buffer_new_allocate (NULL, size, NULL);
+  if (size > 0)
+    gst_buffer_fill (buf, 0, rows, size);
+  return buf;
+}
+
 GstBuffer *
 gst_llm_tokens_buffer_new (const gint32 *ids, gsize n)
 {

@@ -11,6 +11,16 @@
  *   agree on caps, so a mismatch fails at negotiation, not as garbage text.
  *   A pad template leaves the field out (any vocabulary).
  *
+ * Embedding stream, `application/x-llm-embeddings, dim=(int)N,
+ *   format=(string)F32, modality=(string){image,audio}`, optional
+ *   `projector=(string)<clip.projector_type>` and `vocab`: each buffer is
+ *   one media item (a frame, an audio chunk) as rows of N native-endian
+ *   floats, one row per token the language model takes, in the order it
+ *   takes them; the buffer has the PTS and duration of the media it
+ *   encodes. N must be the target model's embedding width, which llmprefill
+ *   checks at negotiation. A GstLlmEmbeddingsMeta (llm-meta.h) may say how
+ *   the rows lie on the media (a grid) and how salient each is.
+ *
  * Text stream, `text/x-raw, format=(string)utf8`: gst-llm elements emit
  *   buffers of whole, valid UTF-8 characters without NUL (so textoverlay and
  *   subtitle encoders can take each one as is); they accept text split
@@ -35,6 +45,11 @@ G_BEGIN_DECLS
 /* Fixed caps for a vocabulary known at compile time (a string literal). */
 #define GST_LLM_CAPS_TOKENS_VOCAB(hash) \
   GST_LLM_TOKENS_MEDIA_TYPE ", " GST_LLM_CAPS_FIELD_VOCAB "=(string)" hash
+
+#define GST_LLM_EMBEDDINGS_MEDIA_TYPE "application/x-llm-embeddings"
+#define GST_LLM_CAPS_EMBEDDINGS       GST_LLM_EMBEDDINGS_MEDIA_TYPE ", format=(string)F32"
+#define GST_LLM_MODALITY_IMAGE "image"
+#define GST_LLM_MODALITY_AUDIO "audio"
 
 #define GST_LLM_TEXT_MEDIA_TYPE   "text/x-raw"
 #define GST_LLM_CAPS_TEXT         GST_LLM_TEXT_MEDIA_TYPE ", format=(string)utf8"
@@ -66,6 +81,18 @@ GstBuffer *gst_llm_tokens_buffer_new (const gint32 *ids, gsize n);
  * Returns FALSE, leaving @ids untouched, if the buffer cannot be mapped or
  * its size is not a multiple of GST_LLM_TOKEN_SIZE. */
 gboolean gst_llm_tokens_buffer_read (GstBuffer *buffer, GArray *ids);
+
+/* New fixed embedding caps; @projector may be NULL. */
+GstCaps *gst_llm_caps_new_embeddings (guint dim, const char *modality, const char *projector);
+
+/* Reads embedding caps: FALSE if @caps are not fixed embedding caps of
+ * format F32 with a positive dim. Out arguments may be NULL; strings are
+ * valid as long as @caps are (@projector NULL when absent). */
+gboolean gst_llm_caps_parse_embeddings (const GstCaps *caps, guint *dim, const char **modality,
+    const char **projector);
+
+/* New buffer holding @n_rows rows of @dim floats. */
+GstBuffer *gst_llm_embeddings_buffer_new (const float *rows, gsize n_rows, guint dim);
 
 #define GST_LLM_EVENT_END_OF_PROMPT   "llm-end-of-prompt"
 #define GST_LLM_EVENT_END_OF_RESPONSE "llm-end-of-response"

@@ -125,3 +125,94 @@ gst_buffer_add_llm_draft_meta (GstBuffer *buffer, LlmDrafter *drafter)
   m->drafter = llm_drafter_ref (drafter);
   return m;
 }
+
+/* --- GstLlmEmbeddingsMeta ------------------------------------------------ */
+
+GType
+gst_llm_embeddings_meta_api_get_type (void)
+{
+  static GType type = 0;
+  static const gchar *tags[] = { NULL };
+  if (g_once_init_enter (&type)) {
+    GType t = gst_meta_api_type_register ("GstLlmEmbeddingsMetaAPI", tags);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static gboolean
+embd_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
+{
+  GstLlmEmbeddingsMeta *m = (GstLlmEmbeddingsMeta *) meta;
+  m->grid_w = m->grid_h = m->n_source_rows = m->n_rows = 0;
+  m->saliency = m->sizes = NULL;
+  return TRUE;
+}
+
+static void
+embd_meta_free (GstMeta *meta, GstBuffer *buffer)
+{
+  GstLlmEmbeddingsMeta *m = (GstLlmEmbeddingsMeta *) meta;
+  g_clear_pointer (&m->saliency, g_free);
+  g_clear_pointer (&m->sizes, g_free);
+}
+
+static gboolean
+embd_meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type,
+    gpointer data)
+{
+  const GstLlmEmbeddingsMeta *m = (const GstLlmEmbeddingsMeta *) meta;
+  GstLlmEmbeddingsMeta *d = gst_buffer_add_llm_embeddings_meta (dest, m->n_rows, m->grid_w,
+      m->grid_h);
+  d->n_source_rows = m->n_source_rows;
+  if (m->saliency)
+    gst_llm_embeddings_meta_set_saliency (d, m->saliency);
+  if (m->sizes)
+    gst_llm_embeddings_meta_set_sizes (d, m->sizes, m->n_rows);
+  return TRUE;
+}
+
+const GstMetaInfo *
+gst_llm_embeddings_meta_get_info (void)
+{
+  static const GstMetaInfo *info = NULL;
+  if (g_once_init_enter ((GstMetaInfo **) &info)) {
+    const GstMetaInfo *i = gst_meta_register (GST_LLM_EMBEDDINGS_META_API_TYPE,
+        "GstLlmEmbeddingsMeta", sizeof (GstLlmEmbeddingsMeta), embd_meta_init,
+        embd_meta_free, embd_meta_transform);
+    g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
+  }
+  return info;
+}
+
+GstLlmEmbeddingsMeta *
+gst_buffer_add_llm_embeddings_meta (GstBuffer *buffer, guint n_rows, guint grid_w,
+    guint grid_h)
+{
+  GstLlmEmbeddingsMeta *m = (GstLlmEmbeddingsMeta *) gst_buffer_add_meta (buffer,
+      gst_llm_embeddings_meta_get_info (), NULL);
+  m->n_rows = n_rows;
+  m->n_source_rows = n_rows;
+  m->grid_w = grid_w;
+  m->grid_h = grid_h;
+  return m;
+}
+
+void
+gst_llm_embeddings_meta_set_saliency (GstLlmEmbeddingsMeta *m, const float *saliency)
+{
+  g_free (m->saliency);
+  m->saliency = saliency ? g_memdup2 (saliency, m->n_rows * sizeof (float)) : NULL;
+}
+
+void
+gst_llm_embeddings_meta_set_sizes (GstLlmEmbeddingsMeta *m, const float *sizes, guint n_rows)
+{
+  if (n_rows != m->n_rows) {
+    /* The rows changed: a saliency for the old rows means nothing now. */
+    g_clear_pointer (&m->saliency, g_free);
+    m->n_rows = n_rows;
+  }
+  g_free (m->sizes);
+  m->sizes = sizes ? g_memdup2 (sizes, n_rows * sizeof (float)) : NULL;
+}

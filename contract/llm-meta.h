@@ -59,4 +59,39 @@ GstLlmDraftMeta *gst_buffer_add_llm_draft_meta (GstBuffer *buffer, LlmDrafter *d
 #define gst_buffer_get_llm_draft_meta(b) \
   ((GstLlmDraftMeta *) gst_buffer_get_meta ((b), GST_LLM_DRAFT_META_API_TYPE))
 
+/* GstLlmEmbeddingsMeta: how the rows of an application/x-llm-embeddings
+ * buffer lie on their media, for the elements that compress them. An
+ * encoder sets the grid its rows come from (an image's token grid, row
+ * major; 0 x 0 for rows with no grid, such as audio frames) and, when the
+ * tower has a class token, each row's attention from it (saliency; NULL
+ * otherwise). Compression keeps the counts up to date: @n_source_rows is
+ * what the encoder made, and @sizes (NULL: all 1) how many source rows
+ * each row stands for after merging. Copying the metadata copies the
+ * arrays. */
+#define GST_LLM_EMBEDDINGS_META_API_TYPE (gst_llm_embeddings_meta_api_get_type ())
+
+typedef struct {
+  GstMeta meta;
+  guint grid_w, grid_h;
+  guint n_source_rows;
+  float *saliency;      /* n rows, or NULL */
+  float *sizes;         /* n rows, or NULL */
+  guint n_rows;         /* length of the arrays above */
+} GstLlmEmbeddingsMeta;
+
+GType gst_llm_embeddings_meta_api_get_type (void);
+const GstMetaInfo *gst_llm_embeddings_meta_get_info (void);
+
+/* Adds a meta for @n_rows rows on a @grid_w x @grid_h grid, no saliency,
+ * every size 1. */
+GstLlmEmbeddingsMeta *gst_buffer_add_llm_embeddings_meta (GstBuffer *buffer, guint n_rows,
+    guint grid_w, guint grid_h);
+#define gst_buffer_get_llm_embeddings_meta(b) \
+  ((GstLlmEmbeddingsMeta *) gst_buffer_get_meta ((b), GST_LLM_EMBEDDINGS_META_API_TYPE))
+/* Sets the saliency (a copy of @n_rows floats); the meta's rows must match. */
+void gst_llm_embeddings_meta_set_saliency (GstLlmEmbeddingsMeta *m, const float *saliency);
+/* Sets the sizes (a copy of @n_rows floats) for @n_rows rows. */
+void gst_llm_embeddings_meta_set_sizes (GstLlmEmbeddingsMeta *m, const float *sizes,
+    guint n_rows);
+
 G_END_DECLS

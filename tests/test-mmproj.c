@@ -10,6 +10,7 @@
 #include "llm-check.h"
 #include "ggml-type.h"
 #include "gguf-writer.h"
+#include "mmproj-writer.h"
 #include "mmproj.h"
 #include "vision-encoder.h"
 #include "cpu/matmul.h"
@@ -17,102 +18,16 @@
 
 /* A small tower: 32-pixel images of 8-pixel patches (16 patches), 64
  * wide, 2 layers, 4 heads. */
-typedef struct {
-  const char *type;           /* clip.projector_type */
-  guint image, patch, n_embd, n_ff, n_layer, n_head, n_out, scale;
-  gboolean class_embd;
-  /* What to spoil, by tensor name ("" none): left out, or one bigger. */
-  const char *drop, *widen;
-} Shape;
-
-static void
-add_tensor (LlmGgufWriter *w, const Shape *s, const char *name, guint n_dims, guint64 ne0,
-    guint64 ne1, guint64 ne2, guint64 ne3, guint32 type)
-{
-  if (strcmp (name, s->drop) == 0)
-    return;
-  guint64 ne[4] = { ne0, ne1, ne2, ne3 };
-  if (strcmp (name, s->widen) == 0)
-    ne[n_dims - 1]++;
-  guint64 n = 1;
-  for (guint d = 0; d < n_dims; d++)
-    n *= ne[d];
-  g_autofree float *v = g_new (float, n);
-  for (guint64 i = 0; i < n; i++)
-    v[i] = llm_test_rng_float () * 0.05f;
-  GError *error = NULL;
-  ck_assert_msg (llm_gguf_writer_add_tensor_from_f32 (w, name, type, n_dims, ne, v, &error),
-      "%s: %s", name, error ? error->message : "");
-}
+typedef LlmMmprojShape Shape;
 
 static char *
 write_mmproj (const Shape *s, const char *dir)
 {
-  /* The same weights every time: the golden files were made from them. */
-  llm_test_rng_seed (20261201);
-  g_autoptr (LlmGgufWriter) w = llm_gguf_writer_new ();
-  llm_gguf_writer_add_string (w, "general.architecture", "clip");
-  llm_gguf_writer_add_bool (w, "clip.has_vision_encoder", TRUE);
-  llm_gguf_writer_add_string (w, "clip.projector_type", s->type);
-  llm_gguf_writer_add_uint32 (w, "clip.vision.image_size", s->image);
-  llm_gguf_writer_add_uint32 (w, "clip.vision.patch_size", s->patch);
-  llm_gguf_writer_add_uint32 (w, "clip.vision.embedding_length", s->n_embd);
-  llm_gguf_writer_add_uint32 (w, "clip.vision.feed_forward_length", s->n_ff);
-  llm_gguf_writer_add_uint32 (w, "clip.vision.block_count", s->n_layer);
-  llm_gguf_writer_add_uint32 (w, "clip.vision.attention.head_count", s->n_head);
-  llm_gguf_writer_add_float32 (w, "clip.vision.attention.layer_norm_epsilon", 1e-6f);
-  llm_gguf_writer_add_uint32 (w, "clip.vision.projection_dim", s->n_out);
-  const float mean[3] = { 0.5f, 0.5f, 0.5f }, std[3] = { 0.5f, 0.5f, 0.5f };
-  llm_gguf_writer_add_array (w, "clip.vision.image_mean", LLM_GGUF_FLOAT32, mean, 3);
-  llm_gguf_writer_add_array (w, "clip.vision.image_std", LLM_GGUF_FLOAT32, std, 3);
-  if (s->scale > 0) {
-    llm_gguf_writer_add_uint32 (w, "clip.vision.projector.scale_factor", s->scale);
-    /* SigLIP's GELU; CLIP's quick GELU is what an absent key means. */
-    llm_gguf_writer_add_bool (w, "clip.use_gelu", TRUE);
-  }
-
-  const guint e = s->n_embd, side = s->image / s->patch, n_pos = side * side + s->class_embd;
-  add_tensor (w, s, "v.patch_embd.weight", 4, s->patch, s->patch, 3, e, LLM_TYPE_F16);
-  add_tensor (w, s, "v.patch_embd.bias", 1, e, 1, 1, 1, LLM_TYPE_F32);
-  if (s->class_embd) {
-    add_tensor (w, s, "v.class_embd", 1, e, 1, 1, 1, LLM_TYPE_F32);
-    add_tensor (w, s, "v.pre_ln.weight", 1, e, 1, 1, 1, LLM_TYPE_F32);
-    add_tensor (w, s, "v.pre_ln.bias", 1, e, 1, 1, 1, LLM_TYPE_F32);
-  } else {
-    add_tensor (w, s, "v.post_ln.weight", 1, e, 1, 1, 1, LLM_TYPE_F32);
-    add_tensor (w, s, "v.post_ln.bias", 1, e, 1, 1, 1, LLM_TYPE_F32);
-  }
-  add_tensor (w, s, "v.position_embd.weight", 2, e, n_pos, 1, 1, LLM_TYPE_F32);
-  for (guint l = 0; l < s->n_layer; l++) {
-    static const char *const square[] = { "attn_q", "attn_k", "attn_v", "attn_out" };
-    char name[64];
-#define T(fmt, ...) (g_snprintf (name, sizeof name, fmt, __VA_ARGS__), name)
-    for (guint i = 0; i < G_N_ELEMENTS (square); i++) {
-      add_tensor (w, s, T ("v.blk.%u.%s.weight", l, square[i]), 2, e, e, 1, 1, LLM_TYPE_F16);
-      add_tensor (w, s, T ("v.blk.%u.%s.bias", l, square[i]), 1, e, 1, 1, 1, LLM_TYPE_F32);
-    }
-    for (guint n = 1; n <= 2; n++) {
-      add_tensor (w, s, T ("v.blk.%u.ln%u.weight", l, n), 1, e, 1, 1, 1, LLM_TYPE_F32);
-      add_tensor (w, s, T ("v.blk.%u.ln%u.bias", l, n), 1, e, 1, 1, 1, LLM_TYPE_F32);
-    }
-    add_tensor (w, s, T ("v.blk.%u.ffn_up.weight", l), 2, e, s->n_ff, 1, 1, LLM_TYPE_F16);
-    add_tensor (w, s, T ("v.blk.%u.ffn_up.bias", l), 1, s->n_ff, 1, 1, 1, LLM_TYPE_F32);
-    add_tensor (w, s, T ("v.blk.%u.ffn_down.weight", l), 2, s->n_ff, e, 1, 1, LLM_TYPE_F16);
-    add_tensor (w, s, T ("v.blk.%u.ffn_down.bias", l), 1, e, 1, 1, 1, LLM_TYPE_F32);
-#undef T
-  }
-  if (s->scale > 0) {
-    add_tensor (w, s, "mm.model.fc.weight", 2, e * s->scale * s->scale, s->n_out, 1, 1,
-        LLM_TYPE_F16);
-  } else {
-    add_tensor (w, s, "mm.0.weight", 2, e, s->n_out, 1, 1, LLM_TYPE_F16);
-    add_tensor (w, s, "mm.0.bias", 1, s->n_out, 1, 1, 1, LLM_TYPE_F32);
-    add_tensor (w, s, "mm.2.weight", 2, s->n_out, s->n_out, 1, 1, LLM_TYPE_F16);
-    add_tensor (w, s, "mm.2.bias", 1, s->n_out, 1, 1, 1, LLM_TYPE_F32);
-  }
   char *path = g_build_filename (dir, "mmproj.gguf", NULL);
   GError *error = NULL;
-  ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s", error ? error->message : "");
+  /* The same weights every time: the golden files were made from them. */
+  ck_assert_msg (llm_mmproj_write_random (s, 20261201, path, &error), "%s",
+      error ? error->message : "");
   return path;
 }
 

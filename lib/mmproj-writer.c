@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "mmproj-writer.h"
+
+#include <string.h>
+
+#include "ggml-type.h"
+#include "gguf-writer.h"
+
+void
+llm_mmproj_shape_smolvlm (LlmMmprojShape *s, guint n_out)
+{
+  *s = (LlmMmprojShape) { "idefics3", 512, 16, 768, 3072, 12, 12, n_out, 4, FALSE, NULL, NULL };
+}
+
+void
+llm_mmproj_shape_llava (LlmMmprojShape *s, guint n_out)
+{
+  *s = (LlmMmprojShape) { "mlp", 336, 14, 1024, 4096, 24, 16, n_out, 0, TRUE, NULL, NULL };
+}
+
+typedef struct {
+  LlmGgufWriter *w;
+  const LlmMmprojShape *s;
+  guint64 rng;
+  GError **error;
+  gboolean ok;
+} Writer;
+
+/* splitmix64, uniform in [-1, 1): the draws of the tests' generator, so
+ * the golden files made from its weights stay valid. */
+static float
+draw (Writer *wr)
+{
+  guint64 z = (wr->rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (float) ((double) (z >> 11) / (double) (1ull << 53) * 2.0 - 1.0);
+}
+
+static gboolean
+is (const char *name, const char *which)
+{
+  return which != NULL && strcmp (name, which) == 0;
+}
+
+static void
+add (Writer *wr, const char *name, guint n_dims, guint64 ne0, guint64 ne1, guint64 ne2,
+    guint64 ne3, guint32 type)
+{
+  if (!wr->ok || is (name, wr->s->drop))
+    return;
+  guint64 ne[4] = { ne0, ne1, ne2, ne3 };
+  if (is (name, wr->s->widen))
+    ne[n_dims - 1]++;
+  guint64 n = 1;
+  for (guint d = 0; d < n_dims; d++)
+    n *= ne[d];
+  float *v = g_try_new (float, n);
+  if (v == NULL) {
+    g_set_error (wr->error, G_FILE_ERROR, G_FILE_ERROR_NOMEM, "no memory for %s", name);
+    wr->ok = FALSE;
+    return;
+  }
+  for (guint64 i = 0; i < n; i++)
+    v[i] = draw (wr) * 0.05f;
+  wr->ok = llm_gguf_writer_add_tensor_from_f32 (wr->w, name, type, n_dims, ne, v, wr->error);
+  g_free (v);
+}
+
+gboolean
+llm_mmproj_write_random (const LlmMmprojShape *s, guint64 seed, const char *path,
+    GError **error)
+{
+  g_autoptr (LlmGgufWriter) w = llm_gguf_writer_new ();
+  Writer wr = { w, s, seed, error, TRUE };
+
+  llm_gguf_writer_add_string (w, "general.architecture", "clip");
+  llm_gguf_writer_add_bool (w, "clip.has_vision_encoder", TRUE);
+  llm_gguf_writer_add_string (w, "clip.projector_type", s->type);
+  llm_gguf_writer_add_uint32 (w, "clip.vision.image_size", s->image);
+  llm_gguf_writer_add_uint32 (w, "clip.vision.patch_size", s->patch);
+  llm_gguf_writer_add_uint32 (w, "clip.vision.embedding_length", s->n_embd);
+  llm_gguf_writer_add_uint32 (w, "clip.vision.feed_forward_length", s->n_ff);
+  llm_gguf_writer_add_uint32 (w, "clip.vision.block_count", s->n_layer);
+  llm_gguf_writer_add_uint32 (w, "clip.vision.attention.head_count", s->n_head);
+  llm_gguf_writer_add_float32 (w, "clip.vision.attention.layer_norm_epsilon", 1e-6f);
+  llm_gguf_writer_add_uint32 (w, "clip.vision.projection_dim", s->n_out);
+  const float mean[3] = { 0.5f, 0.5f, 0.5f }, std[3] = { 0.5f, 0.5f, 0.5f };
+  llm_gguf_writer_add_array (w, "clip.vision.image_mean", LLM_GGUF_FLOAT32, mean, 3);
+  llm_gguf_writer_add_array (w, "clip.vision.image_std", LLM_GGUF_FLOAT32, std, 3);
+  if (s->scale > 0) {
+    llm_gguf_writer_add_uint32 (w, "clip.vision.projector.scale_factor", s->scale);
+    /* SigLIP's GELU; CLIP's quick GELU is what an absent key means. */
+    llm_gguf_writer_add_bool (w, "clip.use_gelu", TRUE);
+  }
+
+  const guint e = s->n_embd, side = s->image / MAX (s->patch, 1);
+  const guint n_pos = side * side + (s->class_embd ? 1 : 0);
+  add (&wr, "v.patch_embd.weight", 4, s->patch, s->patch, 3, e, LLM_TYPE_F16);
+  add (&wr, "v.patch_embd.bias", 1, e, 1, 1, 1, LLM_TYPE_F32);
+  if (s->class_embd) {
+    add (&wr, "v.class_embd", 1, e, 1, 1, 1, LLM_TYPE_F32);
+    add (&wr, "v.pre_ln.weight", 1, e, 1, 1, 1, LLM_TYPE_F32);
+    add (&wr, "v.pre_ln.bias", 1, e, 1, 1, 1, LLM_TYPE_F32);
+  } else {
+    add (&wr, "v.post_ln.weight", 1, e, 1, 1, 1, LLM_TYPE_F32);
+    add (&wr, "v.post_ln.bias", 1, e, 1, 1, 1, LLM_TYPE_F32);
+  }
+  add (&wr, "v.position_embd.weight", 2, e, n_pos, 1, 1, LLM_TYPE_F32);
+  for (guint l = 0; l < s->n_layer; l++) {
+    static const char *const square[] = { "attn_q", "attn_k", "attn_v", "attn_out" };
+    char name[64];
+#define T(fmt, ...) (g_snprintf (name, sizeof name, fmt, __VA_ARGS__), name)
+    for (guint i = 0; i < G_N_ELEMENTS (square); i++) {
+      add (&wr, T ("v.blk.%u.%s.weight", l, square[i]), 2, e, e, 1, 1, LLM_TYPE_F16);
+      add (&wr, T ("v.blk.%u.%s.bias", l, square[i]), 1, e, 1, 1, 1, LLM_TYPE_F32);
+    }
+    for (guint n = 1; n <= 2; n++) {
+      add (&wr, T ("v.blk.%u.ln%u.weight", l, n), 1, e, 1, 1, 1, LLM_TYPE_F32);
+      add (&wr, T ("v.blk.%u.ln%u.bias", l, n), 1, e, 1, 1, 1, LLM_TYPE_F32);
+    }
+    add (&wr, T ("v.blk.%u.ffn_up.weight", l), 2, e, s->n_ff, 1, 1, LLM_TYPE_F16);
+    add (&wr, T ("v.blk.%u.ffn_up.bias", l), 1, s->n_ff, 1, 1, 1, LLM_TYPE_F32);
+    add (&wr, T ("v.blk.%u.ffn_down.weight", l), 2, s->n_ff, e, 1, 1, LLM_TYPE_F16);
+    add (&wr, T ("v.blk.%u.ffn_down.bias", l), 1, e, 1, 1, 1, LLM_TYPE_F32);
+#undef T
+  }
+  if (s->scale > 0) {
+    add (&wr, "mm.model.fc.weight", 2, (guint64) e * s->scale * s->scale, s->n_out, 1, 1,
+        LLM_TYPE_F16);
+  } else {
+    add (&wr, "mm.0.weight", 2, e, s->n_out, 1, 1, LLM_TYPE_F16);
+    add (&wr, "mm.0.bias", 1, s->n_out, 1, 1, 1, LLM_TYPE_F32);
+    add (&wr, "mm.2.weight", 2, s->n_out, s->n_out, 1, 1, LLM_TYPE_F16);
+    add (&wr, "mm.2.bias", 1, s->n_out, 1, 1, 1, LLM_TYPE_F32);
+  }
+  return wr.ok && llm_gguf_writer_write_file (w, path, error);
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Writes mmproj files with random weights in llama.cpp's layout, for the
+ * tests, the benchmark and the pipelines that must run without real
+ * vision weights (none can be had on a fresh machine). The same files load
+ * in llama.cpp's mtmd, which is how the golden embeddings are made. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const char *type;           /* clip.projector_type: "mlp" or "idefics3" */
+  guint image, patch, n_embd, n_ff, n_layer, n_head, n_out;
+  guint scale;                /* idefics3's pixel shuffle factor; 0 for mlp */
+  gboolean class_embd;        /* a CLIP tower (mlp) has one */
+  /* For tests of refused files: a tensor to leave out and one to make one
+   * bigger in its last dimension (NULL or "" for none). */
+  const char *drop, *widen;
+} LlmMmprojShape;
+
+/* Shapes of public models at their real sizes, projecting to @n_out (the
+ * language model's width): SmolVLM-256M's SigLIP-B/16 tower (512 pixels,
+ * 12 layers of 768) and pixel shuffle by 4; a LLaVA-style CLIP-L/14 tower
+ * (336 pixels, 24 layers of 1024) with its MLP. */
+void llm_mmproj_shape_smolvlm (LlmMmprojShape *s, guint n_out);
+void llm_mmproj_shape_llava (LlmMmprojShape *s, guint n_out);
+
+/* Writes @s with weights drawn from @seed (the same seed gives the same
+ * file) to @path. Matrices are F16, biases and norms F32. */
+gboolean llm_mmproj_write_random (const LlmMmprojShape *s, guint64 seed, const char *path,
+    GError **error);
+
+G_END_DECLS
