@@ -59,7 +59,13 @@ ngram_begin (LlmDrafter *d, LlmSession *session, gint32 first)
 static guint
 ngram_propose (LlmDrafter *d, guint max, gint32 *out)
 {
-  return llm_ngram_draft_propose (d->ngram, max, out);
+  guint n = llm_ngram_draft_propose (d->ngram, max, out);
+  /* A continuation into a media row (LLM_TOKEN_EMBD) has no token to
+   * propose. */
+  for (guint i = 0; i < n; i++)
+    if (out[i] < 0)
+      return i;
+  return n;
 }
 
 static void
@@ -130,7 +136,16 @@ static void
 model_begin (LlmDrafter *d, LlmSession *target, gint32 first)
 {
   const gint32 *history = llm_session_ids (target);
-  const guint n = llm_session_n_ids (target);
+  guint n = llm_session_n_ids (target);
+  /* The draft model reads no media: it sees the text after the last media
+   * row. */
+  for (guint i = n; i > 0; i--) {
+    if (history[i - 1] == LLM_TOKEN_EMBD) {
+      history += i;
+      n -= i;
+      break;
+    }
+  }
   model_catch_up (d, FALSE);
   /* A kept conversation: only what the draft has not seen is fed. */
   const guint held = llm_session_n_ids (d->session);

@@ -68,13 +68,18 @@ typedef struct {
   guint first, n;
   GError *error;
   guint done;
+  guint embd_first;           /* the scheduler's: its first media row's index */
 } LlmEvalSegment;
 
 /* Rows [@from, @from + @count) of @n tokens fed to @seq from position
  * @pos0, into @out: @logits gets the last row's logits, or with
  * @all_logits every row's (n x n_vocab). */
-void llm_engine_token_rows (LlmSeq *seq, const gint32 *tokens, guint n, guint32 pos0,
-    float *logits, gboolean all_logits, guint from, guint count, LlmEvalRow *out);
+/* Rows [@from, @from + @count) of a request of @n; entries of @tokens
+ * that are LLM_TOKEN_EMBD take @embd's rows from *@embd_next on (which
+ * moves past them); @embd may be NULL for token ids only. */
+void llm_engine_token_rows (LlmSeq *seq, const gint32 *tokens, const float *embd,
+    guint *embd_next, guint n, guint32 pos0, float *logits, gboolean all_logits, guint from,
+    guint count, LlmEvalRow *out);
 
 /* Splits @rows into segments (adjacent rows of one sequence) into
  * @segments (at most @n entries); fails if a sequence has two runs. */

@@ -433,10 +433,12 @@ llm_engine_eval (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits,
 }
 
 void
-llm_engine_token_rows (LlmSeq *seq, const gint32 *tokens, guint n, guint32 pos0,
-    float *logits, gboolean all_logits, guint from, guint count, LlmEvalRow *out)
+llm_engine_token_rows (LlmSeq *seq, const gint32 *tokens, const float *embd,
+    guint *embd_next, guint n, guint32 pos0, float *logits, gboolean all_logits, guint from,
+    guint count, LlmEvalRow *out)
 {
   const gsize n_vocab = seq->engine->model->hp.n_vocab;
+  const gsize n_embd = seq->engine->model->hp.n_embd;
   for (guint i = 0; i < count; i++) {
     const guint k = from + i;
     float *dst = NULL;
@@ -444,7 +446,10 @@ llm_engine_token_rows (LlmSeq *seq, const gint32 *tokens, guint n, guint32 pos0,
       dst = logits + k * n_vocab;
     else if (logits && k == n - 1)
       dst = logits;
-    out[i] = (LlmEvalRow) { seq, tokens[k], NULL, pos0 + k, dst };
+    const float *row = NULL;
+    if (embd != NULL && tokens[k] == LLM_TOKEN_EMBD)
+      row = embd + (gsize) (*embd_next)++ * n_embd;
+    out[i] = (LlmEvalRow) { seq, tokens[k], row, pos0 + k, dst };
   }
 }
 
@@ -456,8 +461,8 @@ llm_seq_eval_tokens (LlmSeq *seq, const gint32 *tokens, guint n, float *logits,
   if (n == 0)
     return TRUE;
   g_autofree LlmEvalRow *rows = g_new (LlmEvalRow, n);
-  llm_engine_token_rows (seq, tokens, n, llm_seq_pos_next (seq), logits, all_logits, 0, n,
-      rows);
+  llm_engine_token_rows (seq, tokens, NULL, NULL, n, llm_seq_pos_next (seq), logits,
+      all_logits, 0, n, rows);
   LlmEvalSegment seg = { seq, 0, n, NULL, 0 };
   llm_engine_eval_segments (seq->engine, rows, &seg, 1);
   if (seg.error) {

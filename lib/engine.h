@@ -163,6 +163,16 @@ gboolean llm_seq_eval_tokens (LlmSeq *seq, const gint32 *tokens, guint n, float 
 gboolean llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n,
     float *logits, gboolean all_logits, GError **error);
 
+/* A row of a mixed prompt that takes the next embedding row (a media
+ * token) instead of a token id. */
+#define LLM_TOKEN_EMBD (-1)
+
+/* llm_engine_submit for a prompt that mixes token ids and media rows:
+ * each of the @n entries of @tokens that is LLM_TOKEN_EMBD takes the next
+ * row of @embd (n_embd floats each, in order). */
+gboolean llm_engine_submit_embd (LlmEngine *e, LlmSeq *seq, const gint32 *tokens,
+    const float *embd, guint n, float *logits, gboolean all_logits, GError **error);
+
 /* Forwards run and rows they held, since the engine started (a measure of
  * how well the scheduler batches). */
 void llm_engine_batch_stats (LlmEngine *e, guint64 *forwards, guint64 *rows);

@@ -15,6 +15,8 @@
 typedef struct {
   LlmSeq *seq;
   const gint32 *tokens;
+  const float *embd;          /* rows for the LLM_TOKEN_EMBD entries, or NULL */
+  guint embd_next;            /* the next of them to evaluate */
   guint n;
   guint done;                 /* rows evaluated */
   guint32 pos0;
@@ -71,10 +73,10 @@ lead_one_forward (LlmEngine *e)
       const guint take = take_rows (r, LLM_FORWARD_CHUNK - n_rows, &budget);
       if (take == 0)
         continue;
-      segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL, 0 };
+      segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL, 0, r->embd_next };
       reqs[n_segs++] = r;
-      llm_engine_token_rows (r->seq, r->tokens, r->n, r->pos0, r->logits, r->all_logits,
-          r->done, take, rows + n_rows);
+      llm_engine_token_rows (r->seq, r->tokens, r->embd, &r->embd_next, r->n, r->pos0,
+          r->logits, r->all_logits, r->done, take, rows + n_rows);
       n_rows += take;
     }
   }
@@ -91,6 +93,13 @@ lead_one_forward (LlmEngine *e)
 
   for (guint s = 0; s < n_segs; s++) {
     SchedRequest *r = reqs[s];
+    /* Media rows are taken again from the first one not evaluated when
+     * part of the segment did not run (no KV memory). */
+    if (r->embd != NULL) {
+      r->embd_next = segs[s].embd_first;
+      for (guint k = r->done; k < r->done + segs[s].done; k++)
+        r->embd_next += r->tokens[k] == LLM_TOKEN_EMBD;
+    }
     r->done += segs[s].done;
     /* The memory is held by streams of this very forward: next time it
      * goes first and can take it from them. */
@@ -140,13 +149,20 @@ gboolean
 llm_engine_submit (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, guint n, float *logits,
     gboolean all_logits, GError **error)
 {
+  return llm_engine_submit_embd (e, seq, tokens, NULL, n, logits, all_logits, error);
+}
+
+gboolean
+llm_engine_submit_embd (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, const float *embd,
+    guint n, float *logits, gboolean all_logits, GError **error)
+{
   g_return_val_if_fail (e != NULL && seq != NULL && seq->engine == e, FALSE);
   g_return_val_if_fail (tokens != NULL || n == 0, FALSE);
   if (n == 0)
     return TRUE;
 
   SchedRequest req = {
-    .seq = seq, .tokens = tokens, .n = n, .pos0 = llm_seq_pos_next (seq),
+    .seq = seq, .tokens = tokens, .embd = embd, .n = n, .pos0 = llm_seq_pos_next (seq),
     .logits = logits, .all_logits = all_logits,
   };
   g_mutex_lock (&e->sched_lock);

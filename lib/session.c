@@ -15,7 +15,10 @@ struct _LlmSession {
   LlmSamplerParams sampler_params;  /* as set: repeat_last_n may be -1 */
   gint repeat_last_n;               /* as the sampler runs it: -1 resolved */
   guint32 sink;               /* positions a window never evicts */
-  GArray *ids;                /* gint32: what the cache holds, slot by slot */
+  GArray *ids;                /* gint32: what the cache holds, slot by slot;
+                               * LLM_TOKEN_EMBD for a media row */
+  GArray *media;              /* float: the media rows of ids, n_embd each, in order,
+                               * for feeding the history again after a preemption */
   float *logits;
   gboolean have_logits;
   float *draft_logits;        /* a verification's rows, grown as needed */
@@ -59,6 +62,7 @@ llm_session_new (LlmEngine *engine, const LlmSessionConfig *config, GError **err
   install_sampler (s, &config->sampler);
   s->sink = config->kv.policy == LLM_KV_POLICY_SINK_WINDOW ? config->kv.sink : 0;
   s->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  s->media = g_array_new (FALSE, FALSE, sizeof (float));
   s->logits = logits;
   return s;
 }
@@ -79,6 +83,7 @@ llm_session_unref (LlmSession *s)
   llm_engine_unref (s->engine);
   llm_sampler_free (s->sampler);
   g_array_free (s->ids, TRUE);
+  g_array_free (s->media, TRUE);
   g_free (s->logits);
   g_free (s->draft_logits);
   g_mutex_clear (&s->lock);
@@ -107,13 +112,37 @@ llm_session_seq (LlmSession *s)
  * oldest past the sink, so the history drops the same ids. (Counted from
  * the cache's evictions, not read off its length: another stream may
  * preempt the cache as soon as the feed returns.) */
+static guint
+count_media (const gint32 *ids, guint n)
+{
+  guint m = 0;
+  for (guint i = 0; i < n; i++)
+    m += ids[i] == LLM_TOKEN_EMBD;
+  return m;
+}
+
+/* Keeps the media rows of the first @n ids. */
+static void
+media_keep (LlmSession *s, guint n)
+{
+  const gsize n_embd = llm_session_model (s)->hp.n_embd;
+  g_array_set_size (s->media, count_media ((const gint32 *) s->ids->data, n) * n_embd);
+}
+
 static void
 follow_evictions (LlmSession *s, guint64 count)
 {
   const guint sink = MIN (s->sink, s->ids->len);
   count = MIN (count, (guint64) (s->ids->len - sink));
-  if (count > 0)
-    g_array_remove_range (s->ids, sink, (guint) count);
+  if (count == 0)
+    return;
+  const gint32 *ids = (const gint32 *) s->ids->data;
+  const guint before = count_media (ids, sink), gone = count_media (ids + sink, (guint) count);
+  if (gone > 0) {
+    const gsize n_embd = llm_session_model (s)->hp.n_embd;
+    g_array_remove_range (s->media, before * n_embd, gone * n_embd);
+  }
+  g_array_remove_range (s->ids, sink, (guint) count);
 }
 
 /* The repetition penalty sees the last repeat_last_n ids of the history. */
@@ -124,7 +153,8 @@ refill_sampler_history (LlmSession *s)
   const guint n = s->ids->len;
   const guint from = s->repeat_last_n > 0 ? n - MIN (n, (guint) s->repeat_last_n) : n;
   for (guint i = from; i < n; i++)
-    llm_sampler_accept (s->sampler, g_array_index (s->ids, gint32, i));
+    if (g_array_index (s->ids, gint32, i) >= 0)
+      llm_sampler_accept (s->sampler, g_array_index (s->ids, gint32, i));
 }
 
 /* Times a feed recomputes a preempted cache before it gives up: another
@@ -138,26 +168,38 @@ refill_sampler_history (LlmSession *s)
  * sequence is not idle in between; else the history first, wanting
  * none. */
 static gboolean
-submit_locked (LlmSession *s, const gint32 *ids, guint n, float *logits, gboolean all_rows,
-    GError **error)
+submit_locked (LlmSession *s, const gint32 *ids, const float *embd, guint n, float *logits,
+    gboolean all_rows, GError **error)
 {
   GError *err = NULL;
-  gboolean ok = llm_engine_submit (s->engine, s->seq, ids, n, logits, all_rows, &err);
+  const float *history_embd = (const float *) s->media->data;
+  gboolean ok = llm_engine_submit_embd (s->engine, s->seq, ids, embd, n, logits, all_rows,
+      &err);
   for (guint tries = 0; !ok && tries < MAX_RECOMPUTES
       && g_error_matches (err, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED); tries++) {
     g_clear_error (&err);
     llm_seq_clear (s->seq);
     if (all_rows) {
-      ok = (s->ids->len == 0 || llm_engine_submit (s->engine, s->seq,
-              (const gint32 *) s->ids->data, s->ids->len, s->logits, FALSE, &err))
-          && llm_engine_submit (s->engine, s->seq, ids, n, logits, TRUE, &err);
+      ok = (s->ids->len == 0 || llm_engine_submit_embd (s->engine, s->seq,
+              (const gint32 *) s->ids->data, history_embd, s->ids->len, s->logits, FALSE, &err))
+          && llm_engine_submit_embd (s->engine, s->seq, ids, embd, n, logits, TRUE, &err);
       continue;
     }
     g_autoptr (GArray) both = g_array_sized_new (FALSE, FALSE, sizeof (gint32),
         s->ids->len + n);
     g_array_append_vals (both, s->ids->data, s->ids->len);
     g_array_append_vals (both, ids, n);
-    ok = llm_engine_submit (s->engine, s->seq, (const gint32 *) both->data, both->len, logits,
+    g_autoptr (GArray) both_embd = NULL;
+    const guint new_media = embd ? count_media (ids, n) : 0;
+    if (new_media > 0) {
+      const gsize n_embd = llm_session_model (s)->hp.n_embd;
+      both_embd = g_array_sized_new (FALSE, FALSE, sizeof (float), s->media->len
+          + new_media * n_embd);
+      g_array_append_vals (both_embd, s->media->data, s->media->len);
+      g_array_append_vals (both_embd, embd, new_media * n_embd);
+    }
+    ok = llm_engine_submit_embd (s->engine, s->seq, (const gint32 *) both->data,
+        both_embd ? (const float *) both_embd->data : history_embd, both->len, logits,
         FALSE, &err);
   }
   if (!ok)
@@ -166,15 +208,20 @@ submit_locked (LlmSession *s, const gint32 *ids, guint n, float *logits, gboolea
 }
 
 static gboolean
-feed_locked (LlmSession *s, const gint32 *ids, guint n, GError **error)
+feed_locked (LlmSession *s, const gint32 *ids, const float *embd, guint n, GError **error)
 {
   const guint64 evicted = llm_kv_cache_n_evicted (llm_seq_kv (s->seq));
-  if (!submit_locked (s, ids, n, s->logits, FALSE, error))
+  if (!submit_locked (s, ids, embd, n, s->logits, FALSE, error))
     return FALSE;
   g_array_append_vals (s->ids, ids, n);
+  if (embd != NULL)
+    g_array_append_vals (s->media, embd, count_media (ids, n)
+        * llm_session_model (s)->hp.n_embd);
   follow_evictions (s, llm_kv_cache_n_evicted (llm_seq_kv (s->seq)) - evicted);
+  /* Media rows are not tokens the repetition penalty could hold back. */
   for (guint i = 0; i < n; i++)
-    llm_sampler_accept (s->sampler, ids[i]);
+    if (ids[i] >= 0)
+      llm_sampler_accept (s->sampler, ids[i]);
   s->have_logits = TRUE;
   return TRUE;
 }
@@ -184,7 +231,18 @@ llm_session_feed (LlmSession *s, const gint32 *ids, guint n, GError **error)
 {
   g_return_val_if_fail (n > 0, FALSE);
   g_mutex_lock (&s->lock);
-  gboolean ok = feed_locked (s, ids, n, error);
+  gboolean ok = feed_locked (s, ids, NULL, n, error);
+  g_mutex_unlock (&s->lock);
+  return ok;
+}
+
+gboolean
+llm_session_feed_embd (LlmSession *s, const gint32 *ids, const float *embd, guint n,
+    GError **error)
+{
+  g_return_val_if_fail (n > 0, FALSE);
+  g_mutex_lock (&s->lock);
+  gboolean ok = feed_locked (s, ids, embd, n, error);
   g_mutex_unlock (&s->lock);
   return ok;
 }
@@ -215,7 +273,7 @@ submit_all_logits (LlmSession *s, const gint32 *ids, guint n, GError **error)
       return FALSE;
     }
   }
-  return submit_locked (s, ids, n, s->draft_logits, TRUE, error);
+  return submit_locked (s, ids, NULL, n, s->draft_logits, TRUE, error);
 }
 
 gboolean
@@ -328,6 +386,7 @@ llm_session_truncate (LlmSession *s, guint n)
   g_mutex_lock (&s->lock);
   if (n < s->ids->len) {
     llm_seq_truncate (s->seq, n);
+    media_keep (s, n);
     g_array_set_size (s->ids, n);
     refill_sampler_history (s);
     s->have_logits = FALSE;
@@ -342,6 +401,7 @@ forget (LlmSession *s, void (*empty) (LlmSeq *seq))
   empty (s->seq);
   llm_sampler_reset (s->sampler);
   g_array_set_size (s->ids, 0);
+  g_array_set_size (s->media, 0);
   s->have_logits = FALSE;
   g_mutex_unlock (&s->lock);
 }

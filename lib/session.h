@@ -42,6 +42,13 @@ LlmSeq *llm_session_seq (LlmSession *s);
  * the last; samples nothing. If the engine preempted the sequence, its
  * history is fed again first. */
 gboolean llm_session_feed (LlmSession *s, const gint32 *ids, guint n, GError **error);
+/* llm_session_feed for a prompt holding media: entries of @ids that are
+ * LLM_TOKEN_EMBD take the rows of @embd in order (n_embd floats each). The
+ * session keeps a copy of them while its cache holds them, to feed them
+ * again after a preemption; its history (llm_session_ids) holds
+ * LLM_TOKEN_EMBD at their positions. */
+gboolean llm_session_feed_embd (LlmSession *s, const gint32 *ids, const float *embd, guint n,
+    GError **error);
 /* The next token for the last logits, by the session's sampler; -1 when
  * there are none (nothing fed since the last truncate or reset). */
 gint32 llm_session_sample (LlmSession *s);

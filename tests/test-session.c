@@ -388,6 +388,98 @@ START_TEST (test_pool_clear_lets_go_of_a_busy_session_when_it_comes_back)
 }
 END_TEST
 
+
+/* --- media rows ------------------------------------------------------- */
+
+/* The prompt with its middle ids given as media rows (their own
+ * embeddings): the cache, logits and next ids are exactly the text's. */
+static guint
+media_prompt (gint32 *ids, float *rows)
+{
+  const guint n_embd = llm_model_hparams (model)->n_embd;
+  guint m = 0;
+  for (guint i = 0; i < G_N_ELEMENTS (prompt); i++) {
+    ids[i] = prompt[i];
+    if (i >= 1 && i <= 3) {
+      llm_model_token_embedding (model, (guint32) prompt[i], rows + m++ * n_embd);
+      ids[i] = LLM_TOKEN_EMBD;
+    }
+  }
+  return m;
+}
+
+START_TEST (test_session_media_rows_evaluate_as_the_tokens_they_embed)
+{
+  const guint n_embd = llm_model_hparams (model)->n_embd, n_vocab =
+      llm_model_hparams (model)->n_vocab;
+  LlmSessionConfig cfg = { .kv = kv_f16, .sampler = greedy () };
+  GError *error = NULL;
+  g_autoptr (LlmSession) text = llm_session_new (engine, &cfg, &error);
+  g_autoptr (LlmSession) media = llm_session_new (engine, &cfg, &error);
+  gint32 ids[G_N_ELEMENTS (prompt)];
+  g_autofree float *rows = g_new (float, G_N_ELEMENTS (prompt) * n_embd);
+  ck_assert_uint_eq (media_prompt (ids, rows), 3);
+  ck_assert (llm_session_feed (text, prompt, G_N_ELEMENTS (prompt), &error));
+  ck_assert_msg (llm_session_feed_embd (media, ids, rows, G_N_ELEMENTS (prompt), &error),
+      "%s", error ? error->message : "");
+  ck_assert_mem_eq (llm_session_logits (media), llm_session_logits (text),
+      n_vocab * sizeof (float));
+  ck_assert_int_eq (llm_session_ids (media)[2], LLM_TOKEN_EMBD);
+  gint32 a = llm_session_sample (text), b = llm_session_sample (media);
+  for (int k = 0; k < 8; k++) {
+    ck_assert_int_eq (a, b);
+    ck_assert (llm_session_step (text, a, &a, &error));
+    ck_assert (llm_session_step (media, b, &b, &error));
+  }
+  /* A rollback into the media rows keeps the rows before the cut. */
+  llm_session_truncate (media, 3);
+  llm_session_truncate (text, 3);
+  ck_assert (llm_session_feed_embd (media, ids + 3, rows + 2 * n_embd, 2, &error));
+  ck_assert (llm_session_feed (text, prompt + 3, 2, &error));
+  ck_assert_mem_eq (llm_session_logits (media), llm_session_logits (text),
+      n_vocab * sizeof (float));
+}
+END_TEST
+
+/* A session whose cache another stream took feeds its media rows again. */
+START_TEST (test_session_preempted_feeds_its_media_rows_again)
+{
+  const guint n_embd = llm_model_hparams (model)->n_embd, n_vocab =
+      llm_model_hparams (model)->n_vocab;
+  LlmSessionConfig cfg = { .kv = kv_f16, .sampler = greedy () };
+  GError *error = NULL;
+  gint32 ids[G_N_ELEMENTS (prompt)];
+  g_autofree float *rows = g_new (float, G_N_ELEMENTS (prompt) * n_embd);
+  media_prompt (ids, rows);
+  g_autoptr (LlmSession) alone = llm_session_new (engine, &cfg, &error);
+  ck_assert (llm_session_feed (alone, prompt, G_N_ELEMENTS (prompt), &error));
+  gint32 want = llm_session_sample (alone);
+  ck_assert (llm_session_step (alone, want, &want, &error));
+
+  g_autoptr (LlmSession) probe = llm_session_new (engine, &cfg, &error);
+  ck_assert (llm_session_feed (probe, prompt, 1, &error));
+  const gsize one = llm_session_kv_bytes (probe);
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 1;
+  o.kv_pool_bytes = one;
+  o.kv_full = LLM_KV_FULL_PREEMPT;
+  g_autoptr (LlmEngine) tight = llm_engine_new (model, &o, &error);
+  ck_assert_msg (tight != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmSession) media = llm_session_new (tight, &cfg, &error);
+  g_autoptr (LlmSession) other = llm_session_new (tight, &cfg, &error);
+  ck_assert (llm_session_feed_embd (media, ids, rows, G_N_ELEMENTS (prompt), &error));
+  gint32 next = llm_session_sample (media);
+  ck_assert (llm_session_feed (other, prompt, 2, &error));
+  ck_assert (llm_seq_was_preempted (llm_session_seq (media)));
+  ck_assert_msg (llm_session_step (media, next, &next, &error), "%s",
+      error ? error->message : "");
+  ck_assert_mem_eq (llm_session_logits (media), llm_session_logits (alone),
+      n_vocab * sizeof (float));
+  ck_assert_int_eq (next, want);
+}
+END_TEST
+
 static Suite *
 session_suite (void)
 {
@@ -400,6 +492,8 @@ session_suite (void)
   tcase_add_test (sampler, test_session_sampler_set_after_the_prompt_penalises_the_prompt);
   tcase_add_test (sampler, test_session_sampler_keeps_repeat_last_n_as_set);
   tcase_add_test (sampler, test_session_sample_without_logits_is_minus_one);
+  tcase_add_test (sampler, test_session_media_rows_evaluate_as_the_tokens_they_embed);
+  tcase_add_test (sampler, test_session_preempted_feeds_its_media_rows_again);
   suite_add_tcase (s, sampler);
 
   TCase *pool = tcase_create ("pool");
