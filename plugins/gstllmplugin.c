@@ -17,6 +17,7 @@ plugin_init (GstPlugin *plugin)
   ok |= GST_ELEMENT_REGISTER (llmdecode, plugin);
   ok |= GST_ELEMENT_REGISTER (llmdraft, plugin);
   ok |= GST_ELEMENT_REGISTER (llmspecverify, plugin);
+  ok |= GST_ELEMENT_REGISTER (llmvisionencode, plugin);
   return ok;
 }
 

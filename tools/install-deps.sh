@@ -8,6 +8,8 @@ packages=(
   libglib2.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   check valgrind
+  libswscale-dev libswresample-dev libavutil-dev
+  gstreamer1.0-plugins-bad gstreamer1.0-x gstreamer1.0-libav
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-14-dev)

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-llm-make-mmproj: writes a random-weight mmproj file in llama.cpp's
+ * layout, projecting to a language model's width, for pipelines and
+ * benchmarks that must run where no real vision weights can be had.
+ *
+ *   gst-llm-make-mmproj SHAPE (--lm MODEL.gguf | --n-out N) -o FILE [--seed N]
+ *
+ * SHAPE: smolvlm (SmolVLM-256M's SigLIP-B/16 and pixel shuffle, real
+ * size), llava (a CLIP-L/14 tower and MLP, real size), siglip-small and
+ * clip-small (224 pixels, 16-pixel patches, 4 layers of 192: the same
+ * graphs at a size two cores encode many times a second). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mmproj-writer.h"
+#include "model.h"
+
+static gboolean
+shape_named (const char *name, guint n_out, LlmMmprojShape *s)
+{
+  if (strcmp (name, "smolvlm") == 0)
+    llm_mmproj_shape_smolvlm (s, n_out);
+  else if (strcmp (name, "llava") == 0)
+    llm_mmproj_shape_llava (s, n_out);
+  else if (strcmp (name, "siglip-small") == 0)
+    *s = (LlmMmprojShape) { "idefics3", 224, 16, 192, 768, 4, 3, n_out, 2, FALSE, NULL, NULL };
+  else if (strcmp (name, "clip-small") == 0)
+    *s = (LlmMmprojShape) { "mlp", 224, 16, 192, 768, 4, 3, n_out, 0, TRUE, NULL, NULL };
+  else
+    return FALSE;
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *shape = NULL, *lm = NULL, *out = NULL;
+  guint n_out = 0;
+  guint64 seed = 1;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp (argv[i], "--lm") == 0 && i + 1 < argc)
+      lm = argv[++i];
+    else if (strcmp (argv[i], "--n-out") == 0 && i + 1 < argc)
+      n_out = (guint) strtoul (argv[++i], NULL, 10);
+    else if (strcmp (argv[i], "-o") == 0 && i + 1 < argc)
+      out = argv[++i];
+    else if (strcmp (argv[i], "--seed") == 0 && i + 1 < argc)
+      seed = g_ascii_strtoull (argv[++i], NULL, 10);
+    else if (shape == NULL && argv[i][0] != '-')
+      shape = argv[i];
+    else {
+      g_printerr ("gst-llm-make-mmproj: unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (shape == NULL || out == NULL || (lm == NULL && n_out == 0)) {
+    g_printerr ("usage: gst-llm-make-mmproj smolvlm|llava|siglip-small|clip-small "
+        "(--lm MODEL.gguf | --n-out N) -o FILE [--seed N]\n");
+    return 2;
+  }
+  GError *error = NULL;
+  if (lm != NULL) {
+    LlmModel *m = llm_model_load (lm, &error);
+    if (m == NULL) {
+      g_printerr ("gst-llm-make-mmproj: %s\n", error->message);
+      return 1;
+    }
+    n_out = llm_model_hparams (m)->n_embd;
+    llm_model_unref (m);
+  }
+  LlmMmprojShape s;
+  if (!shape_named (shape, n_out, &s)) {
+    g_printerr ("gst-llm-make-mmproj: unknown shape %s\n", shape);
+    return 2;
+  }
+  if (!llm_mmproj_write_random (&s, seed, out, &error)) {
+    g_printerr ("gst-llm-make-mmproj: %s\n", error->message);
+    return 1;
+  }
+  return 0;
+}
