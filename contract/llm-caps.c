@@ -144,6 +144,33 @@ gst_llm_event_new_end_of_response (const char *reason)
           "reason", G_TYPE_STRING, reason, NULL));
 }
 
+GstEvent *
+gst_llm_event_new_end_of_response_timed (const char *reason, GstClockTime pts,
+    GstClockTime duration)
+{
+  g_return_val_if_fail (reason != NULL, NULL);
+  return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM,
+      gst_structure_new (GST_LLM_EVENT_END_OF_RESPONSE,
+          "reason", G_TYPE_STRING, reason,
+          "prompt-pts", G_TYPE_UINT64, (guint64) pts,
+          "prompt-duration", G_TYPE_UINT64, (guint64) duration, NULL));
+}
+
+gboolean
+gst_llm_event_parse_end_of_response_timing (GstEvent *event, GstClockTime *pts,
+    GstClockTime *duration)
+{
+  if (!gst_llm_event_is_end_of_response (event))
+    return FALSE;
+  const GstStructure *s = gst_event_get_structure (event);
+  guint64 v;
+  if (pts)
+    *pts = gst_structure_get_uint64 (s, "prompt-pts", &v) ? v : GST_CLOCK_TIME_NONE;
+  if (duration)
+    *duration = gst_structure_get_uint64 (s, "prompt-duration", &v) ? v : GST_CLOCK_TIME_NONE;
+  return TRUE;
+}
+
 static gboolean
 event_has_name (GstEvent *event, const char *name)
 {

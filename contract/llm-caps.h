@@ -108,6 +108,16 @@ GstBuffer *gst_llm_embeddings_buffer_new (const float *rows, gsize n_rows, guint
 GstEvent *gst_llm_event_new_end_of_prompt (void);
 GstEvent *gst_llm_event_new_end_of_response (const char *reason);
 
+/* An end-of-response that also says when its prompt's media lies: its
+ * `prompt-pts` and `prompt-duration` (GstClockTime, NONE when unknown), so
+ * that a caption made of the whole response can carry them. */
+GstEvent *gst_llm_event_new_end_of_response_timed (const char *reason, GstClockTime pts,
+    GstClockTime duration);
+/* Reads them; NONE for an end-of-response without them. FALSE if @event
+ * is not an end-of-response. */
+gboolean gst_llm_event_parse_end_of_response_timing (GstEvent *event, GstClockTime *pts,
+    GstClockTime *duration);
+
 gboolean gst_llm_event_is_end_of_prompt (GstEvent *event);
 gboolean gst_llm_event_is_end_of_response (GstEvent *event);
 

@@ -530,7 +530,11 @@ generate (GstLlmDecode *self, Queued *prompt)
 
   GST_DEBUG_OBJECT (self, "response done: %u tokens, %s", generated, reason);
   if (ret == GST_FLOW_OK) {
-    GstEvent *eor = gst_llm_event_new_end_of_response (reason);
+    /* The media the prompt described: a caption of the whole response
+     * carries its time. */
+    GstEvent *eor = gst_llm_event_new_end_of_response_timed (reason,
+        GST_CLOCK_TIME_IS_VALID (meta->prompt_pts) ? meta->prompt_pts : GST_BUFFER_PTS (state),
+        GST_BUFFER_DURATION (state));
     if (!gst_pad_push_event (self->srcpad, eor))
       GST_DEBUG_OBJECT (self, "end-of-response was not handled downstream");
   }

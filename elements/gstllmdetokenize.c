@@ -30,6 +30,15 @@
  * its first space: " time, there was..." continues "Once upon a". A new
  * prompt or response starts after end-of-response, end-of-prompt and flush.
  *
+ * With #GstLlmDetokenize:mode `caption` it pushes one buffer per response
+ * instead: the whole text of the response on one line (runs of white
+ * space, newlines too, become one space; an empty response gives
+ * nothing), pushed when the response ends, with the PTS and duration of
+ * the media its prompt described (llmdecode's `llm-end-of-response` says
+ * them), so that webvttenc, textoverlay, srtenc or tttocea608 show it
+ * over the frames or audio it is about. Without such timing it lasts from
+ * its first token to the end of its last.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 filesrc location=prompt.txt ! llmtokenize model=stories260K.gguf ! \
@@ -54,10 +63,42 @@ GST_DEBUG_CATEGORY_STATIC (gst_llm_detokenize_debug);
 #define DEFAULT_MODEL NULL
 #define DEFAULT_SKIP_SPECIAL TRUE
 
+/**
+ * GstLlmDetokenizeMode:
+ * @GST_LLM_DETOKENIZE_MODE_STREAM: text as it forms, token by token
+ * @GST_LLM_DETOKENIZE_MODE_CAPTION: one buffer per response, timed as its
+ *   prompt's media
+ *
+ * Since: 0.4
+ */
+typedef enum {
+  GST_LLM_DETOKENIZE_MODE_STREAM,
+  GST_LLM_DETOKENIZE_MODE_CAPTION,
+} GstLlmDetokenizeMode;
+
+#define DEFAULT_MODE GST_LLM_DETOKENIZE_MODE_STREAM
+
+#define GST_TYPE_LLM_DETOKENIZE_MODE (gst_llm_detokenize_mode_get_type ())
+static GType
+gst_llm_detokenize_mode_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_LLM_DETOKENIZE_MODE_STREAM, "Text as it forms, token by token", "stream"},
+    {GST_LLM_DETOKENIZE_MODE_CAPTION, "One buffer per response, timed as its prompt's media",
+        "caption"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("GstLlmDetokenizeMode", values));
+  return type;
+}
+
 enum {
   PROP_0,
   PROP_MODEL,
   PROP_SKIP_SPECIAL,
+  PROP_MODE,
 };
 
 #define GST_TYPE_LLM_DETOKENIZE (gst_llm_detokenize_get_type ())
@@ -69,6 +110,7 @@ struct _GstLlmDetokenize {
   /* properties; object lock */
   char *model;
   gboolean skip_special;
+  GstLlmDetokenizeMode mode;
 
   /* from NULL->READY to READY->NULL; vocab_hash also under the object lock
    * because caps queries read it from any thread */
@@ -146,15 +188,57 @@ reset_stream (GstLlmDetokenize *self)
 
 static gboolean ensure_src_caps (GstLlmDetokenize *self);
 
+/* Caption mode: the response's text on one line, or NULL when it has
+ * none. */
+static GstBuffer *
+take_caption (GstLlmDetokenize *self, GstClockTime pts, GstClockTime duration)
+{
+  g_autofree char *valid = g_utf8_make_valid (self->pending->str, self->pending->len);
+  GString *line = g_string_new (NULL);
+  for (const char *p = valid; *p; p++) {
+    if (g_ascii_isspace (*p)) {
+      if (line->len > 0 && line->str[line->len - 1] != ' ')
+        g_string_append_c (line, ' ');
+    } else {
+      g_string_append_c (line, *p);
+    }
+  }
+  if (line->len > 0 && line->str[line->len - 1] == ' ')
+    g_string_truncate (line, line->len - 1);
+  if (line->len == 0) {
+    g_string_free (line, TRUE);
+    g_string_truncate (self->pending, 0);
+    return NULL;
+  }
+  const gsize len = line->len;
+  GstBuffer *out = gst_buffer_new_wrapped (g_string_free (line, FALSE), len);
+  stamp (self, out);
+  if (GST_CLOCK_TIME_IS_VALID (pts)) {
+    GST_BUFFER_PTS (out) = pts;
+    GST_BUFFER_DURATION (out) = duration;
+  }
+  g_string_truncate (self->pending, 0);
+  return out;
+}
+
 /* A prompt or response ended: what is held will never be completed.
  * An event handler cannot return a flow, so a failed push is posted as a
- * source would. */
+ * source would. @pts and @duration: the media of the response's prompt,
+ * which a caption takes (NONE: unknown). */
 static void
-finish_text (GstLlmDetokenize *self)
+finish_text (GstLlmDetokenize *self, GstClockTime pts, GstClockTime duration)
 {
+  GST_OBJECT_LOCK (self);
+  const gboolean caption = self->mode == GST_LLM_DETOKENIZE_MODE_CAPTION;
+  GST_OBJECT_UNLOCK (self);
   if (self->pending->len > 0) {
-    GstBuffer *out = take_text (self, self->pending->len);
+    GstBuffer *out = caption ? take_caption (self, pts, duration)
+        : take_text (self, self->pending->len);
     GstFlowReturn ret = GST_FLOW_NOT_NEGOTIATED;
+    if (out == NULL) {
+      reset_stream (self);
+      return;
+    }
 
     GST_DEBUG_OBJECT (self, "flushing %" G_GSIZE_FORMAT " held bytes", gst_buffer_get_size (out));
     if (ensure_src_caps (self))
@@ -223,6 +307,7 @@ gst_llm_detokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
 
   GST_OBJECT_LOCK (self);
   special = !self->skip_special;
+  const gboolean caption = self->mode == GST_LLM_DETOKENIZE_MODE_CAPTION;
   GST_OBJECT_UNLOCK (self);
 
   gsize held = self->pending->len;
@@ -240,7 +325,8 @@ gst_llm_detokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
 
   gsize len = self->pending->len;
   gsize tail = gst_llm_utf8_unfinished_tail (self->pending->str, len);
-  if (len > tail) {
+  /* A caption waits for the end of its response. */
+  if (!caption && len > tail) {
     *outbuf = take_text (self, len - tail);
     /* a tail no longer than this buffer's bytes began in this buffer */
     if (tail <= len - held) {
@@ -299,14 +385,19 @@ gst_llm_detokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
       break;
     case GST_EVENT_EOS:
     case GST_EVENT_STREAM_START:
-      finish_text (self);
+      finish_text (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
       break;
     case GST_EVENT_FLUSH_STOP:
       reset_stream (self);
       break;
     case GST_EVENT_CUSTOM_DOWNSTREAM:
-      if (gst_llm_event_is_end_of_response (event) || gst_llm_event_is_end_of_prompt (event))
-        finish_text (self);
+      if (gst_llm_event_is_end_of_response (event)) {
+        GstClockTime pts, duration;
+        gst_llm_event_parse_end_of_response_timing (event, &pts, &duration);
+        finish_text (self, pts, duration);
+      } else if (gst_llm_event_is_end_of_prompt (event)) {
+        finish_text (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
+      }
       break;
     default:
       break;
@@ -443,6 +534,9 @@ gst_llm_detokenize_set_property (GObject *object, guint prop_id, const GValue *v
     case PROP_SKIP_SPECIAL:
       self->skip_special = g_value_get_boolean (value);
       break;
+    case PROP_MODE:
+      self->mode = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -463,6 +557,9 @@ gst_llm_detokenize_get_property (GObject *object, guint prop_id, GValue *value,
       break;
     case PROP_SKIP_SPECIAL:
       g_value_set_boolean (value, self->skip_special);
+      break;
+    case PROP_MODE:
+      g_value_set_enum (value, self->mode);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -488,6 +585,7 @@ gst_llm_detokenize_init (GstLlmDetokenize *self)
 {
   self->model = g_strdup (DEFAULT_MODEL);
   self->skip_special = DEFAULT_SKIP_SPECIAL;
+  self->mode = DEFAULT_MODE;
   self->pending = g_string_new (NULL);
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   reset_stream (self);
@@ -541,6 +639,22 @@ gst_llm_detokenize_class_init (GstLlmDetokenizeClass *klass)
           "when false, their texts are written",
           DEFAULT_SKIP_SPECIAL,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+
+  /**
+   * GstLlmDetokenize:mode:
+   *
+   * `stream`: text as it forms. `caption`: one line per response, pushed
+   * at its end with the time of the media its prompt described (for
+   * webvttenc, textoverlay and other caption elements).
+   *
+   * Since: 0.4
+   */
+  g_object_class_install_property (gobject_class, PROP_MODE,
+      g_param_spec_enum ("mode", "Mode",
+          "stream: text as it forms; caption: one line per response, timed as the media "
+          "its prompt described", GST_TYPE_LLM_DETOKENIZE_MODE, DEFAULT_MODE,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  gst_type_mark_as_plugin_api (GST_TYPE_LLM_DETOKENIZE_MODE, 0);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

@@ -23,6 +23,24 @@
  * prompt over several buffers. With `buffer` each input buffer is one
  * prompt (ids replayed from a file, an application pushing whole prompts).
  *
+ * It also takes media: `application/x-llm-embeddings` from
+ * llmvisionencode or llmaudioencode (rows as wide as the model's
+ * embeddings; another width is refused at caps negotiation, naming both).
+ * Each media item (a frame, an audio chunk) goes into the text of
+ * #GstLlmPrefill:prompt, e.g. "Describe this frame in one sentence.", as
+ * llama.cpp's mtmd does it: the text is tokenized around each
+ * `<__media__>` marker, the marker becomes the item's rows inside the
+ * delimiter tokens its projector's model expects (SmolVLM's
+ * `<fake_token_around_image><global-img>`), and an item without a marker
+ * goes in front of the text. #GstLlmPrefill:prompt-template and
+ * #GstLlmPrefill:system-prompt wrap it as they wrap a text prompt. A
+ * prompt with k markers runs once k items have come (k = 1 without a
+ * marker), or at `llm-end-of-prompt` or EOS with the items that came;
+ * in `buffer` mode every item is a prompt of its own. The state buffer
+ * has the PTS of the first item and lasts to the end of the last, so the
+ * caption made from it carries the media's time. In the payload of that
+ * buffer, a media row is the id -1.
+ *
  * Each prompt starts a new conversation unless #GstLlmPrefill:keep-context
  * is set; then it continues the previous one, after the previous response
  * has finished. Chat models want their prompts wrapped in a chat template:
@@ -75,6 +93,7 @@
 #include "gstllmlatency.h"
 #include "gstllmsamplerprops.h"
 #include "chat-template.h"
+#include "media-prompt.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
 #include "model.h"
@@ -135,6 +154,7 @@ enum {
   PROP_PROMPT_TEMPLATE,
   PROP_PROMPT_MODE,
   PROP_KEEP_CONTEXT,
+  PROP_PROMPT,
   PROP_ENGINE_FIRST,
   PROP_SAMPLER_FIRST = PROP_ENGINE_FIRST + GST_LLM_ENGINE_N_PROPS,
 };
@@ -148,6 +168,7 @@ typedef struct {
   char *prompt_template;
   GstLlmPromptMode prompt_mode;
   gboolean keep_context;
+  char *prompt;                 /* the text around media items */
 } Settings;
 
 #define GST_TYPE_LLM_PREFILL (gst_llm_prefill_get_type ())
@@ -178,6 +199,12 @@ struct _GstLlmPrefill {
   GstClockTime prompt_pts;
   GstClockTime prompt_end;
   GArray *ids;                  /* scratch: what is fed */
+  /* media input: from the caps */
+  gboolean media;
+  char *projector;
+  /* media items of the prompt so far: their rows and row counts */
+  GArray *media_rows;           /* float */
+  GArray *media_counts;         /* guint */
 
   GstLlmLatency latency;        /* of a prefill; object lock */
 };
@@ -187,7 +214,8 @@ GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (llmprefill, "llmprefill", GST_RANK_NONE,
     GST_TYPE_LLM_PREFILL, gst_llm_element_init (plugin));
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_CAPS_TOKENS));
+    GST_PAD_SINK, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS (GST_LLM_CAPS_TOKENS "; " GST_LLM_CAPS_EMBEDDINGS));
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_STATE_MEDIA_TYPE));
@@ -257,6 +285,22 @@ build_input (GstLlmPrefill *self, const gint32 *prompt, guint n, gboolean conver
   }
 
   g_array_set_size (self->ids, 0);
+  if (self->media) {
+    GST_OBJECT_LOCK (self);
+    g_autofree char *text = g_strdup (self->settings.prompt);
+    GST_OBJECT_UNLOCK (self);
+    if (tok == NULL) {
+      GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+          ("A prompt around media needs a tokenizer, but model \"%s\" has none.",
+              llm_model_path (self->llm)),
+          ("use a GGUF with tokenizer.ggml.* keys"));
+      return FALSE;
+    }
+    llm_media_prompt_build (tok, system_prompt, template, text, conversation_start,
+        (const guint *) self->media_counts->data, self->media_counts->len, self->projector,
+        self->ids);
+    return TRUE;
+  }
   llm_chat_template_wrap (tok, system_prompt, template, prompt, n, conversation_start,
       self->ids);
   return TRUE;
@@ -288,7 +332,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   GError *error = NULL;
   gboolean keep_context;
 
-  if (n == 0)
+  if (n == 0 && !self->media)
     return GST_FLOW_OK;
 
   GST_OBJECT_LOCK (self);
@@ -320,7 +364,9 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   guint n_ids = self->ids->len;
   GST_DEBUG_OBJECT (self, "prefill of %u ids (%u from the prompt) after %u", n_ids, n,
       llm_session_n_ids (session));
-  if (!llm_session_feed (session, (const gint32 *) self->ids->data, n_ids, &error)) {
+  const float *media = self->media ? (const float *) self->media_rows->data : NULL;
+  if (!llm_session_feed_embd (session, (const gint32 *) self->ids->data, media, n_ids,
+          &error)) {
     guint held = llm_session_n_ids (session);
     /* The session may hold part of the prompt now; start over next time. */
     llm_session_reset (session);
@@ -374,6 +420,8 @@ static void
 clear_prompt (GstLlmPrefill *self)
 {
   g_array_set_size (self->prompt, 0);
+  g_array_set_size (self->media_rows, 0);
+  g_array_set_size (self->media_counts, 0);
   self->prompt_pts = GST_CLOCK_TIME_NONE;
   self->prompt_end = GST_CLOCK_TIME_NONE;
 }
@@ -385,7 +433,7 @@ finish_prompt (GstLlmPrefill *self)
   GstClockTime duration = GST_CLOCK_TIME_NONE;
   GstFlowReturn ret;
 
-  if (self->prompt->len == 0)
+  if (self->prompt->len == 0 && self->media_counts->len == 0)
     return GST_FLOW_OK;
   if (GST_CLOCK_TIME_IS_VALID (self->prompt_pts) && GST_CLOCK_TIME_IS_VALID (self->prompt_end)
       && self->prompt_end >= self->prompt_pts)
@@ -397,13 +445,53 @@ finish_prompt (GstLlmPrefill *self)
   return ret;
 }
 
+/* Adds @buffer's media item to the prompt, and runs the prompt once it
+ * holds as many items as the prompt text has markers (or in buffer mode,
+ * at once). */
+static GstFlowReturn
+chain_media (GstLlmPrefill *self, GstBuffer *buffer)
+{
+  const guint dim = llm_model_hparams (self->llm)->n_embd;
+  const gsize size = gst_buffer_get_size (buffer), row = (gsize) dim * sizeof (float);
+  if (size == 0 || size % row != 0) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Received a media buffer that is not a whole number of embedding rows."),
+        ("%" G_GSIZE_FORMAT " bytes; rows of %u floats are %" G_GSIZE_FORMAT " bytes",
+            size, dim, row));
+    gst_buffer_unref (buffer);
+    return GST_FLOW_ERROR;
+  }
+  GST_OBJECT_LOCK (self);
+  const GstLlmPromptMode mode = self->settings.prompt_mode;
+  const guint wanted = MAX (llm_media_prompt_count_markers (self->settings.prompt), 1);
+  GST_OBJECT_UNLOCK (self);
+
+  if (self->media_counts->len == 0)
+    self->prompt_pts = GST_BUFFER_PTS (buffer);
+  self->prompt_end = GST_CLOCK_TIME_NONE;
+  if (GST_BUFFER_PTS_IS_VALID (buffer) && GST_BUFFER_DURATION_IS_VALID (buffer))
+    self->prompt_end = GST_BUFFER_PTS (buffer) + GST_BUFFER_DURATION (buffer);
+  const guint rows = (guint) (size / row), old = self->media_rows->len;
+  g_array_set_size (self->media_rows, old + rows * dim);
+  gst_buffer_extract (buffer, 0, &g_array_index (self->media_rows, float, old), size);
+  g_array_append_val (self->media_counts, rows);
+  gst_buffer_unref (buffer);
+  if (mode == GST_LLM_PROMPT_MODE_BUFFER || self->media_counts->len >= wanted)
+    return finish_prompt (self);
+  return GST_FLOW_OK;
+}
+
 static GstFlowReturn
 gst_llm_prefill_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
 {
   GstLlmPrefill *self = GST_LLM_PREFILL (parent);
   GstLlmPromptMode mode;
-  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   GstFlowReturn ret = GST_FLOW_OK;
+
+  if (self->media)
+    return chain_media (self, buffer);
+
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
 
   if (!gst_llm_tokens_buffer_read (buffer, ids)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
@@ -465,9 +553,47 @@ ensure_src_caps (GstLlmPrefill *self)
   return ok;
 }
 
+/* Embedding caps: rows as wide as our model's embeddings. */
+static gboolean
+set_media_caps (GstLlmPrefill *self, GstCaps *caps)
+{
+  guint dim = 0;
+  const char *modality = NULL, *projector = NULL;
+  const guint n_embd = llm_model_hparams (self->llm)->n_embd;
+  if (!gst_llm_caps_parse_embeddings (caps, &dim, &modality, &projector)) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Cannot read these media caps."),
+        ("want application/x-llm-embeddings with dim, format=F32 and modality; got %"
+            GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+  if (dim != n_embd) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("The %s rows are %u wide, but model \"%s\" takes embeddings of %u. Use the "
+            "projector (mmproj) file made for this model.", modality, dim,
+            llm_model_path (self->llm), n_embd),
+        ("refused %" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+  if (self->media_counts->len > 0)
+    GST_WARNING_OBJECT (self, "new media caps mid-prompt: the prompt keeps its items");
+  self->media = TRUE;
+  g_free (self->projector);
+  self->projector = g_strdup (projector);
+  GstCaps *src = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
+  gboolean ok = gst_pad_set_caps (self->srcpad, src);
+  gst_caps_unref (src);
+  if (!ok)
+    report_refusal (self);
+  return ok;
+}
+
 static gboolean
 set_sink_caps (GstLlmPrefill *self, GstCaps *caps)
 {
+  if (gst_caps_get_size (caps) > 0 && gst_structure_has_name (gst_caps_get_structure (caps, 0),
+          GST_LLM_EMBEDDINGS_MEDIA_TYPE))
+    return set_media_caps (self, caps);
+  self->media = FALSE;
   const char *vocab = gst_llm_caps_get_vocab (caps);
 
   GST_OBJECT_LOCK (self);
@@ -558,8 +684,16 @@ gst_llm_prefill_sink_query (GstPad *pad, GstObject *parent, GstQuery *query)
   GstLlmPrefill *self = GST_LLM_PREFILL (parent);
 
   switch (GST_QUERY_TYPE (query)) {
-    case GST_QUERY_CAPS:
-      return gst_llm_answer_caps_query (query, own_caps (self, GST_LLM_TOKENS_MEDIA_TYPE));
+    case GST_QUERY_CAPS:{
+      GstCaps *caps = own_caps (self, GST_LLM_TOKENS_MEDIA_TYPE);
+      GstCaps *media = gst_caps_from_string (GST_LLM_CAPS_EMBEDDINGS);
+      /* Before the model is loaded any width; then the model's. */
+      if (self->llm != NULL)
+        gst_caps_set_simple (media, "dim", G_TYPE_INT,
+            (gint) llm_model_hparams (self->llm)->n_embd, NULL);
+      gst_caps_append (caps, media);
+      return gst_llm_answer_caps_query (query, caps);
+    }
     case GST_QUERY_ACCEPT_CAPS:{
       /* Any token caps pass here so that the caps event reaches
        * set_sink_caps, which refuses another vocabulary with an error
@@ -752,6 +886,10 @@ gst_llm_prefill_set_property (GObject *object, guint prop_id, const GValue *valu
     case PROP_KEEP_CONTEXT:
       s->keep_context = g_value_get_boolean (value);
       break;
+    case PROP_PROMPT:
+      g_free (s->prompt);
+      s->prompt = g_value_dup_string (value);
+      break;
     default:
       /* both groups are read at NULL->READY only */
       if (gst_llm_engine_props_set (&s->engine, PROP_ENGINE_FIRST, prop_id, value)
@@ -788,6 +926,9 @@ gst_llm_prefill_get_property (GObject *object, guint prop_id, GValue *value,
     case PROP_KEEP_CONTEXT:
       g_value_set_boolean (value, s->keep_context);
       break;
+    case PROP_PROMPT:
+      g_value_set_string (value, s->prompt);
+      break;
     default:
       if (!gst_llm_engine_props_get (&s->engine, PROP_ENGINE_FIRST, prop_id, value)
           && !gst_llm_sampler_props_get (&s->sampler, PROP_SAMPLER_FIRST, prop_id, value))
@@ -807,8 +948,12 @@ gst_llm_prefill_finalize (GObject *object)
   gst_llm_engine_props_clear (&self->settings.engine);
   g_free (self->settings.system_prompt);
   g_free (self->settings.prompt_template);
+  g_free (self->settings.prompt);
+  g_free (self->projector);
   g_array_unref (self->prompt);
   g_array_unref (self->ids);
+  g_array_unref (self->media_rows);
+  g_array_unref (self->media_counts);
   G_OBJECT_CLASS (gst_llm_prefill_parent_class)->finalize (object);
 }
 
@@ -835,6 +980,8 @@ gst_llm_prefill_init (GstLlmPrefill *self)
 
   self->prompt = g_array_new (FALSE, FALSE, sizeof (gint32));
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  self->media_rows = g_array_new (FALSE, FALSE, sizeof (float));
+  self->media_counts = g_array_new (FALSE, FALSE, sizeof (guint));
   clear_prompt (self);
 }
 
@@ -937,6 +1084,23 @@ gst_llm_prefill_class_init (GstLlmPrefillClass *klass)
       g_param_spec_boolean ("keep-context", "Keep context",
           "Continue the conversation across prompts instead of starting each afresh",
           DEFAULT_KEEP_CONTEXT, rw | GST_PARAM_MUTABLE_PLAYING));
+
+  /**
+   * GstLlmPrefill:prompt:
+   *
+   * The text a media prompt holds around its media items (frames or audio
+   * chunks from application/x-llm-embeddings), e.g. "Describe this frame
+   * in one sentence."; `<__media__>` marks where an item goes (without
+   * one, the item goes first). Tokenized with special tokens parsed,
+   * inside #GstLlmPrefill:prompt-template. Not used for token input.
+   *
+   * Since: 0.4
+   */
+  g_object_class_install_property (gobject_class, PROP_PROMPT,
+      g_param_spec_string ("prompt", "Media prompt",
+          "Text around media items, <__media__> marking where each goes (else first), "
+          "e.g. \"Describe this frame in one sentence.\"", NULL,
+          rw | GST_PARAM_MUTABLE_PLAYING));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

@@ -87,6 +87,7 @@ struct _GstLlmVisionEncode {
   struct SwsContext *sws;
   guint8 *rgb;                /* image_size^2 RGB8 */
   gboolean live;
+  GstClockTime media_duration;  /* of the stream, when upstream knows it */
 
   /* streaming thread */
   GstClockTime next_due;      /* stream time of the next frame to encode */
@@ -274,6 +275,11 @@ gst_llm_vision_encode_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCap
         sws_getCoefficients (SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
   }
   self->live = upstream_is_live (self);
+  gint64 d = -1;
+  self->media_duration = GST_CLOCK_TIME_NONE;
+  if (gst_pad_peer_query_duration (GST_BASE_TRANSFORM_SINK_PAD (self), GST_FORMAT_TIME, &d)
+      && d > 0)
+    self->media_duration = (GstClockTime) d;
   GST_DEBUG_OBJECT (self, "%" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT " (live %d)", incaps,
       outcaps, self->live);
   return TRUE;
@@ -389,6 +395,11 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
   GST_BUFFER_DTS (outbuf) = GST_CLOCK_TIME_NONE;
   GST_BUFFER_DURATION (outbuf) = GST_CLOCK_TIME_IS_VALID (step) ? step
       : GST_BUFFER_DURATION (inbuf);
+  /* The last frame's caption ends with the media. */
+  if (GST_CLOCK_TIME_IS_VALID (self->media_duration) && GST_CLOCK_TIME_IS_VALID (pts)
+      && GST_BUFFER_DURATION_IS_VALID (outbuf) && pts < self->media_duration)
+    GST_BUFFER_DURATION (outbuf) = MIN (GST_BUFFER_DURATION (outbuf),
+        self->media_duration - pts);
   if (GST_CLOCK_TIME_IS_VALID (step) && GST_CLOCK_TIME_IS_VALID (pts))
     self->next_due = (GST_CLOCK_TIME_IS_VALID (self->next_due) ? self->next_due : pts) + step;
   /* A stream whose frames jumped ahead (a gap, a seek) does not owe the
@@ -530,4 +541,5 @@ gst_llm_vision_encode_init (GstLlmVisionEncode *self)
   self->device = g_strdup (DEFAULT_DEVICE);
   self->interval = DEFAULT_INTERVAL;
   self->next_due = GST_CLOCK_TIME_NONE;
+  self->media_duration = GST_CLOCK_TIME_NONE;
 }
