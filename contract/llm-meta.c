@@ -7,7 +7,11 @@ gst_llm_session_meta_api_get_type (void)
   static GType type = 0;
   static const gchar *tags[] = { NULL };
   if (g_once_init_enter (&type)) {
-    GType t = gst_meta_api_type_register ("GstLlmSessionMetaAPI", tags);
+    /* The contract is linked into the plugin and into programs that
+     * load it: whichever copy comes second finds the type there. */
+    GType t = g_type_from_name ("GstLlmSessionMetaAPI");
+    if (t == 0)
+      t = gst_meta_api_type_register ("GstLlmSessionMetaAPI", tags);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -50,7 +54,9 @@ gst_llm_session_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
   if (g_once_init_enter ((GstMetaInfo **) &info)) {
-    const GstMetaInfo *i = gst_meta_register (GST_LLM_SESSION_META_API_TYPE,
+    const GstMetaInfo *i = gst_meta_get_info ("GstLlmSessionMeta");
+    if (i == NULL)
+      i = gst_meta_register (GST_LLM_SESSION_META_API_TYPE,
         "GstLlmSessionMeta", sizeof (GstLlmSessionMeta), meta_init, meta_free,
         meta_transform);
     g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
@@ -75,7 +81,11 @@ gst_llm_draft_meta_api_get_type (void)
   static GType type = 0;
   static const gchar *tags[] = { NULL };
   if (g_once_init_enter (&type)) {
-    GType t = gst_meta_api_type_register ("GstLlmDraftMetaAPI", tags);
+    /* The contract is linked into the plugin and into programs that
+     * load it: whichever copy comes second finds the type there. */
+    GType t = g_type_from_name ("GstLlmDraftMetaAPI");
+    if (t == 0)
+      t = gst_meta_api_type_register ("GstLlmDraftMetaAPI", tags);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -109,7 +119,9 @@ gst_llm_draft_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
   if (g_once_init_enter ((GstMetaInfo **) &info)) {
-    const GstMetaInfo *i = gst_meta_register (GST_LLM_DRAFT_META_API_TYPE,
+    const GstMetaInfo *i = gst_meta_get_info ("GstLlmDraftMeta");
+    if (i == NULL)
+      i = gst_meta_register (GST_LLM_DRAFT_META_API_TYPE,
         "GstLlmDraftMeta", sizeof (GstLlmDraftMeta), draft_meta_init, draft_meta_free,
         draft_meta_transform);
     g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
@@ -134,7 +146,11 @@ gst_llm_embeddings_meta_api_get_type (void)
   static GType type = 0;
   static const gchar *tags[] = { NULL };
   if (g_once_init_enter (&type)) {
-    GType t = gst_meta_api_type_register ("GstLlmEmbeddingsMetaAPI", tags);
+    /* The contract is linked into the plugin and into programs that
+     * load it: whichever copy comes second finds the type there. */
+    GType t = g_type_from_name ("GstLlmEmbeddingsMetaAPI");
+    if (t == 0)
+      t = gst_meta_api_type_register ("GstLlmEmbeddingsMetaAPI", tags);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -177,7 +193,9 @@ gst_llm_embeddings_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
   if (g_once_init_enter ((GstMetaInfo **) &info)) {
-    const GstMetaInfo *i = gst_meta_register (GST_LLM_EMBEDDINGS_META_API_TYPE,
+    const GstMetaInfo *i = gst_meta_get_info ("GstLlmEmbeddingsMeta");
+    if (i == NULL)
+      i = gst_meta_register (GST_LLM_EMBEDDINGS_META_API_TYPE,
         "GstLlmEmbeddingsMeta", sizeof (GstLlmEmbeddingsMeta), embd_meta_init,
         embd_meta_free, embd_meta_transform);
     g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);

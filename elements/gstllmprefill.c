@@ -194,7 +194,7 @@ struct _GstLlmPrefill {
   LlmSessionPool *pool;
 
   /* streaming thread */
-  gboolean vocab_error_posted;  /* one vocabulary error per run is enough */
+  gboolean vocab_error_posted;  /* one vocabulary (or width) error per run is enough */
   GArray *prompt;               /* gint32, ids of the prompt so far (event mode) */
   GstClockTime prompt_pts;
   GstClockTime prompt_end;
@@ -567,6 +567,10 @@ set_media_caps (GstLlmPrefill *self, GstCaps *caps)
     return FALSE;
   }
   if (dim != n_embd) {
+    /* The caps event is sticky and comes again with every buffer. */
+    if (self->vocab_error_posted)
+      return FALSE;
+    self->vocab_error_posted = TRUE;
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
         ("The %s rows are %u wide, but model \"%s\" takes embeddings of %u. Use the "
             "projector (mmproj) file made for this model.", modality, dim,

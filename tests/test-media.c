@@ -1,0 +1,521 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Media into the language model: llmvisionencode turns frames into the
+ * rows the tower gives for the same pixels, llmprefill puts media rows
+ * where the prompt's markers are and evaluates them as the tokens they
+ * embed, llmdetokenize mode=caption gives one line per response timed as
+ * its media, and the caption pipeline writes WebVTT that subparse reads.
+ * The projector files are written here with random weights. */
+#include <gst/check/gstharness.h>
+#include <gst/video/video.h>
+#include <gst/app/gstappsink.h>
+#include <math.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "llm-check.h"
+#include "llm-caps.h"
+#include "llm-meta.h"
+#include "media-prompt.h"
+#include "mmproj.h"
+#include "mmproj-writer.h"
+#include "model.h"
+#include "engine.h"
+#include "vision-encoder.h"
+#include "cpu/matmul.h"
+
+#define LM "models/stories260K.gguf"
+
+static char *tmpdir;
+
+static void
+setup (void)
+{
+  tmpdir = g_dir_make_tmp ("gst-llm-media-XXXXXX", NULL);
+  ck_assert (tmpdir != NULL);
+}
+
+static void
+teardown (void)
+{
+  GDir *d = g_dir_open (tmpdir, 0, NULL);
+  for (const char *name; d && (name = g_dir_read_name (d));) {
+    g_autofree char *p = g_build_filename (tmpdir, name, NULL);
+    g_unlink (p);
+  }
+  if (d)
+    g_dir_close (d);
+  g_rmdir (tmpdir);
+  g_clear_pointer (&tmpdir, g_free);
+}
+
+/* A small SigLIP tower (idefics3) for stories260K's 64-wide embeddings:
+ * 32-pixel images, 16 patches, 4 tokens. */
+static char *
+write_tower (const char *type, guint n_out)
+{
+  LlmMmprojShape s = { type, 32, 8, 64, 128, 2, 4, n_out, 2, FALSE, NULL, NULL };
+  if (strcmp (type, "mlp") == 0) {
+    s.scale = 0;
+    s.class_embd = TRUE;
+  }
+  char *path = g_strdup_printf ("%s/%s-%u.gguf", tmpdir, type, n_out);
+  GError *error = NULL;
+  ck_assert_msg (llm_mmproj_write_random (&s, 7, path, &error), "%s",
+      error ? error->message : "");
+  return path;
+}
+
+static guint
+lm_width (void)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  return llm_model_hparams (m)->n_embd;
+}
+
+/* Runs @desc and returns the first error's text (NULL: reached EOS). */
+static char *
+run_for_error (const char *desc)
+{
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  ck_assert_msg (pipeline != NULL && error == NULL, "%s: %s", desc, error ? error->message : "");
+  GstBus *bus = gst_element_get_bus (pipeline);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  GstMessage *msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+      GST_MESSAGE_ERROR | GST_MESSAGE_EOS);
+  ck_assert_msg (msg != NULL, "%s: neither EOS nor an error after 60 s", desc);
+  char *text = NULL;
+  if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
+    GError *err = NULL;
+    gst_message_parse_error (msg, &err, NULL);
+    text = g_strdup (err->message);
+    g_error_free (err);
+  }
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (bus);
+  gst_object_unref (pipeline);
+  return text;
+}
+
+static void
+assert_error (const char *desc, const char *needle)
+{
+  g_autofree char *text = run_for_error (desc);
+  ck_assert_msg (text != NULL, "%s: no error", desc);
+  ck_assert_msg (strstr (text, needle) != NULL, "\"%s\" not in: %s", needle, text);
+}
+
+/* --- media prompts ---------------------------------------------------- */
+
+static void
+encode (const LlmTokenizer *tok, const char *text, gboolean starts, GArray *out)
+{
+  llm_tokenizer_encode (tok, text, -1, FALSE, TRUE, starts, out);
+}
+
+START_TEST (test_media_prompt_puts_rows_at_its_markers)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const LlmTokenizer *tok = llm_model_tokenizer (m);
+  const LlmVocab *vocab = llm_tokenizer_vocab (tok);
+  const guint rows[] = { 2, 3 };
+  g_autoptr (GArray) got = g_array_new (FALSE, FALSE, sizeof (gint32));
+  llm_media_prompt_build (tok, NULL, NULL, "The cat<__media__> and the dog<__media__>.", TRUE,
+      rows, 2, "mlp", got);
+  g_autoptr (GArray) want = g_array_new (FALSE, FALSE, sizeof (gint32));
+  const gint32 media = LLM_TOKEN_EMBD;
+  ck_assert (vocab->add_bos);
+  g_array_append_val (want, vocab->bos);
+  encode (tok, "The cat", TRUE, want);
+  g_array_append_vals (want, (gint32[]) { media, media }, 2);
+  encode (tok, " and the dog", FALSE, want);
+  g_array_append_vals (want, (gint32[]) { media, media, media }, 3);
+  encode (tok, ".", FALSE, want);
+  ck_assert_uint_eq (got->len, want->len);
+  ck_assert_mem_eq (got->data, want->data, want->len * sizeof (gint32));
+
+  /* No marker: the item goes first; a later turn has no BOS; a marker
+   * with no item is dropped. */
+  g_array_set_size (got, 0);
+  g_array_set_size (want, 0);
+  llm_media_prompt_build (tok, NULL, "[{prompt}]", "Look", FALSE, rows, 1, NULL, got);
+  encode (tok, "[", TRUE, want);
+  g_array_append_vals (want, (gint32[]) { media, media }, 2);
+  encode (tok, "Look]", FALSE, want);
+  ck_assert_uint_eq (got->len, want->len);
+  ck_assert_mem_eq (got->data, want->data, want->len * sizeof (gint32));
+  g_array_set_size (got, 0);
+  llm_media_prompt_build (tok, NULL, "[{prompt}]", "<__media__>Look<__media__>", FALSE, rows,
+      1, NULL, got);
+  ck_assert_uint_eq (got->len, want->len);
+  ck_assert_mem_eq (got->data, want->data, want->len * sizeof (gint32));
+  ck_assert_uint_eq (llm_media_prompt_count_markers ("a<__media__>b<__media__>"), 2);
+}
+END_TEST
+
+/* --- llmprefill with media rows --------------------------------------- */
+
+/* Ids out of llmprefill ! llmdecode for one input buffer. */
+static GArray *
+generate (GstCaps *caps, GstBuffer *in, const char *prompt)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  g_autofree char *desc = g_strdup_printf ("llmprefill model=%s prompt-mode=buffer ! "
+      "llmdecode max-tokens=12", lm);
+  GstHarness *h = gst_harness_new_parse (desc);
+  if (prompt) {
+    GstElement *prefill = gst_harness_find_element (h, "llmprefill");
+    g_object_set (prefill, "prompt", prompt, NULL);
+    gst_object_unref (prefill);
+  }
+  gst_harness_set_src_caps (h, caps);
+  ck_assert_int_eq (gst_harness_push (h, in), GST_FLOW_OK);
+  gst_harness_push_event (h, gst_event_new_eos ());
+  /* llmdecode answers on a thread of its own: its EOS comes last. */
+  for (GstEvent *ev; (ev = gst_harness_pull_event (h));) {
+    const gboolean eos = GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
+    gst_event_unref (ev);
+    if (eos)
+      break;
+  }
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  for (GstBuffer *b; (b = gst_harness_try_pull (h));) {
+    ck_assert (gst_llm_tokens_buffer_read (b, ids));
+    gst_buffer_unref (b);
+  }
+  gst_harness_teardown (h);
+  return ids;
+}
+
+/* Media rows that are the embeddings of a text's tokens make llmdecode
+ * answer exactly as the text does. */
+START_TEST (test_prefill_media_rows_answer_as_the_tokens_they_embed)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const LlmTokenizer *tok = llm_model_tokenizer (m);
+  const guint n_embd = llm_model_hparams (m)->n_embd;
+  /* "Once upon a time" after BOS, "upon a" given as media. */
+  const gint32 text[] = { 1, 403, 407, 261, 378 };
+  const guint rows[] = { 2 };
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  llm_media_prompt_build (tok, NULL, NULL, "Once<__media__> time", TRUE, rows, 1, NULL, ids);
+  /* The pieces tokenize as the whole text does around the marker. */
+  ck_assert_uint_eq (ids->len, G_N_ELEMENTS (text));
+  ck_assert_int_eq (g_array_index (ids, gint32, 0), text[0]);
+  ck_assert_int_eq (g_array_index (ids, gint32, 1), text[1]);
+  ck_assert_int_eq (g_array_index (ids, gint32, 2), LLM_TOKEN_EMBD);
+  ck_assert_int_eq (g_array_index (ids, gint32, 3), LLM_TOKEN_EMBD);
+  ck_assert_int_eq (g_array_index (ids, gint32, 4), text[4]);
+  ck_assert_uint_eq (n_embd, 64);
+  float embd[2 * 64];
+  for (guint i = 0; i < 2; i++)
+    llm_model_token_embedding (m, (guint32) text[2 + i], embd + i * n_embd);
+  GstBuffer *media = gst_llm_embeddings_buffer_new (embd, 2, n_embd);
+  g_autoptr (GArray) from_media = generate (gst_llm_caps_new_embeddings (n_embd, "image",
+          NULL), media, "Once<__media__> time");
+  g_autoptr (GArray) from_text = generate (gst_llm_caps_new_tokens (NULL),
+      gst_llm_tokens_buffer_new (text, G_N_ELEMENTS (text)), NULL);
+  ck_assert_uint_eq (from_media->len, 12);
+  ck_assert_uint_eq (from_text->len, 12);
+  ck_assert_mem_eq (from_media->data, from_text->data, 12 * sizeof (gint32));
+}
+END_TEST
+
+START_TEST (test_prefill_refuses_media_of_another_width)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  g_autofree char *tower = write_tower ("idefics3", 96);
+  g_autofree char *desc = g_strdup_printf ("videotestsrc num-buffers=1 ! "
+      "video/x-raw,width=32,height=32 ! llmvisionencode mmproj=%s ! llmprefill model=%s ! "
+      "fakesink", tower, lm);
+  assert_error (desc, "rows are 96 wide, but model");
+  assert_error (desc, "takes embeddings of 64");
+}
+END_TEST
+
+/* --- llmvisionencode --------------------------------------------------- */
+
+START_TEST (test_visionencode_refuses_bad_projector_files)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  g_autofree char *desc = g_strdup_printf ("videotestsrc num-buffers=1 ! "
+      "llmvisionencode mmproj=%s ! fakesink", lm);
+  assert_error (desc, "cannot be used");
+  g_free (desc);
+  desc = g_strdup ("videotestsrc num-buffers=1 ! llmvisionencode mmproj=/nonexistent.gguf ! "
+      "fakesink");
+  assert_error (desc, "does not exist");
+  g_free (desc);
+  desc = g_strdup ("videotestsrc num-buffers=1 ! llmvisionencode ! fakesink");
+  assert_error (desc, "No mmproj file set");
+
+  LlmMmprojShape s = { "qwen2vl_merger", 32, 8, 64, 128, 2, 4, 64, 0, TRUE, NULL, NULL };
+  g_autofree char *other = g_build_filename (tmpdir, "qwen.gguf", NULL);
+  ck_assert (llm_mmproj_write_random (&s, 1, other, NULL));
+  g_free (desc);
+  desc = g_strdup_printf ("videotestsrc num-buffers=1 ! llmvisionencode mmproj=%s ! fakesink",
+      other);
+  assert_error (desc, "\"qwen2vl_merger\" is not supported");
+
+  g_autofree char *tower = write_tower ("idefics3", 64);
+  g_free (desc);
+  desc = g_strdup_printf ("videotestsrc num-buffers=1 ! llmvisionencode mmproj=%s "
+      "device=cuda:7 ! fakesink", tower);
+  assert_error (desc, "Device \"cuda:7\" is not available");
+}
+END_TEST
+
+static GstHarness *
+vision_harness (const char *tower, const char *video_caps, gdouble interval)
+{
+  GstElement *el = gst_element_factory_make ("llmvisionencode", NULL);
+  ck_assert (el != NULL);
+  g_object_set (el, "mmproj", tower, "interval", interval, NULL);
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  gst_harness_set_src_caps_str (h, video_caps);
+  return h;
+}
+
+static GstBuffer *
+frame (const guint8 *rgb, gsize size, GstClockTime pts, GstClockTime duration)
+{
+  GstBuffer *b = gst_buffer_new_memdup (rgb, size);
+  GST_BUFFER_PTS (b) = pts;
+  GST_BUFFER_DURATION (b) = duration;
+  return b;
+}
+
+/* An RGB frame at the tower's size gives the tower's rows for those
+ * pixels, with caps and meta that say what they are. */
+START_TEST (test_visionencode_rows_are_the_towers_for_the_same_pixels)
+{
+  g_autofree char *tower = write_tower ("idefics3", 64);
+  guint8 rgb[32 * 32 * 3];
+  for (gsize i = 0; i < sizeof rgb; i++)
+    rgb[i] = (guint8) ((i * 37 + (i / 96) * 11) & 0xff);
+  GstHarness *h = vision_harness (tower, "video/x-raw,format=RGB,width=32,height=32,"
+      "framerate=25/1", 0);
+  ck_assert_int_eq (gst_harness_push (h, frame (rgb, sizeof rgb, 40 * GST_MSECOND,
+              40 * GST_MSECOND)), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull (h);
+  GstCaps *caps = gst_pad_get_current_caps (h->sinkpad);
+  guint dim = 0;
+  const char *modality, *projector;
+  ck_assert (gst_llm_caps_parse_embeddings (caps, &dim, &modality, &projector));
+  ck_assert_uint_eq (dim, 64);
+  ck_assert_str_eq (modality, "image");
+  ck_assert_str_eq (projector, "idefics3");
+  gst_caps_unref (caps);
+
+  GError *error = NULL;
+  g_autoptr (LlmMmproj) p = llm_mmproj_load (tower, &error);
+  ck_assert (p != NULL);
+  const LlmMmprojVision *v = llm_mmproj_vision (p);
+  ck_assert_uint_eq (v->n_tokens, 4);
+  float want[4 * 64];
+  ck_assert (llm_vision_encode (p, llm_cpu_kernels_best (), rgb, 32 * 3, want, &error));
+  ck_assert_uint_eq (gst_buffer_get_size (out), sizeof want);
+  GstMapInfo map;
+  gst_buffer_map (out, &map, GST_MAP_READ);
+  const float *got = (const float *) map.data;
+  double worst = 0;
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    worst = MAX (worst, fabs (got[i] - want[i]));
+  gst_buffer_unmap (out, &map);
+  /* swscale at the same size copies RGB pixels unchanged. */
+  ck_assert_msg (worst == 0.0, "rows differ by %g", worst);
+  ck_assert_uint_eq (GST_BUFFER_PTS (out), 40 * GST_MSECOND);
+  ck_assert_uint_eq (GST_BUFFER_DURATION (out), 40 * GST_MSECOND);
+  GstLlmEmbeddingsMeta *meta = gst_buffer_get_llm_embeddings_meta (out);
+  ck_assert (meta != NULL);
+  ck_assert_uint_eq (meta->n_rows, 4);
+  ck_assert_uint_eq (meta->grid_w, 2);
+  ck_assert_uint_eq (meta->grid_h, 2);
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+}
+END_TEST
+
+/* One frame per interval of stream time, each lasting the interval; a
+ * flush starts the count again. NV12 and other sizes are converted. */
+START_TEST (test_visionencode_encodes_one_frame_per_interval)
+{
+  g_autofree char *tower = write_tower ("idefics3", 64);
+  GstHarness *h = vision_harness (tower, "video/x-raw,format=NV12,width=64,height=48,"
+      "framerate=4/1", 1.0);
+  const gsize size = 64 * 48 * 3 / 2;
+  g_autofree guint8 *nv12 = g_malloc (size);
+  for (gsize i = 0; i < size; i++)
+    nv12[i] = (guint8) (i * 7);
+  for (guint i = 0; i < 10; i++)
+    ck_assert_int_eq (gst_harness_push (h, frame (nv12, size, i * GST_SECOND / 4,
+                GST_SECOND / 4)), GST_FLOW_OK);
+  /* frames at 0, 1 and 2 s of the ten at 0, 0.25 .. 2.25 s */
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 3);
+  for (guint i = 0; i < 3; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_uint_eq (GST_BUFFER_PTS (b), i * GST_SECOND);
+    ck_assert_uint_eq (GST_BUFFER_DURATION (b), GST_SECOND);
+    ck_assert_uint_eq (gst_buffer_get_size (b), 4 * 64 * sizeof (float));
+    gst_buffer_unref (b);
+  }
+  /* After a flush the next frame is encoded whatever its time. */
+  gst_harness_push_event (h, gst_event_new_flush_start ());
+  gst_harness_push_event (h, gst_event_new_flush_stop (TRUE));
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  gst_harness_push_event (h, gst_event_new_segment (&seg));
+  ck_assert_int_eq (gst_harness_push (h, frame (nv12, size, GST_SECOND / 2, GST_SECOND / 4)),
+      GST_FLOW_OK);
+  GstBuffer *b = gst_harness_pull (h);
+  ck_assert_uint_eq (GST_BUFFER_PTS (b), GST_SECOND / 2);
+  gst_buffer_unref (b);
+  guint64 encoded = 0;
+  g_object_get (h->element, "encoded", &encoded, NULL);
+  ck_assert_uint_eq (encoded, 4);
+  gst_harness_push_event (h, gst_event_new_eos ());
+  GstEvent *ev;
+  gboolean eos = FALSE;
+  while ((ev = gst_harness_try_pull_event (h))) {
+    eos |= GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
+    gst_event_unref (ev);
+  }
+  ck_assert (eos);
+  gst_harness_teardown (h);
+}
+END_TEST
+
+/* --- llmdetokenize mode=caption ---------------------------------------- */
+
+START_TEST (test_detokenize_caption_is_one_line_timed_as_its_media)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  GstElement *el = gst_element_factory_make ("llmdetokenize", NULL);
+  g_object_set (el, "model", lm, NULL);
+  gst_util_set_object_arg (G_OBJECT (el), "mode", "caption");
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  gst_harness_set_src_caps (h, gst_llm_caps_new_tokens (NULL));
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  llm_tokenizer_encode (llm_model_tokenizer (m), "Two cats\n\nplay  in the sun", -1, FALSE,
+      FALSE, FALSE, ids);
+  for (guint i = 0; i < ids->len; i++) {
+    GstBuffer *b = gst_llm_tokens_buffer_new (&g_array_index (ids, gint32, i), 1);
+    GST_BUFFER_PTS (b) = 5 * GST_SECOND + i * GST_MSECOND;
+    GST_BUFFER_DURATION (b) = GST_MSECOND;
+    ck_assert_int_eq (gst_harness_push (h, b), GST_FLOW_OK);
+  }
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  gst_harness_push_event (h, gst_llm_event_new_end_of_response_timed ("max-tokens",
+          4 * GST_SECOND, 2 * GST_SECOND));
+  GstBuffer *out = gst_harness_pull (h);
+  GstMapInfo map;
+  gst_buffer_map (out, &map, GST_MAP_READ);
+  g_autofree char *text = g_strndup ((const char *) map.data, map.size);
+  gst_buffer_unmap (out, &map);
+  ck_assert_str_eq (text, "Two cats play in the sun");
+  ck_assert_uint_eq (GST_BUFFER_PTS (out), 4 * GST_SECOND);
+  ck_assert_uint_eq (GST_BUFFER_DURATION (out), 2 * GST_SECOND);
+  gst_buffer_unref (out);
+  /* A response with no text gives no caption. */
+  gst_harness_push_event (h, gst_llm_event_new_end_of_response_timed ("eos", 6 * GST_SECOND,
+          2 * GST_SECOND));
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  gst_harness_teardown (h);
+}
+END_TEST
+
+/* --- the caption pipeline ---------------------------------------------- */
+
+typedef struct {
+  GstClockTime pts, duration;
+  char *text;
+} Cue;
+
+static GArray *
+read_vtt (const char *path)
+{
+  g_autofree char *desc = g_strdup_printf ("filesrc location=%s ! subparse ! "
+      "appsink name=out sync=false", path);
+  GError *error = NULL;
+  GstElement *p = gst_parse_launch (desc, &error);
+  ck_assert_msg (p != NULL, "%s", error ? error->message : "");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (p), "out");
+  gst_element_set_state (p, GST_STATE_PLAYING);
+  GArray *cues = g_array_new (FALSE, FALSE, sizeof (Cue));
+  for (GstSample *s; (s = gst_app_sink_try_pull_sample (GST_APP_SINK (sink), 10 * GST_SECOND));) {
+    GstBuffer *b = gst_sample_get_buffer (s);
+    GstMapInfo map;
+    gst_buffer_map (b, &map, GST_MAP_READ);
+    Cue c = { GST_BUFFER_PTS (b), GST_BUFFER_DURATION (b),
+      g_strndup ((const char *) map.data, map.size) };
+    gst_buffer_unmap (b, &map);
+    g_array_append_val (cues, c);
+    gst_sample_unref (s);
+  }
+  gst_element_set_state (p, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (p);
+  return cues;
+}
+
+/* test-3.mp4 (10.03 s, 24 fps) captioned every 2 s: a cue for the
+ * frames at 0.108, 2.132, 4.132, 6.132 and 8.132 s, each lasting to the
+ * next (the last to the end of the video), in order, with text. */
+START_TEST (test_caption_video_writes_webvtt_subparse_reads)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  g_autofree char *media = llm_test_data_path ("media/test-3.mp4");
+  g_autofree char *tower = write_tower ("idefics3", lm_width ());
+  g_autofree char *vtt = g_build_filename (tmpdir, "out.vtt", NULL);
+  g_autofree char *desc = g_strdup_printf ("filesrc location=%s ! decodebin ! "
+      "llmvisionencode mmproj=%s interval=2 ! llmprefill model=%s prompt=\"The picture\" ! "
+      "llmdecode max-tokens=8 ! llmdetokenize model=%s mode=caption ! webvttenc ! "
+      "filesink location=%s", media, tower, lm, lm, vtt);
+  g_autofree char *error = run_for_error (desc);
+  ck_assert_msg (error == NULL, "%s", error);
+
+  g_autofree char *contents = NULL;
+  ck_assert (g_file_get_contents (vtt, &contents, NULL, NULL));
+  ck_assert_msg (g_str_has_prefix (contents, "WEBVTT"), "%s", contents);
+  g_autoptr (GArray) cues = read_vtt (vtt);
+  ck_assert_uint_eq (cues->len, 5);
+  const GstClockTime starts_ms[] = { 107, 2132, 4132, 6132, 8132 };
+  for (guint i = 0; i < cues->len; i++) {
+    Cue *c = &g_array_index (cues, Cue, i);
+    ck_assert_uint_eq (c->pts / GST_MSECOND, starts_ms[i]);
+    const GstClockTime end = c->pts + c->duration;
+    if (i + 1 < cues->len)
+      ck_assert_uint_eq (end / GST_MSECOND, starts_ms[i] + 2000);
+    else
+      ck_assert_uint_le (end, 10090 * GST_MSECOND);
+    ck_assert_msg (strlen (g_strstrip (c->text)) > 0, "cue %u has no text", i);
+    g_free (c->text);
+  }
+}
+END_TEST
+
+static Suite *
+media_suite (void)
+{
+  gst_init (NULL, NULL);
+  Suite *s = suite_create ("media");
+  TCase *tc = tcase_create ("media");
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_set_timeout (tc, 120);
+  tcase_add_test (tc, test_media_prompt_puts_rows_at_its_markers);
+  tcase_add_test (tc, test_prefill_media_rows_answer_as_the_tokens_they_embed);
+  tcase_add_test (tc, test_prefill_refuses_media_of_another_width);
+  tcase_add_test (tc, test_visionencode_refuses_bad_projector_files);
+  tcase_add_test (tc, test_visionencode_rows_are_the_towers_for_the_same_pixels);
+  tcase_add_test (tc, test_visionencode_encodes_one_frame_per_interval);
+  tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
+  tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+LLM_TEST_MAIN (media_suite)
