@@ -32,7 +32,9 @@
  * element message (`gst-launch-1.0 -m` prints it) with `ttft-ms`,
  * `itl-ms-mean`, `itl-ms-p95`, `prompt-tokens`, `generated-tokens`,
  * `prompt-tokens-per-s`, `tokens-per-s` (decode steps per second),
- * `kv-bytes`, `context-tokens`, `device` and `stop-reason` (`itl-ms-p95`
+ * `kv-bytes`, `context-tokens`, `device` and `stop-reason`, and in a live
+ * pipeline `caption-latency-ms`: from the prompt's media time on the
+ * pipeline clock (a frame's capture) to the end of its answer (`itl-ms-p95`
  * comes from a fixed-size histogram, within 1.6 % of the exact value, so
  * that unbounded generation runs in bounded memory). After the
  * event it feeds the token that ended the response (the last one output,
@@ -389,6 +391,27 @@ post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, gint64 ttft_us, guint g
       "context-tokens", G_TYPE_UINT, context_tokens,
       "device", G_TYPE_STRING, device,
       "stop-reason", G_TYPE_STRING, reason, NULL);
+  /* Live media: how long after its time on the pipeline clock the
+   * prompt's media got its whole answer (glass to caption). */
+  GstClockTime rt = GST_CLOCK_TIME_NONE, now = GST_CLOCK_TIME_NONE;
+  GstEvent *seg_event = gst_pad_get_sticky_event (self->sinkpad, GST_EVENT_SEGMENT, 0);
+  GstClock *clock = gst_element_get_clock (GST_ELEMENT (self));
+  GST_OBJECT_LOCK (self);
+  const gboolean live = self->latency.live;
+  GST_OBJECT_UNLOCK (self);
+  if (live && seg_event && clock && GST_CLOCK_TIME_IS_VALID (meta->prompt_pts)) {
+    const GstSegment *seg;
+    gst_event_parse_segment (seg_event, &seg);
+    rt = gst_segment_to_running_time (seg, GST_FORMAT_TIME, meta->prompt_pts);
+    now = gst_clock_get_time (clock) - gst_element_get_base_time (GST_ELEMENT (self));
+    if (GST_CLOCK_TIME_IS_VALID (rt) && now >= rt)
+      gst_structure_set (s, "caption-latency-ms", G_TYPE_DOUBLE,
+          (double) (now - rt) / GST_MSECOND, NULL);
+  }
+  if (seg_event)
+    gst_event_unref (seg_event);
+  if (clock)
+    gst_object_unref (clock);
   GstLlmDecodeClass *klass = GST_LLM_DECODE_GET_CLASS (self);
   if (klass->add_stats)
     klass->add_stats (self, s);

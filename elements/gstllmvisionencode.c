@@ -54,6 +54,7 @@
 #include <libswscale/swscale.h>
 
 #include "gstllmelements.h"
+#include "gstllmlatency.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
 #include "mmproj.h"
@@ -92,6 +93,7 @@ struct _GstLlmVisionEncode {
   /* streaming thread */
   GstClockTime next_due;      /* stream time of the next frame to encode */
   guint64 encoded, skipped_interval, skipped_late;
+  GstLlmLatency latency;      /* of an encode; object lock */
 };
 
 G_DEFINE_TYPE (GstLlmVisionEncode, gst_llm_vision_encode, GST_TYPE_BASE_TRANSFORM);
@@ -201,7 +203,21 @@ gst_llm_vision_encode_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->rgb, g_free);
   g_clear_pointer (&self->mmproj, llm_mmproj_free);
   self->vision = NULL;
+  gst_llm_latency_reset (GST_ELEMENT (self), &self->latency);
   return TRUE;
+}
+
+/* A frame's rows leave one encode after it came: the slowest so far. */
+static gboolean
+gst_llm_vision_encode_query (GstBaseTransform *trans, GstPadDirection direction,
+    GstQuery *query)
+{
+  GstLlmVisionEncode *self = GST_LLM_VISION_ENCODE (trans);
+  if (direction == GST_PAD_SRC && GST_QUERY_TYPE (query) == GST_QUERY_LATENCY)
+    return gst_llm_latency_answer (GST_ELEMENT (self), &self->latency,
+        GST_BASE_TRANSFORM_SINK_PAD (trans), query);
+  return GST_BASE_TRANSFORM_CLASS (gst_llm_vision_encode_parent_class)->query (trans,
+      direction, query);
 }
 
 static GstCaps *
@@ -384,6 +400,7 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
       (float *) map.data, &error);
   const gint64 took = g_get_monotonic_time () - t0;
   gst_buffer_unmap (outbuf, &map);
+  gst_llm_latency_note (GST_ELEMENT (self), &self->latency, took * GST_USECOND);
   if (!ok) {
     GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, ("Cannot encode the frame."), ("%s",
             error->message));
@@ -532,6 +549,7 @@ gst_llm_vision_encode_class_init (GstLlmVisionEncodeClass *klass)
   trans_class->transform_size = GST_DEBUG_FUNCPTR (gst_llm_vision_encode_transform_size);
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_llm_vision_encode_sink_event);
   trans_class->transform = GST_DEBUG_FUNCPTR (gst_llm_vision_encode_transform);
+  trans_class->query = GST_DEBUG_FUNCPTR (gst_llm_vision_encode_query);
   trans_class->passthrough_on_same_caps = FALSE;
 }
 
