@@ -35,16 +35,26 @@ setup (void)
 }
 
 static void
-teardown (void)
+remove_tree (const char *dir)
 {
-  GDir *d = g_dir_open (tmpdir, 0, NULL);
+  GDir *d = g_dir_open (dir, 0, NULL);
   for (const char *name; d && (name = g_dir_read_name (d));) {
-    g_autofree char *p = g_build_filename (tmpdir, name, NULL);
-    g_unlink (p);
+    g_autofree char *p = g_build_filename (dir, name, NULL);
+    if (g_file_test (p, G_FILE_TEST_IS_DIR))
+      remove_tree (p);
+    else
+      g_unlink (p);
   }
   if (d)
     g_dir_close (d);
-  g_rmdir (tmpdir);
+  g_rmdir (dir);
+}
+
+static void
+teardown (void)
+{
+  remove_tree (tmpdir);
+  ck_assert (!g_file_test (tmpdir, G_FILE_TEST_EXISTS));
   g_clear_pointer (&tmpdir, g_free);
 }
 
@@ -498,6 +508,69 @@ START_TEST (test_caption_video_writes_webvtt_subparse_reads)
 }
 END_TEST
 
+/* Frames a video file decodes to. */
+static guint
+count_frames (const char *path)
+{
+  g_autofree char *desc = g_strdup_printf ("filesrc location=%s ! decodebin ! "
+      "appsink name=out sync=false", path);
+  GstElement *p = gst_parse_launch (desc, NULL);
+  ck_assert (p != NULL);
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (p), "out");
+  gst_element_set_state (p, GST_STATE_PLAYING);
+  guint n = 0;
+  for (GstSample *s; (s = gst_app_sink_try_pull_sample (GST_APP_SINK (sink), 10 * GST_SECOND));
+      n++)
+    gst_sample_unref (s);
+  gst_element_set_state (p, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (p);
+  return n;
+}
+
+static void
+run_script (const char *variant, const char *out)
+{
+  g_autofree char *script = g_build_filename (LLM_SOURCE_ROOT, "pipelines", "caption-video.sh",
+      NULL);
+  g_autofree char *media = llm_test_data_path ("media/test-3.mp4");
+  char **env = g_get_environ ();
+  env = g_environ_setenv (env, "VARIANT", variant, TRUE);
+  env = g_environ_setenv (env, "XDG_CACHE_HOME", tmpdir, TRUE);
+  env = g_environ_setenv (env, "BUILD_DIR", LLM_BUILD_ROOT, TRUE);
+  env = g_environ_setenv (env, "GST_PLUGIN_PATH", g_getenv ("GST_PLUGIN_PATH_1_0"), TRUE);
+  char *argv[] = { script, media, (char *) out, NULL };
+  int status = 0;
+  g_autofree char *err = NULL;
+  GError *error = NULL;
+  ck_assert_msg (g_spawn_sync (NULL, argv, env, G_SPAWN_DEFAULT, NULL, NULL, NULL, &err,
+          &status, &error), "%s", error ? error->message : "");
+  g_strfreev (env);
+  ck_assert_msg (g_spawn_check_wait_status (status, NULL), "%s %s: %s", script, variant, err);
+}
+
+/* The script as a user runs it, with no model arguments: WebVTT that
+ * subparse reads, and the overlay variant's video, frame for frame. */
+START_TEST (test_caption_video_script_runs_on_a_fresh_machine)
+{
+  g_autofree char *vtt = g_build_filename (tmpdir, "script.vtt", NULL);
+  run_script ("vtt", vtt);
+  g_autoptr (GArray) cues = read_vtt (vtt);
+  ck_assert_uint_eq (cues->len, 5);
+  for (guint i = 0; i < cues->len; i++) {
+    Cue *c = &g_array_index (cues, Cue, i);
+    if (i > 0)
+      ck_assert_uint_gt (c->pts, g_array_index (cues, Cue, i - 1).pts);
+    ck_assert_uint_le (c->pts + c->duration, 10090 * GST_MSECOND);
+    g_free (c->text);
+  }
+  g_autofree char *webm = g_build_filename (tmpdir, "script.webm", NULL);
+  run_script ("overlay", webm);
+  g_autofree char *media = llm_test_data_path ("media/test-3.mp4");
+  ck_assert_uint_eq (count_frames (webm), count_frames (media));
+}
+END_TEST
+
 static Suite *
 media_suite (void)
 {
@@ -514,6 +587,7 @@ media_suite (void)
   tcase_add_test (tc, test_visionencode_encodes_one_frame_per_interval);
   tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
   tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
+  tcase_add_test (tc, test_caption_video_script_runs_on_a_fresh_machine);
   suite_add_tcase (s, tc);
   return s;
 }
