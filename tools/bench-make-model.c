@@ -55,6 +55,8 @@ static const Shape shapes[] = {
   { "246m", "llama", 1024, 16, 2816, 16, 4, 32000, 8192, 10000.0f, 1e-5f, FALSE },
   /* Qwen2-0.5B's hyper-parameters: 494 M parameters. */
   { "qwen2-0.5b", "qwen2", 896, 24, 4864, 14, 2, 151936, 32768, 1000000.0f, 1e-6f, TRUE },
+  /* SmolLM2-135M's hyper-parameters (SmolVLM-256M's language model). */
+  { "smollm2-135m", "llama", 576, 30, 1536, 9, 3, 49152, 8192, 100000.0f, 1e-5f, FALSE },
   /* Seconds to make and run: smoke tests of the tool and the elements. */
   { "tiny", "llama", 256, 2, 512, 4, 2, 1024, 4096, 10000.0f, 1e-5f, FALSE },
   { "tiny-qwen2", "qwen2", 256, 2, 512, 4, 2, 1024, 4096, 1000000.0f, 1e-6f, TRUE },

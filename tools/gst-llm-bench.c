@@ -1139,7 +1139,9 @@ static const char *summary =
     "minimal tokenizer that llama.cpp loads too. Shapes: 246m (llama: 1024 wide,\n"
     "16 layers, ffn 2816, 16/4 heads, vocab 32000), qwen2-0.5b (qwen2: 896 wide,\n"
     "24 layers, ffn 4864, 14/2 heads, vocab 151936, QKV biases, tied output),\n"
-    "tiny and tiny-qwen2 (seconds to make, for smoke tests).";
+    "smollm2-135m (llama: 576 wide, 30 layers, ffn 1536, 9/3 heads, vocab 49152;\n"
+    "SmolVLM-256M's language model, its output not tied), tiny and tiny-qwen2\n"
+    "(seconds to make, for smoke tests).";
 
 static int bench_main (const Options *opt);
 
