@@ -161,6 +161,7 @@ embd_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 {
   GstLlmEmbeddingsMeta *m = (GstLlmEmbeddingsMeta *) meta;
   m->grid_w = m->grid_h = m->n_source_rows = m->n_rows = 0;
+  m->tiles_x = m->tiles_y = 0;
   m->saliency = m->sizes = NULL;
   return TRUE;
 }
@@ -181,6 +182,8 @@ embd_meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type
   GstLlmEmbeddingsMeta *d = gst_buffer_add_llm_embeddings_meta (dest, m->n_rows, m->grid_w,
       m->grid_h);
   d->n_source_rows = m->n_source_rows;
+  d->tiles_x = m->tiles_x;
+  d->tiles_y = m->tiles_y;
   if (m->saliency)
     gst_llm_embeddings_meta_set_saliency (d, m->saliency);
   if (m->sizes)

@@ -73,6 +73,9 @@ GstLlmDraftMeta *gst_buffer_add_llm_draft_meta (GstBuffer *buffer, LlmDrafter *d
 typedef struct {
   GstMeta meta;
   guint grid_w, grid_h;
+  /* A tiled image: tiles_x x tiles_y tiles of grid_w x grid_h rows each,
+   * row by row, then the whole image's grid; 0 x 0 when not tiled. */
+  guint tiles_x, tiles_y;
   guint n_source_rows;
   float *saliency;      /* n rows, or NULL */
   float *sizes;         /* n rows, or NULL */

@@ -204,7 +204,7 @@ struct _GstLlmPrefill {
   char *projector;
   /* media items of the prompt so far: their rows and row counts */
   GArray *media_rows;           /* float */
-  GArray *media_counts;         /* guint */
+  GArray *media_items;          /* LlmMediaItem */
 
   GstLlmLatency latency;        /* of a prefill; object lock */
 };
@@ -297,7 +297,7 @@ build_input (GstLlmPrefill *self, const gint32 *prompt, guint n, gboolean conver
       return FALSE;
     }
     llm_media_prompt_build (tok, system_prompt, template, text, conversation_start,
-        (const guint *) self->media_counts->data, self->media_counts->len, self->projector,
+        (const LlmMediaItem *) self->media_items->data, self->media_items->len, self->projector,
         self->ids);
     return TRUE;
   }
@@ -421,7 +421,7 @@ clear_prompt (GstLlmPrefill *self)
 {
   g_array_set_size (self->prompt, 0);
   g_array_set_size (self->media_rows, 0);
-  g_array_set_size (self->media_counts, 0);
+  g_array_set_size (self->media_items, 0);
   self->prompt_pts = GST_CLOCK_TIME_NONE;
   self->prompt_end = GST_CLOCK_TIME_NONE;
 }
@@ -433,7 +433,7 @@ finish_prompt (GstLlmPrefill *self)
   GstClockTime duration = GST_CLOCK_TIME_NONE;
   GstFlowReturn ret;
 
-  if (self->prompt->len == 0 && self->media_counts->len == 0)
+  if (self->prompt->len == 0 && self->media_items->len == 0)
     return GST_FLOW_OK;
   if (GST_CLOCK_TIME_IS_VALID (self->prompt_pts) && GST_CLOCK_TIME_IS_VALID (self->prompt_end)
       && self->prompt_end >= self->prompt_pts)
@@ -466,7 +466,7 @@ chain_media (GstLlmPrefill *self, GstBuffer *buffer)
   const guint wanted = MAX (llm_media_prompt_count_markers (self->settings.prompt), 1);
   GST_OBJECT_UNLOCK (self);
 
-  if (self->media_counts->len == 0)
+  if (self->media_items->len == 0)
     self->prompt_pts = GST_BUFFER_PTS (buffer);
   self->prompt_end = GST_CLOCK_TIME_NONE;
   if (GST_BUFFER_PTS_IS_VALID (buffer) && GST_BUFFER_DURATION_IS_VALID (buffer))
@@ -474,9 +474,15 @@ chain_media (GstLlmPrefill *self, GstBuffer *buffer)
   const guint rows = (guint) (size / row), old = self->media_rows->len;
   g_array_set_size (self->media_rows, old + rows * dim);
   gst_buffer_extract (buffer, 0, &g_array_index (self->media_rows, float, old), size);
-  g_array_append_val (self->media_counts, rows);
+  LlmMediaItem item = { rows, 0, 0 };
+  const GstLlmEmbeddingsMeta *meta = gst_buffer_get_llm_embeddings_meta (buffer);
+  if (meta && meta->n_rows == rows) {
+    item.tiles_x = meta->tiles_x;
+    item.tiles_y = meta->tiles_y;
+  }
+  g_array_append_val (self->media_items, item);
   gst_buffer_unref (buffer);
-  if (mode == GST_LLM_PROMPT_MODE_BUFFER || self->media_counts->len >= wanted)
+  if (mode == GST_LLM_PROMPT_MODE_BUFFER || self->media_items->len >= wanted)
     return finish_prompt (self);
   return GST_FLOW_OK;
 }
@@ -578,7 +584,7 @@ set_media_caps (GstLlmPrefill *self, GstCaps *caps)
         ("refused %" GST_PTR_FORMAT, caps));
     return FALSE;
   }
-  if (self->media_counts->len > 0)
+  if (self->media_items->len > 0)
     GST_WARNING_OBJECT (self, "new media caps mid-prompt: the prompt keeps its items");
   self->media = TRUE;
   g_free (self->projector);
@@ -957,7 +963,7 @@ gst_llm_prefill_finalize (GObject *object)
   g_array_unref (self->prompt);
   g_array_unref (self->ids);
   g_array_unref (self->media_rows);
-  g_array_unref (self->media_counts);
+  g_array_unref (self->media_items);
   G_OBJECT_CLASS (gst_llm_prefill_parent_class)->finalize (object);
 }
 
@@ -985,7 +991,7 @@ gst_llm_prefill_init (GstLlmPrefill *self)
   self->prompt = g_array_new (FALSE, FALSE, sizeof (gint32));
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   self->media_rows = g_array_new (FALSE, FALSE, sizeof (float));
-  self->media_counts = g_array_new (FALSE, FALSE, sizeof (guint));
+  self->media_items = g_array_new (FALSE, FALSE, sizeof (LlmMediaItem));
   clear_prompt (self);
 }
 

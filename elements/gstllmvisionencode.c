@@ -14,9 +14,20 @@
  *
  * It takes raw video in RGB, RGBA, BGRx, NV12, I420 and the other formats
  * of its template at any size, and converts and resizes each frame to the
- * tower's square input with FFmpeg's libswscale (bicubic; BT.709 or BT.601
- * as the caps' colorimetry says), so no videoconvert or videoscale is
- * needed in front of it.
+ * tower's square input with FFmpeg's libswscale (Lanczos for SmolVLM's
+ * idefics3 towers, bicubic for the others, as llama.cpp resizes; BT.709
+ * or BT.601 as the caps' colorimetry says), so no videoconvert or
+ * videoscale is needed in front of it.
+ *
+ * Towers that tile large images (idefics3 files with
+ * clip.vision.preproc_image_size, e.g. SmolVLM's 2048) see more detail
+ * with #GstLlmVisionEncode:max-tiles above 1: the frame is resized to its
+ * long side (made smaller until the grid has at most max-tiles tiles),
+ * then to whole tiles, cut into tiles that are encoded row by row, and
+ * followed by the whole frame at the tower's size, as llama.cpp's mtmd
+ * does it; llmprefill then puts each tile in its `<row_y_col_x>` place.
+ * Each tile costs one more encode. The default, 1, encodes the whole frame
+ * only, which is what live captioning can afford.
  *
  * Live video comes far faster than a CPU encodes it: with
  * #GstLlmVisionEncode:interval it encodes one frame per interval of stream
@@ -70,6 +81,7 @@ G_DECLARE_FINAL_TYPE (GstLlmVisionEncode, gst_llm_vision_encode, GST, LLM_VISION
 
 #define DEFAULT_DEVICE "cpu"
 #define DEFAULT_INTERVAL 0.0
+#define DEFAULT_MAX_TILES 1
 
 struct _GstLlmVisionEncode {
   GstBaseTransform parent;
@@ -78,6 +90,7 @@ struct _GstLlmVisionEncode {
   char *mmproj_path;
   char *device;
   gdouble interval;
+  guint max_tiles;
 
   LlmMmproj *mmproj;          /* from start to stop */
   const LlmMmprojVision *vision;
@@ -85,8 +98,11 @@ struct _GstLlmVisionEncode {
 
   /* from set_caps */
   GstVideoInfo in_info;
-  struct SwsContext *sws;
-  guint8 *rgb;                /* image_size^2 RGB8 */
+  struct SwsContext *sws;     /* the frame to the whole image, or to the tiles */
+  struct SwsContext *sws_overview;  /* tiled: the tiles' image to the whole image */
+  guint8 *rgb;                /* image_size^2 RGB8: the whole image */
+  guint8 *tiled;              /* tiles_x x tiles_y tiles of RGB8, or NULL */
+  guint tiles_x, tiles_y;     /* 0 x 0 when the frame is not tiled */
   gboolean live;
   GstClockTime media_duration;  /* of the stream, when upstream knows it */
 
@@ -105,6 +121,7 @@ enum {
   PROP_MMPROJ,
   PROP_DEVICE,
   PROP_INTERVAL,
+  PROP_MAX_TILES,
   PROP_ENCODED,
   PROP_SKIPPED_LATE,
 };
@@ -200,7 +217,10 @@ gst_llm_vision_encode_stop (GstBaseTransform *trans)
 {
   GstLlmVisionEncode *self = GST_LLM_VISION_ENCODE (trans);
   g_clear_pointer (&self->sws, sws_freeContext);
+  g_clear_pointer (&self->sws_overview, sws_freeContext);
   g_clear_pointer (&self->rgb, g_free);
+  g_clear_pointer (&self->tiled, g_free);
+  self->tiles_x = self->tiles_y = 0;
   g_clear_pointer (&self->mmproj, llm_mmproj_free);
   self->vision = NULL;
   gst_llm_latency_reset (GST_ELEMENT (self), &self->latency);
@@ -257,6 +277,47 @@ upstream_is_live (GstLlmVisionEncode *self)
   return live;
 }
 
+/* The tile grid for @w x @h frames, as llama.cpp's mtmd cuts idefics3
+ * images: the long side resized to the file's longest edge (an even
+ * short side), then both sides up to whole tiles; the edge shrinks by a
+ * tile until the grid has at most max-tiles tiles. 0 x 0: no tiles. */
+static void
+plan_tiles (GstLlmVisionEncode *self, int w, int h)
+{
+  const LlmMmprojVision *v = self->vision;
+  GST_OBJECT_LOCK (self);
+  const guint max_tiles = self->max_tiles;
+  GST_OBJECT_UNLOCK (self);
+  self->tiles_x = self->tiles_y = 0;
+  if (v->type != LLM_MMPROJ_IDEFICS3 || v->longest_edge == 0 || max_tiles == 1)
+    return;
+  const guint tile = v->image_size;
+  for (guint edge = v->longest_edge; edge >= tile; edge -= tile) {
+    guint rw, rh;
+    if (w >= h) {
+      rw = edge;
+      rh = (guint) ((double) edge * h / w);
+      rh += rh % 2;
+    } else {
+      rh = edge;
+      rw = (guint) ((double) edge * w / h);
+      rw += rw % 2;
+    }
+    const guint gx = (MAX (rw, 1) + tile - 1) / tile, gy = (MAX (rh, 1) + tile - 1) / tile;
+    if (max_tiles == 0 || gx * gy <= max_tiles) {
+      self->tiles_x = gx;
+      self->tiles_y = gy;
+      return;
+    }
+  }
+}
+
+static guint
+n_images (GstLlmVisionEncode *self)
+{
+  return self->tiles_x * self->tiles_y + 1;
+}
+
 static gboolean
 gst_llm_vision_encode_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps)
 {
@@ -265,16 +326,29 @@ gst_llm_vision_encode_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCap
     return FALSE;
   const enum AVPixelFormat fmt = av_format (GST_VIDEO_INFO_FORMAT (&self->in_info));
   const int side = (int) self->vision->image_size;
+  const int w = GST_VIDEO_INFO_WIDTH (&self->in_info), h = GST_VIDEO_INFO_HEIGHT (&self->in_info);
+  plan_tiles (self, w, h);
+  const int out_w = self->tiles_x ? (int) self->tiles_x * side : side;
+  const int out_h = self->tiles_y ? (int) self->tiles_y * side : side;
+  /* llama.cpp resizes SmolVLM's images with Lanczos, the others bicubic. */
+  const int filter = (self->vision->type == LLM_MMPROJ_IDEFICS3 ? SWS_LANCZOS : SWS_BICUBIC)
+      | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT;
   g_clear_pointer (&self->sws, sws_freeContext);
-  self->sws = sws_getContext (GST_VIDEO_INFO_WIDTH (&self->in_info),
-      GST_VIDEO_INFO_HEIGHT (&self->in_info), fmt, side, side, AV_PIX_FMT_RGB24,
-      SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, NULL, NULL, NULL);
-  if (self->sws == NULL) {
+  g_clear_pointer (&self->sws_overview, sws_freeContext);
+  g_clear_pointer (&self->tiled, g_free);
+  self->sws = sws_getContext (w, h, fmt, out_w, out_h, AV_PIX_FMT_RGB24, filter, NULL, NULL,
+      NULL);
+  if (self->tiles_x) {
+    self->sws_overview = sws_getContext (out_w, out_h, AV_PIX_FMT_RGB24, side, side,
+        AV_PIX_FMT_RGB24, filter, NULL, NULL, NULL);
+    self->tiled = g_try_malloc ((gsize) out_w * out_h * 3);
+  }
+  if (self->sws == NULL || (self->tiles_x && (self->sws_overview == NULL
+              || self->tiled == NULL))) {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Cannot convert this video."),
         ("libswscale refused %s %dx%d to RGB %dx%d",
-            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->in_info)),
-            GST_VIDEO_INFO_WIDTH (&self->in_info), GST_VIDEO_INFO_HEIGHT (&self->in_info),
-            side, side));
+            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->in_info)), w, h,
+            out_w, out_h));
     return FALSE;
   }
   /* YUV input: the matrix and range the caps say, or swscale assumes
@@ -290,6 +364,8 @@ gst_llm_vision_encode_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCap
     sws_setColorspaceDetails (self->sws, sws_getCoefficients (cs), full,
         sws_getCoefficients (SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
   }
+  GST_INFO_OBJECT (self, "%dx%d frames: %u x %u tiles and the whole image", w, h,
+      self->tiles_x, self->tiles_y);
   self->live = upstream_is_live (self);
   gint64 d = -1;
   self->media_duration = GST_CLOCK_TIME_NONE;
@@ -308,7 +384,8 @@ gst_llm_vision_encode_transform_size (GstBaseTransform *trans, GstPadDirection d
   GstLlmVisionEncode *self = GST_LLM_VISION_ENCODE (trans);
   if (direction != GST_PAD_SINK || self->vision == NULL)
     return FALSE;
-  *othersize = (gsize) self->vision->n_tokens * self->vision->n_out * sizeof (float);
+  *othersize = (gsize) n_images (self) * self->vision->n_tokens * self->vision->n_out
+      * sizeof (float);
   return TRUE;
 }
 
@@ -386,18 +463,36 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
     planes[2] = p;
   }
   const int side = (int) self->vision->image_size;
-  guint8 *dst[4] = { self->rgb, NULL, NULL, NULL };
-  int dst_stride[4] = { side * 3, 0, 0, 0 };
+  const gsize tiled_stride = (gsize) self->tiles_x * side * 3;
+  guint8 *dst[4] = { self->tiles_x ? self->tiled : self->rgb, NULL, NULL, NULL };
+  int dst_stride[4] = { self->tiles_x ? (int) tiled_stride : side * 3, 0, 0, 0 };
   sws_scale (self->sws, planes, strides, 0, GST_VIDEO_FRAME_HEIGHT (&frame), dst, dst_stride);
   gst_video_frame_unmap (&frame);
+  if (self->tiles_x) {
+    const guint8 *src[4] = { self->tiled, NULL, NULL, NULL };
+    const int src_stride[4] = { (int) tiled_stride, 0, 0, 0 };
+    guint8 *whole[4] = { self->rgb, NULL, NULL, NULL };
+    int whole_stride[4] = { side * 3, 0, 0, 0 };
+    sws_scale (self->sws_overview, src, src_stride, 0, (int) self->tiles_y * side, whole,
+        whole_stride);
+  }
 
   GstMapInfo map;
   if (!gst_buffer_map (outbuf, &map, GST_MAP_WRITE))
     return GST_FLOW_ERROR;
   GError *error = NULL;
   const gint64 t0 = g_get_monotonic_time ();
-  gboolean ok = llm_vision_encode (self->mmproj, self->kernels, self->rgb, (gsize) side * 3,
-      (float *) map.data, &error);
+  const gsize per_image = (gsize) self->vision->n_tokens * self->vision->n_out;
+  float *rows = (float *) map.data;
+  gboolean ok = TRUE;
+  /* The tiles row by row, then the whole image: the order mtmd feeds them. */
+  for (guint ty = 0; ok && ty < self->tiles_y; ty++)
+    for (guint tx = 0; ok && tx < self->tiles_x; tx++, rows += per_image)
+      ok = llm_vision_encode (self->mmproj, self->kernels, self->tiled + ty * side
+          * tiled_stride + (gsize) tx * side * 3, tiled_stride, rows, &error);
+  if (ok)
+    ok = llm_vision_encode (self->mmproj, self->kernels, self->rgb, (gsize) side * 3, rows,
+        &error);
   const gint64 took = g_get_monotonic_time () - t0;
   gst_buffer_unmap (outbuf, &map);
   gst_llm_latency_note (GST_ELEMENT (self), &self->latency, took * GST_USECOND);
@@ -425,12 +520,15 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
     self->next_due = pts + step;
   const LlmMmprojVision *v = self->vision;
   const guint grid = v->image_size / v->patch_size / MAX (v->scale_factor, 1);
-  gst_buffer_add_llm_embeddings_meta (outbuf, v->n_tokens, grid, grid);
+  GstLlmEmbeddingsMeta *meta = gst_buffer_add_llm_embeddings_meta (outbuf,
+      n_images (self) * v->n_tokens, grid, grid);
+  meta->tiles_x = self->tiles_x;
+  meta->tiles_y = self->tiles_y;
   GST_OBJECT_LOCK (self);
   self->encoded++;
   GST_OBJECT_UNLOCK (self);
   GST_DEBUG_OBJECT (self, "frame at %" GST_TIME_FORMAT ": %u rows in %" G_GINT64_FORMAT " us",
-      GST_TIME_ARGS (pts), v->n_tokens, took);
+      GST_TIME_ARGS (pts), n_images (self) * v->n_tokens, took);
   return GST_FLOW_OK;
 }
 
@@ -451,6 +549,9 @@ gst_llm_vision_encode_set_property (GObject *object, guint prop_id, const GValue
       break;
     case PROP_INTERVAL:
       self->interval = g_value_get_double (value);
+      break;
+    case PROP_MAX_TILES:
+      self->max_tiles = g_value_get_uint (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -474,6 +575,9 @@ gst_llm_vision_encode_get_property (GObject *object, guint prop_id, GValue *valu
       break;
     case PROP_INTERVAL:
       g_value_set_double (value, self->interval);
+      break;
+    case PROP_MAX_TILES:
+      g_value_set_uint (value, self->max_tiles);
       break;
     case PROP_ENCODED:
       g_value_set_uint64 (value, self->encoded);
@@ -526,6 +630,12 @@ gst_llm_vision_encode_class_init (GstLlmVisionEncodeClass *klass)
           "Seconds of stream time between encoded frames; the frames between are dropped "
           "(0: every frame)", 0.0, 3600.0, DEFAULT_INTERVAL,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_MAX_TILES,
+      g_param_spec_uint ("max-tiles", "Maximum tiles",
+          "Tiles a frame is cut into besides the whole image, for towers that tile "
+          "(idefics3 with preproc_image_size): 1 encodes the whole image only, 0 as many "
+          "as the file's long side gives", 0, 64, DEFAULT_MAX_TILES,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_ENCODED,
       g_param_spec_uint64 ("encoded", "Encoded frames",
           "Frames encoded since the element started", 0, G_MAXUINT64, 0,
@@ -558,6 +668,7 @@ gst_llm_vision_encode_init (GstLlmVisionEncode *self)
 {
   self->device = g_strdup (DEFAULT_DEVICE);
   self->interval = DEFAULT_INTERVAL;
+  self->max_tiles = DEFAULT_MAX_TILES;
   self->next_due = GST_CLOCK_TIME_NONE;
   self->media_duration = GST_CLOCK_TIME_NONE;
 }

@@ -34,15 +34,41 @@ encode (const LlmTokenizer *tok, const char *text, gsize len, gboolean starts, G
     llm_tokenizer_encode (tok, text, len, FALSE, TRUE, starts, out);
 }
 
+static void
+append_rows (GArray *out, guint n)
+{
+  const gint32 media = LLM_TOKEN_EMBD;
+  for (guint r = 0; r < n; r++)
+    g_array_append_val (out, media);
+}
+
+/* A tiled idefics3 image: the tiles at their places, then the whole. */
+static void
+append_tiled (const LlmTokenizer *tok, const LlmMediaItem *item, GArray *out)
+{
+  const guint per = item->n_rows / (item->tiles_x * item->tiles_y + 1);
+  for (guint y = 0; y < item->tiles_y; y++) {
+    for (guint x = 0; x < item->tiles_x; x++) {
+      char place[64];
+      g_snprintf (place, sizeof place, "<fake_token_around_image><row_%u_col_%u>", y + 1, x + 1);
+      encode (tok, place, strlen (place), FALSE, out);
+      append_rows (out, per);
+    }
+    if (y + 1 < item->tiles_y)
+      encode (tok, "\n", 1, FALSE, out);
+  }
+}
+
 void
 llm_media_prompt_build (const LlmTokenizer *tok, const char *system_prompt,
     const char *wrapper, const char *prompt, gboolean conversation_start,
-    const guint *n_rows, guint n_media, const char *projector, GArray *out)
+    const LlmMediaItem *items, guint n_media, const char *projector, GArray *out)
 {
   const LlmVocab *vocab = llm_tokenizer_vocab (tok);
   static const char *const idefics3[] = { "<fake_token_around_image>", "<global-img>", NULL };
   const char *before = "", *after = "";
-  if (g_strcmp0 (projector, "idefics3") == 0 && has_tokens (tok, idefics3)) {
+  const gboolean delimited = g_strcmp0 (projector, "idefics3") == 0 && has_tokens (tok, idefics3);
+  if (delimited) {
     before = "\n\n<fake_token_around_image><global-img>";
     after = "<fake_token_around_image>";
   }
@@ -67,7 +93,6 @@ llm_media_prompt_build (const LlmTokenizer *tok, const char *system_prompt,
 
   if (conversation_start && vocab->add_bos && vocab->bos >= 0)
     g_array_append_val (out, vocab->bos);
-  const gint32 media = LLM_TOKEN_EMBD;
   const char *p = text->str;
   gboolean starts = TRUE;
   for (guint item = 0;; item++) {
@@ -77,9 +102,15 @@ llm_media_prompt_build (const LlmTokenizer *tok, const char *system_prompt,
     if (m == NULL)
       break;
     if (item < n_media) {
+      const LlmMediaItem *it = &items[item];
+      const guint images = it->tiles_x * it->tiles_y + 1;
+      guint whole = it->n_rows;
+      if (delimited && images > 1 && it->n_rows % images == 0) {
+        append_tiled (tok, it, out);
+        whole = it->n_rows / images;
+      }
       encode (tok, before, strlen (before), FALSE, out);
-      for (guint r = 0; r < n_rows[item]; r++)
-        g_array_append_val (out, media);
+      append_rows (out, whole);
       encode (tok, after, strlen (after), FALSE, out);
     }
     p = m + strlen (LLM_MEDIA_MARKER);

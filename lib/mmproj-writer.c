@@ -9,13 +9,14 @@
 void
 llm_mmproj_shape_smolvlm (LlmMmprojShape *s, guint n_out)
 {
-  *s = (LlmMmprojShape) { "idefics3", 512, 16, 768, 3072, 12, 12, n_out, 4, FALSE, NULL, NULL };
+  *s = (LlmMmprojShape) { "idefics3", 512, 16, 768, 3072, 12, 12, n_out, 4, FALSE, NULL, NULL,
+    2048 };
 }
 
 void
 llm_mmproj_shape_llava (LlmMmprojShape *s, guint n_out)
 {
-  *s = (LlmMmprojShape) { "mlp", 336, 14, 1024, 4096, 24, 16, n_out, 0, TRUE, NULL, NULL };
+  *s = (LlmMmprojShape) { "mlp", 336, 14, 1024, 4096, 24, 16, n_out, 0, TRUE, NULL, NULL, 0 };
 }
 
 typedef struct {
@@ -91,6 +92,8 @@ llm_mmproj_write_random (const LlmMmprojShape *s, guint64 seed, const char *path
   llm_gguf_writer_add_array (w, "clip.vision.image_std", LLM_GGUF_FLOAT32, std, 3);
   if (s->scale > 0) {
     llm_gguf_writer_add_uint32 (w, "clip.vision.projector.scale_factor", s->scale);
+    if (s->longest_edge > 0)
+      llm_gguf_writer_add_uint32 (w, "clip.vision.preproc_image_size", s->longest_edge);
     /* SigLIP's GELU; CLIP's quick GELU is what an absent key means. */
     llm_gguf_writer_add_bool (w, "clip.use_gelu", TRUE);
   }

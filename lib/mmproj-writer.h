@@ -17,6 +17,7 @@ typedef struct {
   /* For tests of refused files: a tensor to leave out and one to make one
    * bigger in its last dimension (NULL or "" for none). */
   const char *drop, *widen;
+  guint longest_edge;         /* idefics3: clip.vision.preproc_image_size; 0 none */
 } LlmMmprojShape;
 
 /* Shapes of public models at their real sizes, projecting to @n_out (the

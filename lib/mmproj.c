@@ -275,6 +275,13 @@ read_sizes (Reader *r, LlmMmprojVision *v)
     if (side % v->scale_factor != 0)
       return invalid (r, "the %u patches a side do not divide by the scale factor %u", side,
           v->scale_factor);
+    if (llm_gguf_find_key (r->gguf, "clip.vision.preproc_image_size") >= 0) {
+      if (!get_size (r, "clip.vision.preproc_image_size", 16384, &v->longest_edge))
+        return FALSE;
+      if (v->longest_edge < v->image_size)
+        return invalid (r, "clip.vision.preproc_image_size %u is under the image size %u",
+            v->longest_edge, v->image_size);
+    }
   }
   return TRUE;
 }

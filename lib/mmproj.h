@@ -62,6 +62,10 @@ typedef struct {
    * as llama.cpp reads these files); idefics3: every layer. */
   guint32 n_layers_run;
   guint32 scale_factor;           /* idefics3: pixel shuffle factor; else 1 */
+  /* idefics3: clip.vision.preproc_image_size, the long side an image is
+   * resized to before it is cut into image_size tiles (SmolVLM: 2048);
+   * 0 when the file has none (the image is not tiled). */
+  guint32 longest_edge;
   guint32 n_out;                  /* embedding width the projector gives the LM */
   guint32 n_tokens;               /* LM tokens per image (per tile) */
 

@@ -18,6 +18,9 @@
 #include "media-prompt.h"
 #include "mmproj.h"
 #include "mmproj-writer.h"
+#include "gguf-writer.h"
+#include "ggml-type.h"
+#include "vocab.h"
 #include "model.h"
 #include "engine.h"
 #include "vision-encoder.h"
@@ -129,7 +132,7 @@ START_TEST (test_media_prompt_puts_rows_at_its_markers)
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const LlmTokenizer *tok = llm_model_tokenizer (m);
   const LlmVocab *vocab = llm_tokenizer_vocab (tok);
-  const guint rows[] = { 2, 3 };
+  const LlmMediaItem rows[] = { { 2, 0, 0 }, { 3, 0, 0 } };
   g_autoptr (GArray) got = g_array_new (FALSE, FALSE, sizeof (gint32));
   llm_media_prompt_build (tok, NULL, NULL, "The cat<__media__> and the dog<__media__>.", TRUE,
       rows, 2, "mlp", got);
@@ -161,6 +164,106 @@ START_TEST (test_media_prompt_puts_rows_at_its_markers)
   ck_assert_uint_eq (got->len, want->len);
   ck_assert_mem_eq (got->data, want->data, want->len * sizeof (gint32));
   ck_assert_uint_eq (llm_media_prompt_count_markers ("a<__media__>b<__media__>"), 2);
+}
+END_TEST
+
+/* A SentencePiece vocabulary of bytes and SmolVLM's image tokens. */
+static LlmTokenizer *
+smolvlm_tokenizer (void)
+{
+  g_autoptr (LlmGgufWriter) w = llm_gguf_writer_new ();
+  GPtrArray *texts = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GArray) types = g_array_new (FALSE, FALSE, sizeof (gint32));
+  g_autoptr (GArray) scores = g_array_new (FALSE, FALSE, sizeof (float));
+  const char *first[] = { "<unk>", "<s>", "</s>" };
+  const gint32 first_types[] = { 2, 3, 3 };
+  for (guint i = 0; i < 3; i++) {
+    g_ptr_array_add (texts, g_strdup (first[i]));
+    g_array_append_val (types, first_types[i]);
+  }
+  for (int b = 0; b < 256; b++) {
+    g_ptr_array_add (texts, g_strdup_printf ("<0x%02X>", b));
+    g_array_append_val (types, (gint32) { 6 });
+  }
+  const char *special[] = { "<fake_token_around_image>", "<global-img>", "<row_1_col_1>",
+    "<row_1_col_2>", "<row_2_col_1>", "<row_2_col_2>" };
+  for (guint i = 0; i < G_N_ELEMENTS (special); i++) {
+    g_ptr_array_add (texts, g_strdup (special[i]));
+    g_array_append_val (types, (gint32) { 4 });
+  }
+  g_array_set_size (scores, texts->len);
+  llm_gguf_writer_add_string (w, "general.architecture", "llama");
+  llm_gguf_writer_add_string (w, "tokenizer.ggml.model", "llama");
+  llm_gguf_writer_add_string_array (w, "tokenizer.ggml.tokens",
+      (const char *const *) texts->pdata, texts->len);
+  llm_gguf_writer_add_array (w, "tokenizer.ggml.scores", LLM_GGUF_FLOAT32, scores->data,
+      scores->len);
+  llm_gguf_writer_add_array (w, "tokenizer.ggml.token_type", LLM_GGUF_INT32, types->data,
+      types->len);
+  llm_gguf_writer_add_uint32 (w, "tokenizer.ggml.bos_token_id", 1);
+  llm_gguf_writer_add_uint32 (w, "tokenizer.ggml.eos_token_id", 2);
+  llm_gguf_writer_add_bool (w, "tokenizer.ggml.add_bos_token", TRUE);
+  g_ptr_array_unref (texts);
+  g_autofree char *path = g_build_filename (tmpdir, "vocab.gguf", NULL);
+  GError *error = NULL;
+  ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s",
+      error ? error->message : "");
+  LlmTokenizer *tok = llm_tokenizer_new_from_file (path, &error);
+  ck_assert_msg (tok != NULL, "%s", error ? error->message : "");
+  return tok;
+}
+
+static void
+append_media (GArray *out, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    g_array_append_val (out, (gint32) { LLM_TOKEN_EMBD });
+}
+
+/* SmolVLM's layout, as mtmd builds it: tiles behind their row and column
+ * tokens, a newline between rows of tiles, then the whole image behind
+ * <global-img>; the delimiters are single tokens. */
+START_TEST (test_media_prompt_lays_out_smolvlm_tiles)
+{
+  g_autoptr (LlmTokenizer) tok = smolvlm_tokenizer ();
+  const LlmVocab *vocab = llm_tokenizer_vocab (tok);
+  const gint32 fake = llm_vocab_lookup (vocab, "<fake_token_around_image>", 25);
+  const gint32 global = llm_vocab_lookup (vocab, "<global-img>", 12);
+  const gint32 r1c1 = llm_vocab_lookup (vocab, "<row_1_col_1>", 13);
+  const gint32 r2c2 = llm_vocab_lookup (vocab, "<row_2_col_2>", 13);
+  ck_assert_int_ge (fake, 0);
+  ck_assert_int_ge (r2c2, 0);
+  const LlmMediaItem item = { 5 * 3, 2, 2 };
+  g_autoptr (GArray) got = g_array_new (FALSE, FALSE, sizeof (gint32));
+  llm_media_prompt_build (tok, NULL, NULL, "Hi", FALSE, &item, 1, "idefics3", got);
+  g_autoptr (GArray) want = g_array_new (FALSE, FALSE, sizeof (gint32));
+  const gint32 nl = vocab->byte_token['\n'];
+  for (guint y = 0; y < 2; y++) {
+    for (guint x = 0; x < 2; x++) {
+      g_array_append_val (want, fake);
+      g_array_append_val (want, (gint32) { r1c1 + (gint32) (y * 2 + x) });
+      append_media (want, 3);
+    }
+    if (y == 0)
+      g_array_append_val (want, nl);
+  }
+  g_array_append_vals (want, (gint32[]) { nl, nl, fake, global }, 4);
+  append_media (want, 3);
+  g_array_append_val (want, fake);
+  llm_tokenizer_encode (tok, "Hi", -1, FALSE, TRUE, FALSE, want);
+  ck_assert_uint_eq (got->len, want->len);
+  ck_assert_mem_eq (got->data, want->data, want->len * sizeof (gint32));
+
+  /* Rows that no longer fill the tiles (compressed): one image. */
+  const LlmMediaItem merged = { 7, 2, 2 };
+  g_array_set_size (got, 0);
+  llm_media_prompt_build (tok, NULL, NULL, "", FALSE, &merged, 1, "idefics3", got);
+  g_array_set_size (want, 0);
+  g_array_append_vals (want, (gint32[]) { nl, nl, fake, global }, 4);
+  append_media (want, 7);
+  g_array_append_val (want, fake);
+  ck_assert_uint_eq (got->len, want->len);
+  ck_assert_mem_eq (got->data, want->data, want->len * sizeof (gint32));
 }
 END_TEST
 
@@ -207,7 +310,7 @@ START_TEST (test_prefill_media_rows_answer_as_the_tokens_they_embed)
   const guint n_embd = llm_model_hparams (m)->n_embd;
   /* "Once upon a time" after BOS, "upon a" given as media. */
   const gint32 text[] = { 1, 403, 407, 261, 378 };
-  const guint rows[] = { 2 };
+  const LlmMediaItem rows[] = { { 2, 0, 0 } };
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   llm_media_prompt_build (tok, NULL, NULL, "Once<__media__> time", TRUE, rows, 1, NULL, ids);
   /* The pieces tokenize as the whole text does around the marker. */
@@ -277,15 +380,22 @@ START_TEST (test_visionencode_refuses_bad_projector_files)
 END_TEST
 
 static GstHarness *
-vision_harness (const char *tower, const char *video_caps, gdouble interval)
+vision_harness_tiled (const char *tower, const char *video_caps, gdouble interval,
+    guint max_tiles)
 {
   GstElement *el = gst_element_factory_make ("llmvisionencode", NULL);
   ck_assert (el != NULL);
-  g_object_set (el, "mmproj", tower, "interval", interval, NULL);
+  g_object_set (el, "mmproj", tower, "interval", interval, "max-tiles", max_tiles, NULL);
   GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
   gst_object_unref (el);
   gst_harness_set_src_caps_str (h, video_caps);
   return h;
+}
+
+static GstHarness *
+vision_harness (const char *tower, const char *video_caps, gdouble interval)
+{
+  return vision_harness_tiled (tower, video_caps, interval, 1);
 }
 
 static GstBuffer *
@@ -343,6 +453,49 @@ START_TEST (test_visionencode_rows_are_the_towers_for_the_same_pixels)
   ck_assert_uint_eq (meta->n_rows, 4);
   ck_assert_uint_eq (meta->grid_w, 2);
   ck_assert_uint_eq (meta->grid_h, 2);
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+}
+END_TEST
+
+/* A tower that tiles (preproc_image_size 64 over 32-pixel tiles): a 64 x 32
+ * frame is two tiles and the whole; the tiles are the tower's rows for
+ * the frame's halves, and max-tiles=1 keeps the whole image only. */
+START_TEST (test_visionencode_cuts_tiles_as_mtmd_does)
+{
+  LlmMmprojShape shape = { "idefics3", 32, 8, 64, 128, 2, 4, 64, 2, FALSE, NULL, NULL, 64 };
+  g_autofree char *tower = g_build_filename (tmpdir, "tiled.gguf", NULL);
+  ck_assert (llm_mmproj_write_random (&shape, 3, tower, NULL));
+  guint8 rgb[32 * 64 * 3];
+  for (gsize i = 0; i < sizeof rgb; i++)
+    rgb[i] = (guint8) ((i * 13 + (i / 192) * 5) & 0xff);
+  const char *caps = "video/x-raw,format=RGB,width=64,height=32,framerate=1/1";
+  GstHarness *h = vision_harness_tiled (tower, caps, 0, 0);
+  ck_assert_int_eq (gst_harness_push (h, frame (rgb, sizeof rgb, 0, GST_SECOND)), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull (h);
+  ck_assert_uint_eq (gst_buffer_get_size (out), 3 * 4 * 64 * sizeof (float));
+  GstLlmEmbeddingsMeta *meta = gst_buffer_get_llm_embeddings_meta (out);
+  ck_assert_uint_eq (meta->tiles_x, 2);
+  ck_assert_uint_eq (meta->tiles_y, 1);
+  ck_assert_uint_eq (meta->n_rows, 12);
+  g_autoptr (LlmMmproj) p = llm_mmproj_load (tower, NULL);
+  ck_assert_uint_eq (llm_mmproj_vision (p)->longest_edge, 64);
+  float want[2 * 4 * 64];
+  for (guint t = 0; t < 2; t++)
+    ck_assert (llm_vision_encode (p, llm_cpu_kernels_best (), rgb + t * 32 * 3, 64 * 3,
+            want + t * 4 * 64, NULL));
+  GstMapInfo map;
+  gst_buffer_map (out, &map, GST_MAP_READ);
+  ck_assert_mem_eq (map.data, want, sizeof want);
+  gst_buffer_unmap (out, &map);
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+
+  h = vision_harness (tower, caps, 0);
+  ck_assert_int_eq (gst_harness_push (h, frame (rgb, sizeof rgb, 0, GST_SECOND)), GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  ck_assert_uint_eq (gst_buffer_get_size (out), 4 * 64 * sizeof (float));
+  ck_assert_uint_eq (gst_buffer_get_llm_embeddings_meta (out)->tiles_x, 0);
   gst_buffer_unref (out);
   gst_harness_teardown (h);
 }
@@ -580,11 +733,13 @@ media_suite (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_media_prompt_puts_rows_at_its_markers);
+  tcase_add_test (tc, test_media_prompt_lays_out_smolvlm_tiles);
   tcase_add_test (tc, test_prefill_media_rows_answer_as_the_tokens_they_embed);
   tcase_add_test (tc, test_prefill_refuses_media_of_another_width);
   tcase_add_test (tc, test_visionencode_refuses_bad_projector_files);
   tcase_add_test (tc, test_visionencode_rows_are_the_towers_for_the_same_pixels);
   tcase_add_test (tc, test_visionencode_encodes_one_frame_per_interval);
+  tcase_add_test (tc, test_visionencode_cuts_tiles_as_mtmd_does);
   tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
   tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
   tcase_add_test (tc, test_caption_video_script_runs_on_a_fresh_machine);

@@ -8,7 +8,8 @@
  * SHAPE: smolvlm (SmolVLM-256M's SigLIP-B/16 and pixel shuffle, real
  * size), llava (a CLIP-L/14 tower and MLP, real size), siglip-small and
  * clip-small (224 pixels, 16-pixel patches, 4 layers of 192: the same
- * graphs at a size two cores encode many times a second). */
+ * graphs at a size two cores encode many times a second; siglip-small
+ * tiles images at a long side of 896, as SmolVLM does at 2048). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,8 @@ shape_named (const char *name, guint n_out, LlmMmprojShape *s)
   else if (strcmp (name, "llava") == 0)
     llm_mmproj_shape_llava (s, n_out);
   else if (strcmp (name, "siglip-small") == 0)
-    *s = (LlmMmprojShape) { "idefics3", 224, 16, 192, 768, 4, 3, n_out, 2, FALSE, NULL, NULL };
+    *s = (LlmMmprojShape) { "idefics3", 224, 16, 192, 768, 4, 3, n_out, 2, FALSE, NULL, NULL,
+      896 };
   else if (strcmp (name, "clip-small") == 0)
     *s = (LlmMmprojShape) { "mlp", 224, 16, 192, 768, 4, 3, n_out, 0, TRUE, NULL, NULL };
   else
