@@ -335,6 +335,63 @@ START_TEST (test_prefill_media_rows_answer_as_the_tokens_they_embed)
 }
 END_TEST
 
+/* A prompt of two markers waits for two items; EOS runs it with what
+ * came, and a flush drops a half-gathered prompt. */
+START_TEST (test_prefill_media_prompt_waits_for_its_items)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  GstElement *el = gst_element_factory_make ("llmprefill", NULL);
+  g_object_set (el, "model", lm, "prompt", "<__media__> then <__media__>", NULL);
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  gst_harness_set_src_caps (h, gst_llm_caps_new_embeddings (64, "image", NULL));
+  float rows[2 * 64] = { 0 };
+  GstBuffer *b = gst_llm_embeddings_buffer_new (rows, 2, 64);
+  GST_BUFFER_PTS (b) = GST_SECOND;
+  GST_BUFFER_DURATION (b) = GST_SECOND;
+  ck_assert_int_eq (gst_harness_push (h, b), GST_FLOW_OK);
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  b = gst_llm_embeddings_buffer_new (rows, 1, 64);
+  GST_BUFFER_PTS (b) = 2 * GST_SECOND;
+  GST_BUFFER_DURATION (b) = GST_SECOND;
+  ck_assert_int_eq (gst_harness_push (h, b), GST_FLOW_OK);
+  GstBuffer *state = gst_harness_pull (h);
+  /* From the first item's start to the second's end. */
+  ck_assert_uint_eq (GST_BUFFER_PTS (state), GST_SECOND);
+  ck_assert_uint_eq (GST_BUFFER_DURATION (state), 2 * GST_SECOND);
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  ck_assert (gst_llm_tokens_buffer_read (state, ids));
+  guint media = 0;
+  for (guint i = 0; i < ids->len; i++)
+    media += g_array_index (ids, gint32, i) == LLM_TOKEN_EMBD;
+  ck_assert_uint_eq (media, 3);
+  gst_buffer_unref (state);
+
+  /* One item, then a flush: nothing; one item, then EOS: a prompt. */
+  ck_assert_int_eq (gst_harness_push (h, gst_llm_embeddings_buffer_new (rows, 2, 64)),
+      GST_FLOW_OK);
+  gst_harness_push_event (h, gst_event_new_flush_start ());
+  gst_harness_push_event (h, gst_event_new_flush_stop (TRUE));
+  GstSegment seg;
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  gst_harness_push_event (h, gst_event_new_segment (&seg));
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  ck_assert_int_eq (gst_harness_push (h, gst_llm_embeddings_buffer_new (rows, 1, 64)),
+      GST_FLOW_OK);
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  gst_harness_push_event (h, gst_event_new_eos ());
+  state = gst_harness_pull (h);
+  g_array_set_size (ids, 0);
+  ck_assert (gst_llm_tokens_buffer_read (state, ids));
+  media = 0;
+  for (guint i = 0; i < ids->len; i++)
+    media += g_array_index (ids, gint32, i) == LLM_TOKEN_EMBD;
+  ck_assert_uint_eq (media, 1);
+  gst_buffer_unref (state);
+  gst_harness_teardown (h);
+}
+END_TEST
+
 START_TEST (test_prefill_refuses_media_of_another_width)
 {
   g_autofree char *lm = llm_test_data_path (LM);
@@ -735,6 +792,7 @@ media_suite (void)
   tcase_add_test (tc, test_media_prompt_puts_rows_at_its_markers);
   tcase_add_test (tc, test_media_prompt_lays_out_smolvlm_tiles);
   tcase_add_test (tc, test_prefill_media_rows_answer_as_the_tokens_they_embed);
+  tcase_add_test (tc, test_prefill_media_prompt_waits_for_its_items);
   tcase_add_test (tc, test_prefill_refuses_media_of_another_width);
   tcase_add_test (tc, test_visionencode_refuses_bad_projector_files);
   tcase_add_test (tc, test_visionencode_rows_are_the_towers_for_the_same_pixels);
