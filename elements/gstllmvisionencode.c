@@ -103,6 +103,8 @@ struct _GstLlmVisionEncode {
   guint8 *rgb;                /* image_size^2 RGB8: the whole image */
   guint8 *tiled;              /* tiles_x x tiles_y tiles of RGB8, or NULL */
   guint tiles_x, tiles_y;     /* 0 x 0 when the frame is not tiled */
+  guint8 *copy;               /* the frame's visible bytes, rows padded with zeros */
+  gsize copy_size;
   gboolean live;
   GstClockTime media_duration;  /* of the stream, when upstream knows it */
 
@@ -220,6 +222,8 @@ gst_llm_vision_encode_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->sws_overview, sws_freeContext);
   g_clear_pointer (&self->rgb, g_free);
   g_clear_pointer (&self->tiled, g_free);
+  g_clear_pointer (&self->copy, g_free);
+  self->copy_size = 0;
   self->tiles_x = self->tiles_y = 0;
   g_clear_pointer (&self->mmproj, llm_mmproj_free);
   self->vision = NULL;
@@ -341,7 +345,8 @@ gst_llm_vision_encode_set_caps (GstBaseTransform *trans, GstCaps *incaps, GstCap
   if (self->tiles_x) {
     self->sws_overview = sws_getContext (out_w, out_h, AV_PIX_FMT_RGB24, side, side,
         AV_PIX_FMT_RGB24, filter, NULL, NULL, NULL);
-    self->tiled = g_try_malloc ((gsize) out_w * out_h * 3);
+    /* swscale reads its source a vector at a time, past the last pixel. */
+    self->tiled = g_try_malloc0 ((gsize) out_w * out_h * 3 + 64);
   }
   if (self->sws == NULL || (self->tiles_x && (self->sws_overview == NULL
               || self->tiled == NULL))) {
@@ -422,6 +427,49 @@ frame_is_late (GstLlmVisionEncode *self, GstClockTime pts)
   return now - base > rt + slack;
 }
 
+/* swscale reads its source a vector at a time, past the last pixel of a
+ * row and of the frame: upstream's padding (never written by a decoder)
+ * or past the end of a buffer of the exact size. The visible bytes of
+ * each row go to a copy whose rows are padded with zeros, so what it
+ * reads is there and defined. One copy of the frames it encodes; the
+ * encode costs thousands of times more. */
+static gboolean
+copy_planes (GstLlmVisionEncode *self, GstVideoFrame *frame, const guint8 **planes,
+    int *strides)
+{
+  const guint n_planes = GST_VIDEO_FRAME_N_PLANES (frame);
+  gsize row_bytes[GST_VIDEO_MAX_PLANES] = { 0 }, offsets[GST_VIDEO_MAX_PLANES], total = 0;
+  guint heights[GST_VIDEO_MAX_PLANES] = { 0 };
+  for (guint c = 0; c < GST_VIDEO_FRAME_N_COMPONENTS (frame); c++) {
+    const guint p = GST_VIDEO_FRAME_COMP_PLANE (frame, c);
+    row_bytes[p] = MAX (row_bytes[p], (gsize) GST_VIDEO_FRAME_COMP_WIDTH (frame, c)
+        * GST_VIDEO_FRAME_COMP_PSTRIDE (frame, c));
+    heights[p] = MAX (heights[p], (guint) GST_VIDEO_FRAME_COMP_HEIGHT (frame, c));
+  }
+  for (guint p = 0; p < n_planes; p++) {
+    strides[p] = (int) ((row_bytes[p] + 63) / 64 * 64);
+    offsets[p] = total;
+    total += (gsize) strides[p] * heights[p];
+  }
+  total += 64;
+  if (total > self->copy_size) {
+    g_free (self->copy);
+    self->copy = g_try_malloc0 (total);
+    self->copy_size = self->copy ? total : 0;
+    if (self->copy == NULL)
+      return FALSE;
+  }
+  for (guint p = 0; p < n_planes; p++) {
+    const guint8 *src = GST_VIDEO_FRAME_PLANE_DATA (frame, p);
+    const gsize src_stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, p);
+    guint8 *dst = self->copy + offsets[p];
+    for (guint y = 0; y < heights[p]; y++)
+      memcpy (dst + (gsize) y * strides[p], src + y * src_stride, row_bytes[p]);
+    planes[p] = dst;
+  }
+  return TRUE;
+}
+
 static GstFlowReturn
 gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf)
 {
@@ -453,9 +501,12 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
   }
   const guint8 *planes[4] = { NULL };
   int strides[4] = { 0 };
-  for (guint i = 0; i < GST_VIDEO_FRAME_N_PLANES (&frame); i++) {
-    planes[i] = GST_VIDEO_FRAME_PLANE_DATA (&frame, i);
-    strides[i] = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, i);
+  if (!copy_planes (self, &frame, planes, strides)) {
+    gst_video_frame_unmap (&frame);
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT, ("Out of memory."),
+        ("no memory for a copy of a %dx%d frame", GST_VIDEO_FRAME_WIDTH (&frame),
+            GST_VIDEO_FRAME_HEIGHT (&frame)));
+    return GST_FLOW_ERROR;
   }
   if (GST_VIDEO_FRAME_FORMAT (&frame) == GST_VIDEO_FORMAT_YV12) {
     const guint8 *p = planes[1];
