@@ -33,7 +33,10 @@
  * #GstLlmDraft:skip-layers skipped (none named: every other layer of the
  * middle half) drafts on a fork of the session's own KV cache, whose
  * blocks it shares and copies only where it writes; the fork goes after
- * each proposal. No second model, no second cache. Naming a layer the
+ * each proposal. With #GstLlmDraft:adaptive-skip (the default) that set
+ * is only where it starts: it tries sets one layer away as it drafts and
+ * keeps those that give more tokens per forward. No second model, no
+ * second cache. Naming a layer the
  * model lacks, or all of them, is an error when the first prompt comes.
  *
  * ## Example launch line
@@ -106,6 +109,7 @@ gst_llm_draft_method_get_type (void)
 #define DEFAULT_NGRAM_MAX 4
 #define DEFAULT_NGRAM_WINDOW 4096
 #define DEFAULT_DRAFT_MODEL NULL
+#define DEFAULT_ADAPTIVE_SKIP TRUE
 #define DEFAULT_DRAFT_P_MIN 0.0f
 #define DEFAULT_DRAFT_WINDOW 4096
 
@@ -118,6 +122,7 @@ enum {
   PROP_DRAFT_MODEL,
   PROP_DRAFT_P_MIN,
   PROP_SKIP_LAYERS,
+  PROP_ADAPTIVE_SKIP,
 };
 
 #define GST_TYPE_LLM_DRAFT (gst_llm_draft_get_type ())
@@ -132,6 +137,7 @@ struct _GstLlmDraft {
   char *draft_model;
   float draft_p_min;
   GArray *skip_layers;        /* guint */
+  gboolean adaptive_skip;
 
   /* from start to stop */
   LlmDrafter *drafter;
@@ -208,7 +214,7 @@ gst_llm_draft_start (GstBaseTransform *trans)
   if (method == GST_LLM_DRAFT_METHOD_LAYERSKIP) {
     GST_OBJECT_LOCK (self);
     self->drafter = llm_drafter_new_layerskip ((const guint *) self->skip_layers->data,
-        self->skip_layers->len);
+        self->skip_layers->len, self->adaptive_skip);
     GST_OBJECT_UNLOCK (self);
     self->checked = NULL;
     return TRUE;
@@ -330,6 +336,9 @@ gst_llm_draft_set_property (GObject *object, guint prop_id, const GValue *value,
         g_array_append_val (self->skip_layers, l);
       }
       break;
+    case PROP_ADAPTIVE_SKIP:
+      self->adaptive_skip = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -370,6 +379,9 @@ gst_llm_draft_get_property (GObject *object, guint prop_id, GValue *value, GPara
         gst_value_array_append_and_take_value (value, &v);
       }
       break;
+    case PROP_ADAPTIVE_SKIP:
+      g_value_set_boolean (value, self->adaptive_skip);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -392,6 +404,7 @@ gst_llm_draft_init (GstLlmDraft *self)
   self->draft_model = DEFAULT_DRAFT_MODEL;
   self->draft_p_min = DEFAULT_DRAFT_P_MIN;
   self->skip_layers = g_array_new (FALSE, FALSE, sizeof (guint));
+  self->adaptive_skip = DEFAULT_ADAPTIVE_SKIP;
   self->method = DEFAULT_METHOD;
   self->ngram_min = DEFAULT_NGRAM_MIN;
   self->ngram_max = DEFAULT_NGRAM_MAX;
@@ -504,6 +517,23 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
           "the middle half",
           g_param_spec_uint ("layer", "Layer", "A layer index", 0, G_MAXUINT, 0,
               G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS), rw));
+
+  /**
+   * GstLlmDraft:adaptive-skip:
+   *
+   * Method layerskip: search the skipped layers from the verifier's
+   * verdicts while decoding, starting from #GstLlmDraft:skip-layers (or
+   * the default set): every window of proposals a set one layer away
+   * drafts, and is kept when it gives more tokens per forward (fewer
+   * layers run for as many accepted). The output does not change. Off,
+   * the start set drafts throughout.
+   *
+   * Since: 0.4
+   */
+  g_object_class_install_property (gobject_class, PROP_ADAPTIVE_SKIP,
+      g_param_spec_boolean ("adaptive-skip", "Adaptive skip",
+          "Search the skipped layers from measured acceptance, starting from skip-layers "
+          "(method layerskip)", DEFAULT_ADAPTIVE_SKIP, rw));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);

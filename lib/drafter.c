@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "drafter.h"
+#include "layer-search.h"
 
 #include <math.h>
 #include <string.h>
@@ -40,6 +41,11 @@ struct _LlmDrafter {
   LlmSession *target;
   guint *skip;
   guint n_skip;
+  gboolean adaptive;
+  LlmLayerSearch *search;     /* adaptive: the skipped layers, from verdicts */
+  guint n_layer;
+  guint last_proposed;        /* the last proposal's length, for its verdict */
+  gint64 proposed_at;         /* when drafting it began */
   float *logits;
   guint8 *mask;               /* the target's n_layer flags; NULL when it cannot draft */
   float p_min;
@@ -296,12 +302,20 @@ layerskip_begin (LlmDrafter *d, LlmSession *session, gint32 first)
     const LlmModel *model = llm_session_model (session);
     g_free (d->logits);
     d->logits = g_new (float, model->hp.n_vocab);
-    g_free (d->mask);
-    d->mask = g_new (guint8, model->hp.n_layer);
-    if (!skip_mask (d, model->hp.n_layer, d->mask))
-      g_clear_pointer (&d->mask, g_free);
+    /* Another session of the same model keeps what the search found. */
+    if (d->mask == NULL || d->n_layer != model->hp.n_layer) {
+      g_free (d->mask);
+      g_clear_pointer (&d->search, llm_layer_search_free);
+      d->n_layer = model->hp.n_layer;
+      d->mask = g_new (guint8, d->n_layer);
+      if (!skip_mask (d, d->n_layer, d->mask))
+        g_clear_pointer (&d->mask, g_free);
+      else if (d->adaptive)
+        d->search = llm_layer_search_new (d->n_layer, d->mask, 0, 20261201);
+    }
   }
   d->pending = first;
+  d->last_proposed = 0;
 }
 
 static guint
@@ -312,8 +326,9 @@ layerskip_propose (LlmDrafter *d, guint max, gint32 *out)
   LlmModel *model = llm_session_model (d->target);
   /* The target's cache up to the pending token, shared; what the draft
    * writes past it goes with the fork. */
+  d->proposed_at = g_get_monotonic_time ();
   LlmSeq *fork = llm_seq_fork (llm_session_seq (d->target));
-  llm_seq_set_skip_layers (fork, d->mask);
+  llm_seq_set_skip_layers (fork, d->search ? llm_layer_search_mask (d->search) : d->mask);
   gint32 tok = d->pending;
   guint n = 0;
   GError *error = NULL;
@@ -324,12 +339,18 @@ layerskip_propose (LlmDrafter *d, guint max, gint32 *out)
     g_error_free (error);
   }
   llm_seq_free (fork);
+  d->last_proposed = n;
   return n;
 }
 
 static void
 layerskip_accept (LlmDrafter *d, const gint32 *ids, guint n)
 {
+  /* The verdict on the last proposal: its first n - 1 were kept. */
+  if (d->search && d->last_proposed > 0)
+    llm_layer_search_observe (d->search, d->last_proposed, n - 1,
+        MAX (g_get_monotonic_time () - d->proposed_at, 1));
+  d->last_proposed = 0;
   d->pending = ids[n - 1];
 }
 
@@ -340,20 +361,39 @@ layerskip_finalize (LlmDrafter *d)
   g_free (d->skip);
   g_free (d->logits);
   g_free (d->mask);
+  llm_layer_search_free (d->search);
 }
 
 static const DrafterClass layerskip_class = {
   "layerskip", layerskip_begin, layerskip_propose, layerskip_accept, layerskip_finalize,
 };
 
+const guint8 *
+llm_drafter_skip_mask (const LlmDrafter *d, guint *n_layer, guint *trials, guint *kept)
+{
+  if (d->klass != &layerskip_class || d->mask == NULL)
+    return NULL;
+  if (n_layer)
+    *n_layer = d->n_layer;
+  guint t = 0, k = 0;
+  if (d->search)
+    t = llm_layer_search_trials (d->search, &k);
+  if (trials)
+    *trials = t;
+  if (kept)
+    *kept = k;
+  return d->search ? llm_layer_search_best (d->search, NULL) : d->mask;
+}
+
 LlmDrafter *
-llm_drafter_new_layerskip (const guint *skip, guint n_skip)
+llm_drafter_new_layerskip (const guint *skip, guint n_skip, gboolean adaptive)
 {
   LlmDrafter *d = g_new0 (LlmDrafter, 1);
   d->klass = &layerskip_class;
   d->ref_count = 1;
   d->skip = g_memdup2 (skip, n_skip * sizeof *skip);
   d->n_skip = n_skip;
+  d->adaptive = adaptive;
   return d;
 }
 

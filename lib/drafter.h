@@ -33,9 +33,16 @@ LlmDrafter *llm_drafter_new_model (LlmEngine *engine, guint window, float p_min,
  * (llm_seq_fork: the prefix's blocks are shared, copied on write), which
  * is dropped after each proposal; no second model, no second cache. The
  * @n_skip layer indices in @skip are skipped; with none, every other
- * layer of the middle half. llm_drafter_check_model says whether a model
- * can be drafted for so. */
-LlmDrafter *llm_drafter_new_layerskip (const guint *skip, guint n_skip);
+ * layer of the middle half. With @adaptive that set is where a search
+ * starts (layer-search.h): it moves one layer at a time to the set that
+ * gives the most tokens per forward, from the verifier's verdicts.
+ * llm_drafter_check_model says whether a model can be drafted for so. */
+LlmDrafter *llm_drafter_new_layerskip (const guint *skip, guint n_skip, gboolean adaptive);
+/* A layerskip drafter's best set so far (n_layer flags, *@n_layer of
+ * them) and the search's trials and kept moves; NULL for other drafters
+ * and before the first response. */
+const guint8 *llm_drafter_skip_mask (const LlmDrafter *d, guint *n_layer, guint *trials,
+    guint *kept);
 /* FALSE with @error when @d cannot draft for @model (a layerskip drafter
  * naming layers it lacks, or skipping all of them). */
 gboolean llm_drafter_check_model (LlmDrafter *d, LlmModel *model, GError **error);

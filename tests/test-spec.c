@@ -8,6 +8,7 @@
 
 #include "llm-check.h"
 #include "drafter.h"
+#include "layer-search.h"
 #include "ngram-draft.h"
 #include "sampler-private.h"
 #include "session.h"
@@ -222,7 +223,7 @@ new_drafter (DraftKind kind, LlmEngine *draft_engine)
           &error);
       break;
     case DRAFT_LAYERSKIP:
-      d = llm_drafter_new_layerskip (NULL, 0);
+      d = llm_drafter_new_layerskip (NULL, 0, TRUE);
       break;
     default:
       return NULL;
@@ -380,6 +381,54 @@ START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
 END_TEST
 
 /* Skipping every layer, or one the model lacks, is refused. */
+/* The search keeps sets that give more tokens per forward: in a made-up
+ * model where skipping any inner layer costs little acceptance but
+ * skipping layer 5 ruins it, it ends skipping cheap ones and not 5,
+ * starting from every other layer of the middle (3, 5, 7). */
+START_TEST (test_layer_search_climbs_to_the_cheap_layers)
+{
+  enum { L = 12 };
+  double penalty[L] = { 0 };
+  for (guint l = 1; l < L - 1; l++)
+    penalty[l] = 0.02;
+  penalty[5] = 0.6;
+  guint8 start[L] = { 0 };
+  for (guint l = L / 4; l < 3 * L / 4; l++)
+    start[l] = (l - L / 4) % 2 == 0;
+  ck_assert (start[5]);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (5);
+  LlmLayerSearch *search = llm_layer_search_new (L, start, 16, 1);
+  double start_value = 0;
+  for (guint step = 0; step < 4000; step++) {
+    const guint8 *mask = llm_layer_search_mask (search);
+    double p = 1.0;
+    for (guint l = 0; l < L; l++)
+      if (mask[l])
+        p *= 1.0 - penalty[l];
+    guint accepted = 0;
+    while (accepted < 4 && g_rand_double (rand) < p)
+      accepted++;
+    llm_layer_search_observe (search, 4, accepted, 0);
+    if (step == 15)
+      llm_layer_search_best (search, &start_value);
+  }
+  double value = 0;
+  const guint8 *best = llm_layer_search_best (search, &value);
+  guint kept = 0, trials = llm_layer_search_trials (search, &kept);
+  ck_assert_uint_gt (trials, 50);
+  ck_assert_uint_gt (kept, 0);
+  ck_assert_msg (!best[5], "still skips layer 5");
+  ck_assert (!best[0] && !best[L - 1]);
+  guint skipped = 0;
+  for (guint l = 0; l < L; l++)
+    skipped += best[l];
+  ck_assert_uint_ge (skipped, 4);
+  ck_assert_msg (value > 1.3 * start_value, "%g tokens per forward, from %g", value,
+      start_value);
+  llm_layer_search_free (search);
+}
+END_TEST
+
 START_TEST (test_layerskip_refuses_skipping_every_layer)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
@@ -388,18 +437,18 @@ START_TEST (test_layerskip_refuses_skipping_every_layer)
   for (guint l = 0; l < n_layer; l++)
     all[l] = l;
   GError *error = NULL;
-  g_autoptr (LlmDrafter) every = llm_drafter_new_layerskip (all, n_layer);
+  g_autoptr (LlmDrafter) every = llm_drafter_new_layerskip (all, n_layer, FALSE);
   ck_assert (!llm_drafter_check_model (every, m, &error));
   ck_assert_msg (strstr (error->message, "leave at least one") != NULL, "%s", error->message);
   g_clear_error (&error);
   const guint past = n_layer;
-  g_autoptr (LlmDrafter) beyond = llm_drafter_new_layerskip (&past, 1);
+  g_autoptr (LlmDrafter) beyond = llm_drafter_new_layerskip (&past, 1, FALSE);
   ck_assert (!llm_drafter_check_model (beyond, m, &error));
   g_clear_error (&error);
   /* The default (none named) and one layer are fine. */
   const guint one = 1;
-  g_autoptr (LlmDrafter) def = llm_drafter_new_layerskip (NULL, 0);
-  g_autoptr (LlmDrafter) single = llm_drafter_new_layerskip (&one, 1);
+  g_autoptr (LlmDrafter) def = llm_drafter_new_layerskip (NULL, 0, FALSE);
+  g_autoptr (LlmDrafter) single = llm_drafter_new_layerskip (&one, 1, FALSE);
   ck_assert (llm_drafter_check_model (def, m, NULL));
   ck_assert (llm_drafter_check_model (single, m, NULL));
 }
@@ -575,6 +624,7 @@ spec_suite (void)
   tcase_add_test (verify, test_verify_is_lossless_when_a_window_evicts);
   tcase_add_test (verify, test_model_drafter_of_the_target_itself_is_always_right);
   tcase_add_test (verify, test_layerskip_refuses_skipping_every_layer);
+  tcase_add_test (verify, test_layer_search_climbs_to_the_cheap_layers);
   suite_add_tcase (s, verify);
 
   TCase *budget = tcase_create ("budget");

@@ -34,8 +34,8 @@ decode_once (LlmEngine *e, LlmEngine *draft, const BenchSpecSetting *s, const gi
   g_autoptr (LlmDrafter) drafter = NULL;
   LlmSpecBudget budget;
   if (fixed_k != BENCH_SPEC_PLAIN) {
-    if (g_strcmp0 (s->method, "layerskip") == 0)
-      drafter = llm_drafter_new_layerskip (NULL, 0);
+    if (g_str_has_prefix (s->method, "layerskip"))
+      drafter = llm_drafter_new_layerskip (NULL, 0, strcmp (s->method, "layerskip") == 0);
     else if (draft != NULL)
       drafter = llm_drafter_new_model (draft, 4096, s->draft_p_min, error);
     else

@@ -176,7 +176,7 @@ typedef struct {
   guint rounds;
   guint draft_max;            /* the dynamic budget's */
   guint ngram_min, ngram_max, ngram_window;
-  const char *method;         /* ngram, model or layerskip */
+  const char *method;         /* ngram, model, layerskip or layerskip-fixed */
   LlmModel *draft_model;      /* method model */
   float draft_p_min;
   int n_threads;

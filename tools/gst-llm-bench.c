@@ -1121,7 +1121,8 @@ static const char *summary =
     "verifying K draft tokens or decoding K streams together gains.\n"
     "\n"
     "--spec ngram (or model, with --draft-model FILE, or layerskip: the target\n"
-    "with every other layer of its middle half skipped) decodes the greedy response to each --spec-prompt FILE (the\n"
+    "with layers skipped, searched from every other layer of its middle half as\n"
+    "verdicts come; layerskip-fixed: that start set throughout) decodes the greedy response to each --spec-prompt FILE (the\n"
     "text, tokenized by the model; or random:N, N random ids, or random:N:A, N ids\n"
     "drawn from A random ones: lookup proposes noise) plainly, with llmspecverify's\n"
     "dynamic budget\n"
@@ -1301,9 +1302,9 @@ bench_main (const Options *opt)
     return usage_error (error);
   if (o.spec != NULL) {
     if (strcmp (o.spec, "ngram") != 0 && strcmp (o.spec, "model") != 0
-        && strcmp (o.spec, "layerskip") != 0) {
-      g_printerr ("gst-llm-bench: --spec takes ngram (prompt lookup), model (--draft-model) "
-          "or layerskip\n");
+        && strcmp (o.spec, "layerskip") != 0 && strcmp (o.spec, "layerskip-fixed") != 0) {
+      g_printerr ("gst-llm-bench: --spec takes ngram (prompt lookup), model (--draft-model), "
+          "layerskip or layerskip-fixed\n");
       return 2;
     }
     if ((strcmp (o.spec, "model") == 0) != (o.draft_model != NULL)) {
