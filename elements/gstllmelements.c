@@ -60,17 +60,25 @@ classify (const char *path, const GError *error)
   return LOAD_NO_TOKENIZER;
 }
 
+/* @error's message without the "@path: " it may start with: the text
+ * names the file already; the debug string keeps it all. */
+static const char *
+without_path (const char *path, const GError *error)
+{
+  const char *what = error->message;
+  gsize path_len = strlen (path);
+  if (strncmp (what, path, path_len) == 0 && strncmp (what + path_len, ": ", 2) == 0)
+    what += path_len + 2;
+  return what;
+}
+
 void
 gst_llm_element_error_load (GstElement *element, const char *path,
     const GError *error, const char *file, const char *function, int line)
 {
   GstResourceError code;
   char *text;
-  /* the text names the file already; the debug string keeps it all */
-  const char *what = error->message;
-  gsize path_len = strlen (path);
-  if (strncmp (what, path, path_len) == 0 && strncmp (what + path_len, ": ", 2) == 0)
-    what += path_len + 2;
+  const char *what = without_path (path, error);
 
   switch (classify (path, error)) {
     case LOAD_MISSING:
@@ -204,10 +212,7 @@ gst_llm_element_error_mmproj (GstElement *element, const char *path, const GErro
 {
   GstResourceError code = GST_RESOURCE_ERROR_FAILED;
   char *text;
-  const char *what = error->message;
-  gsize path_len = strlen (path);
-  if (strncmp (what, path, path_len) == 0 && strncmp (what + path_len, ": ", 2) == 0)
-    what += path_len + 2;
+  const char *what = without_path (path, error);
   switch (classify (path, error)) {
     case LOAD_MISSING:
       code = GST_RESOURCE_ERROR_NOT_FOUND;

@@ -547,16 +547,20 @@ own_caps (GstLlmPrefill *self, const char *media_type)
 /* Input without caps (filesrc replaying ids) still gets our caps out
  * before its first buffer. */
 static gboolean
-ensure_src_caps (GstLlmPrefill *self)
+set_src_caps (GstLlmPrefill *self)
 {
-  if (gst_pad_has_current_caps (self->srcpad))
-    return TRUE;
   GstCaps *caps = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
   gboolean ok = gst_pad_set_caps (self->srcpad, caps);
   gst_caps_unref (caps);
   if (!ok)
     report_refusal (self);
   return ok;
+}
+
+static gboolean
+ensure_src_caps (GstLlmPrefill *self)
+{
+  return gst_pad_has_current_caps (self->srcpad) || set_src_caps (self);
 }
 
 /* Embedding caps: rows as wide as our model's embeddings. */
@@ -589,12 +593,7 @@ set_media_caps (GstLlmPrefill *self, GstCaps *caps)
   self->media = TRUE;
   g_free (self->projector);
   self->projector = g_strdup (projector);
-  GstCaps *src = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
-  gboolean ok = gst_pad_set_caps (self->srcpad, src);
-  gst_caps_unref (src);
-  if (!ok)
-    report_refusal (self);
-  return ok;
+  return set_src_caps (self);
 }
 
 static gboolean
@@ -618,12 +617,7 @@ set_sink_caps (GstLlmPrefill *self, GstCaps *caps)
         ("refused %" GST_PTR_FORMAT, caps));
     return FALSE;
   }
-  GstCaps *src = own_caps (self, GST_LLM_STATE_MEDIA_TYPE);
-  gboolean ok = gst_pad_set_caps (self->srcpad, src);
-  gst_caps_unref (src);
-  if (!ok)
-    report_refusal (self);
-  return ok;
+  return set_src_caps (self);
 }
 
 /* EOS or llm-end-of-prompt ends the prompt. An event handler cannot
