@@ -1,19 +1,34 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "llm-meta.h"
 
+/* The contract is a static library, so the plugin module and a program
+ * that loads it (a test, an application reading these metas) each hold a
+ * copy of the functions below and of their once-flags, while GType and
+ * meta names are process-wide: registering a name twice fails and leaves
+ * the second copy with type 0. Whichever copy comes second takes what
+ * the first registered under the same name. */
+static GType
+api_type (const char *name)
+{
+  static const gchar *tags[] = { NULL };
+  GType t = g_type_from_name (name);
+  return t ? t : gst_meta_api_type_register (name, tags);
+}
+
+static const GstMetaInfo *
+meta_info (GType api, const char *impl, gsize size, GstMetaInitFunction init,
+    GstMetaFreeFunction free_func, GstMetaTransformFunction transform)
+{
+  const GstMetaInfo *info = gst_meta_get_info (impl);
+  return info ? info : gst_meta_register (api, impl, size, init, free_func, transform);
+}
+
 GType
 gst_llm_session_meta_api_get_type (void)
 {
   static GType type = 0;
-  static const gchar *tags[] = { NULL };
-  if (g_once_init_enter (&type)) {
-    /* The contract is linked into the plugin and into programs that
-     * load it: whichever copy comes second finds the type there. */
-    GType t = g_type_from_name ("GstLlmSessionMetaAPI");
-    if (t == 0)
-      t = gst_meta_api_type_register ("GstLlmSessionMetaAPI", tags);
-    g_once_init_leave (&type, t);
-  }
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, api_type ("GstLlmSessionMetaAPI"));
   return type;
 }
 
@@ -54,9 +69,7 @@ gst_llm_session_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
   if (g_once_init_enter ((GstMetaInfo **) &info)) {
-    const GstMetaInfo *i = gst_meta_get_info ("GstLlmSessionMeta");
-    if (i == NULL)
-      i = gst_meta_register (GST_LLM_SESSION_META_API_TYPE,
+    const GstMetaInfo *i = meta_info (GST_LLM_SESSION_META_API_TYPE,
         "GstLlmSessionMeta", sizeof (GstLlmSessionMeta), meta_init, meta_free,
         meta_transform);
     g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
@@ -79,15 +92,8 @@ GType
 gst_llm_draft_meta_api_get_type (void)
 {
   static GType type = 0;
-  static const gchar *tags[] = { NULL };
-  if (g_once_init_enter (&type)) {
-    /* The contract is linked into the plugin and into programs that
-     * load it: whichever copy comes second finds the type there. */
-    GType t = g_type_from_name ("GstLlmDraftMetaAPI");
-    if (t == 0)
-      t = gst_meta_api_type_register ("GstLlmDraftMetaAPI", tags);
-    g_once_init_leave (&type, t);
-  }
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, api_type ("GstLlmDraftMetaAPI"));
   return type;
 }
 
@@ -119,9 +125,7 @@ gst_llm_draft_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
   if (g_once_init_enter ((GstMetaInfo **) &info)) {
-    const GstMetaInfo *i = gst_meta_get_info ("GstLlmDraftMeta");
-    if (i == NULL)
-      i = gst_meta_register (GST_LLM_DRAFT_META_API_TYPE,
+    const GstMetaInfo *i = meta_info (GST_LLM_DRAFT_META_API_TYPE,
         "GstLlmDraftMeta", sizeof (GstLlmDraftMeta), draft_meta_init, draft_meta_free,
         draft_meta_transform);
     g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
@@ -144,15 +148,8 @@ GType
 gst_llm_embeddings_meta_api_get_type (void)
 {
   static GType type = 0;
-  static const gchar *tags[] = { NULL };
-  if (g_once_init_enter (&type)) {
-    /* The contract is linked into the plugin and into programs that
-     * load it: whichever copy comes second finds the type there. */
-    GType t = g_type_from_name ("GstLlmEmbeddingsMetaAPI");
-    if (t == 0)
-      t = gst_meta_api_type_register ("GstLlmEmbeddingsMetaAPI", tags);
-    g_once_init_leave (&type, t);
-  }
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, api_type ("GstLlmEmbeddingsMetaAPI"));
   return type;
 }
 
@@ -196,9 +193,7 @@ gst_llm_embeddings_meta_get_info (void)
 {
   static const GstMetaInfo *info = NULL;
   if (g_once_init_enter ((GstMetaInfo **) &info)) {
-    const GstMetaInfo *i = gst_meta_get_info ("GstLlmEmbeddingsMeta");
-    if (i == NULL)
-      i = gst_meta_register (GST_LLM_EMBEDDINGS_META_API_TYPE,
+    const GstMetaInfo *i = meta_info (GST_LLM_EMBEDDINGS_META_API_TYPE,
         "GstLlmEmbeddingsMeta", sizeof (GstLlmEmbeddingsMeta), embd_meta_init,
         embd_meta_free, embd_meta_transform);
     g_once_init_leave ((GstMetaInfo **) &info, (GstMetaInfo *) i);
