@@ -18,9 +18,10 @@
  *   is dropped. When more than #GstLlmTokenCompress:scene-threshold of the
  *   rows changed (a scene change), on the first frame, and when the row
  *   count changes, the whole frame is sent. At least one row of every
- *   frame is sent. A flush, a new stream, a segment other than the last,
- *   new caps with another `dim` and a DISCONT buffer start over with a
- *   whole frame.
+ *   frame is sent. A flush, a new stream, a segment other than the last
+ *   and new caps with another `dim` start over with a whole frame. A
+ *   DISCONT buffer does not: llmvisionencode's interval drops frames on
+ *   purpose and its buffers come marked so.
  * - `prune`: keeps the most salient rows, by the class-token attention of
  *   the buffer's #GstLlmEmbeddingsMeta when the encoder gives one, else
  *   by each row's L2 norm.
@@ -463,8 +464,6 @@ gst_llm_token_compress_generate_output (GstBaseTransform *trans, GstBuffer **out
   const Settings set = read_settings (self);
   const gint64 start = g_get_monotonic_time ();
 
-  if (GST_BUFFER_FLAG_IS_SET (in, GST_BUFFER_FLAG_DISCONT))
-    reset_temporal (self, "discontinuity");
   if (n_in == 0) {
     post_stats (self, in, 0, 0, g_get_monotonic_time () - start, FALSE);
     *outbuf = in;

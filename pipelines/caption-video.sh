@@ -22,6 +22,9 @@
 #   TEMPLATE        llmprefill prompt-template (e.g. auto for a chat model).
 #   INTERVAL        seconds between captioned frames (default 2).
 #   MAX_TOKENS      words of a caption, roughly (default 24).
+#   COMPRESS        llmtokencompress methods between the encoder and the
+#                   model, e.g. temporal+merge (default none), keeping
+#                   RATIO (default 0.5) of each frame's rows.
 #   VARIANT         vtt (default): WebVTT file through webvttenc.
 #                   overlay: the captions drawn on the video by textoverlay,
 #                     written as VP8 in WebM.
@@ -63,7 +66,9 @@ else
   [ -f "$mmproj" ] || "$build/tools/gst-llm-make-mmproj" siglip-small --lm "$model" -o "$mmproj"
 fi
 
-caption=(llmvisionencode mmproj="$mmproj" interval="${INTERVAL:-2}"
+compress=()
+[ -n "${COMPRESS:-}" ] && compress=(! llmtokencompress method="$COMPRESS" ratio="${RATIO:-0.5}")
+caption=(llmvisionencode mmproj="$mmproj" interval="${INTERVAL:-2}" "${compress[@]}"
   ! llmprefill model="$model" prompt="$prompt" ${TEMPLATE:+prompt-template="$TEMPLATE"}
   ! llmdecode max-tokens="${MAX_TOKENS:-24}"
   ! llmdetokenize model="$model" mode=caption)

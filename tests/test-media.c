@@ -790,6 +790,53 @@ START_TEST (test_caption_video_writes_webvtt_subparse_reads)
 }
 END_TEST
 
+/* The same with llmtokencompress between the encoder and the model: each
+ * frame's 4 rows go in as 2, and the captions still come, one a frame. */
+START_TEST (test_caption_video_with_compressed_rows)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  g_autofree char *media = llm_test_data_path ("media/test-3.mp4");
+  g_autofree char *tower = write_tower ("idefics3", lm_width ());
+  g_autofree char *vtt = g_build_filename (tmpdir, "merged.vtt", NULL);
+  g_autofree char *desc = g_strdup_printf ("filesrc location=%s ! decodebin ! "
+      "llmvisionencode mmproj=%s interval=2 ! llmtokencompress method=merge ratio=0.5 ! "
+      "llmprefill model=%s prompt=\"The picture\" ! llmdecode max-tokens=8 ! "
+      "llmdetokenize model=%s mode=caption ! webvttenc ! filesink location=%s", media, tower,
+      lm, lm, vtt);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  ck_assert (pipeline != NULL);
+  GstBus *bus = gst_element_get_bus (pipeline);
+  define_decoded_frames (pipeline);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  guint frames = 0;
+  for (GstMessage *m; (m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+              GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_ELEMENT));) {
+    const GstMessageType type = GST_MESSAGE_TYPE (m);
+    const GstStructure *st = gst_message_get_structure (m);
+    if (type == GST_MESSAGE_ELEMENT && gst_structure_has_name (st, "llm-token-compress")) {
+      guint in = 0, out = 0;
+      ck_assert (gst_structure_get_uint (st, "rows-in", &in));
+      ck_assert (gst_structure_get_uint (st, "rows-out", &out));
+      ck_assert_uint_eq (in, 4);
+      ck_assert_uint_eq (out, 2);
+      frames++;
+    }
+    ck_assert_msg (type != GST_MESSAGE_ERROR, "error on the bus");
+    gst_message_unref (m);
+    if (type == GST_MESSAGE_EOS)
+      break;
+  }
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (bus);
+  gst_object_unref (pipeline);
+  ck_assert_uint_eq (frames, 5);
+  g_autoptr (GArray) cues = read_vtt (vtt);
+  ck_assert_uint_eq (cues->len, 5);
+  for (guint i = 0; i < cues->len; i++)
+    g_free (g_array_index (cues, Cue, i).text);
+}
+END_TEST
+
 /* Frames a video file decodes to. */
 static guint
 count_frames (const char *path)
@@ -873,6 +920,7 @@ media_suite (void)
   tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
   tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
   tcase_add_test (tc, test_caption_video_script_runs_on_a_fresh_machine);
+  tcase_add_test (tc, test_caption_video_with_compressed_rows);
   suite_add_tcase (s, tc);
   return s;
 }
