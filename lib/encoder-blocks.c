@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "cpu/audio.h"
 #include "cpu/vision.h"
 #include "ggml-type.h"
 
@@ -82,6 +83,9 @@ llm_encoder_block (const LlmCpuKernels *kern, const LlmMmprojLayer *ly, float *x
       break;
     case LLM_ENCODER_GELU_QUICK:
       llm_cpu_gelu_quick (b->tmp, n * n_ff);
+      break;
+    case LLM_ENCODER_GELU_ERF:
+      llm_cpu_gelu_erf (b->tmp, n * n_ff);
       break;
   }
   llm_encoder_linear (kern, &ly->down_w, &ly->down_b, b->tmp, n, b->h, b->act);

@@ -39,6 +39,7 @@ void llm_encoder_attention (const LlmCpuKernels *kern, const float *q, const flo
 typedef enum {
   LLM_ENCODER_GELU_TANH,          /* SigLIP, ggml_gelu's formula */
   LLM_ENCODER_GELU_QUICK,         /* CLIP: x sigmoid (1.702 x) */
+  LLM_ENCODER_GELU_ERF,           /* Whisper: the exact form */
 } LlmEncoderGelu;
 
 /* A block's working memory, for @n rows of width e with feed-forward
