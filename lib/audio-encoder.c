@@ -150,3 +150,46 @@ llm_audio_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const float *me
   g_free (queries);
   return TRUE;
 }
+
+guint
+llm_audio_chunk_frames (const LlmMmprojAudio *a, gsize n_samples, gboolean pad_window)
+{
+  g_return_val_if_fail (a != NULL, 0);
+  /* Frames whose centres fall in the chunk, as llm_audio_mel_frames_for. */
+  const gsize covered = n_samples / a->hop + (n_samples % a->hop != 0);
+  if (covered > a->n_frames_max)
+    return 0;
+  return pad_window ? a->n_frames_max : (guint) MIN (MAX (covered, 4), a->n_frames_max);
+}
+
+gboolean
+llm_audio_encode_pcm (const LlmMmproj *p, const LlmCpuKernels *kern, LlmAudioMel *mel,
+    const float *pcm, gsize n_samples, gboolean pad_window, float *out, guint *n_rows,
+    GError **error)
+{
+  g_return_val_if_fail (p != NULL && mel != NULL, FALSE);
+  const LlmMmprojAudio *a = llm_mmproj_audio (p);
+  if (a == NULL) {
+    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ,
+        "the projector file has no audio tower");
+    return FALSE;
+  }
+  const guint frames = llm_audio_chunk_frames (a, n_samples, pad_window);
+  if (frames == 0) {
+    g_set_error (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_INVALID,
+        "a chunk of %" G_GSIZE_FORMAT " samples is longer than the encoder's window of %u "
+        "frames (%g s)", n_samples, a->n_frames_max,
+        (double) a->n_frames_max * a->hop / a->sample_rate);
+    return FALSE;
+  }
+  float *spec = g_try_new (float, (gsize) a->n_mel * frames);
+  if (spec == NULL) {
+    g_set_error (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_NOMEM,
+        "out of memory for a log-mel spectrogram of %u frames", frames);
+    return FALSE;
+  }
+  const gboolean ok = llm_audio_mel_compute (mel, pcm, n_samples, frames, spec, error)
+      && llm_audio_encode (p, kern, spec, frames, out, n_rows, error);
+  g_free (spec);
+  return ok;
+}

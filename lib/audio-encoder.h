@@ -29,4 +29,20 @@ G_BEGIN_DECLS
 gboolean llm_audio_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const float *mel,
     guint n_frames, float *out, guint *n_rows, GError **error);
 
+/* Mel frames a chunk of @n_samples is encoded from: with @pad_window the
+ * tower's whole window (n_frames_max, 30 s: mtmd's way, and how Whisper
+ * and Qwen2-Audio were trained), else the frames the samples cover (at
+ * least 4, so Qwen2-Audio's pooling leaves a row). 0 when the chunk is
+ * longer than the window. */
+guint llm_audio_chunk_frames (const LlmMmprojAudio *a, gsize n_samples, gboolean pad_window);
+
+/* One chunk of 16 kHz mono @pcm through @mel (made for the tower,
+ * llm_audio_mel_new_for) and llm_audio_encode, over
+ * llm_audio_chunk_frames() frames; @out holds llm_mmproj_audio_n_tokens
+ * of those frames rows of n_out floats. FALSE with @error as those, or
+ * when the chunk is longer than the window (LLM_AUDIO_ERROR_INVALID). */
+gboolean llm_audio_encode_pcm (const LlmMmproj *p, const LlmCpuKernels *kern, LlmAudioMel *mel,
+    const float *pcm, gsize n_samples, gboolean pad_window, float *out, guint *n_rows,
+    GError **error);
+
 G_END_DECLS

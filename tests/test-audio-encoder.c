@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "llm-check.h"
+#include "audio-chunker.h"
 #include "audio-encoder.h"
 #include "audio-mel.h"
+#include "audio-resample.h"
 #include "cpu/audio.h"
 #include "cpu/matmul.h"
 #include "cpu/mel.h"
@@ -356,6 +358,109 @@ START_TEST (test_audio_activations_match_their_formulas)
   for (guint r = 0; r < 2; r++)
     for (guint i = 0; i < 3; i++)
       ck_assert_float_eq (pooled[r * 3 + i], (rows[2 * r * 3 + i] + rows[(2 * r + 1) * 3 + i]) / 2);
+}
+END_TEST
+
+/* --- from a stream of samples to chunks ----------------------------------- */
+
+static void
+expect_chunk (LlmAudioChunker *c, gboolean last, gsize n, guint64 start)
+{
+  const float *pcm;
+  gsize got_n;
+  guint64 got_start;
+  const gboolean got = last ? llm_audio_chunker_last (c, &pcm, &got_n, &got_start)
+      : llm_audio_chunker_next (c, &pcm, &got_n, &got_start);
+  ck_assert_msg (got, "no chunk at %" G_GUINT64_FORMAT, start);
+  ck_assert_uint_eq (got_n, n);
+  ck_assert_uint_eq (got_start, start);
+  /* The samples are the stream's from @start: sample i holds i. */
+  for (gsize i = 0; i < n; i++)
+    ck_assert_float_eq (pcm[i], (float) (start + i));
+}
+
+START_TEST (test_chunks_overlap_and_the_last_is_what_is_left)
+{
+  g_autoptr (LlmAudioChunker) c = llm_audio_chunker_new (4, 1);
+  float pcm[12];
+  for (guint i = 0; i < 12; i++)
+    pcm[i] = (float) i;
+  llm_audio_chunker_push (c, pcm, 10);
+  /* Chunks of 4 starting 3 apart. */
+  expect_chunk (c, FALSE, 4, 0);
+  expect_chunk (c, FALSE, 4, 3);
+  expect_chunk (c, FALSE, 4, 6);
+  const float *p;
+  gsize n;
+  guint64 start;
+  ck_assert (!llm_audio_chunker_next (c, &p, &n, &start));
+  /* Sample 9 is in the third chunk already: nothing is left. */
+  ck_assert (!llm_audio_chunker_last (c, &p, &n, &start));
+  llm_audio_chunker_push (c, pcm + 10, 2);
+  ck_assert (!llm_audio_chunker_next (c, &p, &n, &start));
+  /* 10 and 11 are in none: the last chunk starts where the next would. */
+  expect_chunk (c, TRUE, 3, 9);
+  ck_assert (!llm_audio_chunker_last (c, &p, &n, &start));
+  llm_audio_chunker_reset (c);
+  ck_assert_uint_eq (llm_audio_chunker_held (c), 0);
+  llm_audio_chunker_push (c, pcm, 2);
+  expect_chunk (c, TRUE, 2, 0);
+}
+END_TEST
+
+START_TEST (test_levels_are_rms_in_dbfs)
+{
+  float pcm[1600];
+  for (guint i = 0; i < G_N_ELEMENTS (pcm); i++)
+    pcm[i] = (float) (0.5 * sin (2 * G_PI * 440 * i / 16000.0));
+  ck_assert_double_eq_tol (llm_audio_level_dbfs (pcm, 1600), 20 * log10 (0.5 / sqrt (2)), 0.01);
+  memset (pcm, 0, sizeof pcm);
+  ck_assert_double_eq (llm_audio_level_dbfs (pcm, 1600), -200.0);
+  ck_assert_double_eq (llm_audio_level_dbfs (pcm, 0), -200.0);
+}
+END_TEST
+
+START_TEST (test_resampling_mixes_to_mono_at_16_khz)
+{
+  GError *error = NULL;
+  /* 1 s of 48 kHz stereo S16, a 1 kHz tone at half scale in the left
+   * channel and its negative in the right half the time. */
+  enum { N = 48000 };
+  g_autofree gint16 *in = g_new (gint16, 2 * N);
+  for (guint i = 0; i < N; i++) {
+    const gint16 v = (gint16) (16384 * sin (2 * G_PI * 1000 * i / 48000.0));
+    in[2 * i] = v;
+    in[2 * i + 1] = i < N / 2 ? v : -v;
+  }
+  g_autoptr (LlmAudioResampler) r = llm_audio_resampler_new (LLM_AUDIO_FORMAT_S16, 48000, 2,
+      16000, &error);
+  ck_assert_msg (r != NULL, "%s", error ? error->message : "");
+  g_autoptr (GArray) out = g_array_new (FALSE, FALSE, sizeof (float));
+  for (guint b = 0; b < 10; b++)
+    ck_assert (llm_audio_resampler_push (r, in + 2 * b * (N / 10), N / 10, out, &error));
+  ck_assert (llm_audio_resampler_drain (r, out, &error));
+  /* Every input sample's time is there: 16000, give or take the filter's
+   * rounding. */
+  ck_assert_msg (out->len >= 15998 && out->len <= 16002, "%u samples", out->len);
+  const float *f = (const float *) out->data;
+  /* The first half is the tone (0.5 scale), the second the channels
+   * cancelling. */
+  ck_assert_double_eq_tol (llm_audio_level_dbfs (f + 1000, 6000), 20 * log10 (0.5 / sqrt (2)),
+      0.05);
+  ck_assert_double_lt (llm_audio_level_dbfs (f + 9000, 6000), -60);
+
+  /* Mono at 16 kHz is not filtered: exactly s / 32768, or the floats. */
+  g_autoptr (LlmAudioResampler) same = llm_audio_resampler_new (LLM_AUDIO_FORMAT_S16, 16000, 1,
+      16000, &error);
+  g_array_set_size (out, 0);
+  ck_assert (llm_audio_resampler_push (same, in, 100, out, &error));
+  ck_assert (llm_audio_resampler_drain (same, out, &error));
+  ck_assert_uint_eq (out->len, 100);
+  for (guint i = 0; i < 100; i++)
+    ck_assert_float_eq (g_array_index (out, float, i), in[i] / 32768.0f);
+  ck_assert_ptr_null (llm_audio_resampler_new (LLM_AUDIO_FORMAT_F32, 0, 1, 16000, &error));
+  ck_assert (g_error_matches (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_INVALID));
+  g_clear_error (&error);
 }
 END_TEST
 
@@ -783,6 +888,41 @@ START_TEST (test_the_encoder_refuses_frame_counts_it_cannot_take)
 }
 END_TEST
 
+START_TEST (test_a_chunk_is_encoded_padded_or_from_its_own_frames)
+{
+  g_autoptr (LlmMmproj) p = load (&ultravox, -1, NULL);
+  const LlmMmprojAudio *a = llm_mmproj_audio (p);
+  ck_assert_uint_eq (llm_audio_chunk_frames (a, 16000, TRUE), 3000);
+  ck_assert_uint_eq (llm_audio_chunk_frames (a, 16000, FALSE), 100);
+  ck_assert_uint_eq (llm_audio_chunk_frames (a, 16001, FALSE), 101);
+  ck_assert_uint_eq (llm_audio_chunk_frames (a, 10, FALSE), 4);
+  ck_assert_uint_eq (llm_audio_chunk_frames (a, 480000, FALSE), 3000);
+  ck_assert_uint_eq (llm_audio_chunk_frames (a, 480001, TRUE), 0);
+  GError *error = NULL;
+  g_autoptr (LlmAudioMel) mel = llm_audio_mel_new_for (a, &error);
+  g_autofree float *pcm = test_signal (16000);
+  g_autofree float *out = g_new (float, 188 * 48);
+  guint rows;
+  ck_assert (llm_audio_encode_pcm (p, llm_cpu_kernels_best (), mel, pcm, 16000, FALSE, out,
+          &rows, &error));
+  ck_assert_uint_eq (rows, 7);
+  /* The same as the mel and the encoder one after the other. */
+  g_autofree float *spec = g_new (float, 80 * 100);
+  g_autofree float *want = g_new (float, 7 * 48);
+  ck_assert (llm_audio_mel_compute (mel, pcm, 16000, 100, spec, &error));
+  ck_assert (llm_audio_encode (p, llm_cpu_kernels_best (), spec, 100, want, &rows, &error));
+  ck_assert (memcmp (out, want, 7 * 48 * sizeof (float)) == 0);
+  ck_assert (llm_audio_encode_pcm (p, llm_cpu_kernels_best (), mel, pcm, 16000, TRUE, out,
+          &rows, &error));
+  ck_assert_uint_eq (rows, 188);
+  ck_assert (!llm_audio_encode_pcm (p, llm_cpu_kernels_best (), mel, pcm, 480001, TRUE, out,
+          &rows, &error));
+  ck_assert_msg (strstr (error->message, "longer than the encoder's window of 3000 frames (30 s)"),
+      "%s", error->message);
+  g_clear_error (&error);
+}
+END_TEST
+
 /* --- against llama.cpp --------------------------------------------------- */
 
 /* The first 3 s of tests/data/media/jfk.wav (16 kHz mono PCM16) as floats
@@ -947,6 +1087,11 @@ audio_suite (void)
   tcase_add_test (tc, test_conv1d_rows_read_channel_and_time_major_input);
   tcase_add_test (tc, test_audio_activations_match_their_formulas);
   suite_add_tcase (s, tc);
+  tc = tcase_create ("stream");
+  tcase_add_test (tc, test_chunks_overlap_and_the_last_is_what_is_left);
+  tcase_add_test (tc, test_levels_are_rms_in_dbfs);
+  tcase_add_test (tc, test_resampling_mixes_to_mono_at_16_khz);
+  suite_add_tcase (s, tc);
   tc = tcase_create ("mel");
   tcase_add_test (tc, test_mel_filterbank_is_slaneys);
   tcase_add_test (tc, test_mel_matches_a_double_reference);
@@ -959,6 +1104,7 @@ audio_suite (void)
   tcase_add_test (tc, test_qwen2a_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_voxtral_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_the_encoder_refuses_frame_counts_it_cannot_take);
+  tcase_add_test (tc, test_a_chunk_is_encoded_padded_or_from_its_own_frames);
   tcase_add_test (tc, test_encoders_match_llama_cpp_for_jfk);
   suite_add_tcase (s, tc);
   return s;

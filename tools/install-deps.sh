@@ -7,7 +7,7 @@ packages=(
   gcc libc6-dev meson ninja-build pkg-config
   libglib2.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  check valgrind
+  check valgrind libavutil-dev libswresample-dev
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-14-dev)
