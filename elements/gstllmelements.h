@@ -17,6 +17,7 @@ GST_ELEMENT_REGISTER_DECLARE (llmprefill);
 GST_ELEMENT_REGISTER_DECLARE (llmdecode);
 GST_ELEMENT_REGISTER_DECLARE (llmdraft);
 GST_ELEMENT_REGISTER_DECLARE (llmspecverify);
+GST_ELEMENT_REGISTER_DECLARE (llmaudioencode);
 
 /* Debug category "llm" for what the elements share (library errors). */
 GST_DEBUG_CATEGORY_EXTERN (gst_llm_debug);

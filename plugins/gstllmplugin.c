@@ -17,9 +17,10 @@ plugin_init (GstPlugin *plugin)
   ok |= GST_ELEMENT_REGISTER (llmdecode, plugin);
   ok |= GST_ELEMENT_REGISTER (llmdraft, plugin);
   ok |= GST_ELEMENT_REGISTER (llmspecverify, plugin);
+  ok |= GST_ELEMENT_REGISTER (llmaudioencode, plugin);
   return ok;
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, llm,
-    "LLM inference: tokenizer, prefill, decode, speculative decoding, detokenizer",
+    "LLM inference: tokenizer, prefill, decode, speculative decoding, detokenizer, audio encoder",
     plugin_init, VERSION, "LGPL", GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)
