@@ -21,8 +21,8 @@
  *
  * Each output buffer has the PTS of its chunk's first sample and the
  * chunk's duration; times count samples from the first buffer's PTS (a
- * DISCONT buffer starts the count again, after the audio before it is
- * encoded). Chunks quieter than #GstLlmAudioEncode:silence-threshold are
+ * DISCONT buffer or a GAP event starts the count again, after the audio
+ * before it is encoded). Chunks quieter than #GstLlmAudioEncode:silence-threshold are
  * not encoded: a GAP event with their time goes downstream instead. EOS
  * encodes the audio no chunk has covered as one last, shorter chunk; a
  * flush drops the audio held.
@@ -339,6 +339,12 @@ gst_llm_audio_encode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event
     case GST_EVENT_EOS:
       /* Errors are posted; EOS goes on so the pipeline ends either way. */
       if (self->chunker != NULL)
+        finish_stream (self);
+      break;
+    case GST_EVENT_GAP:
+      /* No audio for a while: the samples held end a stream, and the next
+       * buffer's PTS starts the count again (as a DISCONT does). */
+      if (self->chunker != NULL && self->t0 != GST_CLOCK_TIME_NONE)
         finish_stream (self);
       break;
     case GST_EVENT_FLUSH_STOP:

@@ -3,8 +3,8 @@
  * language model's width; each chunk's buffer has the time of its first
  * sample and its duration, with or without overlap, from audio of any
  * rate and channel count; quiet chunks become GAP events; EOS encodes the
- * last partial chunk, a flush drops the audio held, a DISCONT starts the
- * count again; bad files, devices and chunk sizes are errors that say
+ * last partial chunk, a flush drops the audio held, a DISCONT or a GAP
+ * starts the count again; bad files, devices and chunk sizes are errors that say
  * what to fix. And jfk.wav through decodebin in a whole pipeline. The
  * projector files are written here with random weights. */
 #include <glib/gstdio.h>
@@ -289,7 +289,7 @@ START_TEST (test_flush_drops_the_audio_held)
 }
 END_TEST
 
-START_TEST (test_a_discontinuity_starts_the_count_again)
+START_TEST (test_a_discontinuity_or_a_gap_starts_the_count_again)
 {
   GstHarness *h = harness_new (MONO_F32, "chunk-duration", 1.0, "pad-chunks", FALSE, NULL);
   push_mono (h, 0.5, S (1), 0.5);
@@ -298,6 +298,13 @@ START_TEST (test_a_discontinuity_starts_the_count_again)
   ck_assert_int_eq (gst_harness_push (h, buf), GST_FLOW_OK);
   expect_chunk (h, S (1), S (0.5), 0, rows_for (0.5));
   expect_chunk (h, S (100), S (1), 0, rows_for (1));
+  expect_no_chunk (h);
+  /* A gap in the audio does the same. */
+  push_mono (h, 0.3, S (101), 0.5);
+  ck_assert (gst_harness_push_event (h, gst_event_new_gap (S (101.3), S (2))));
+  push_mono (h, 1.0, S (103.3), 0.5);
+  expect_chunk (h, S (101), S (0.3), 0, rows_for (0.3));
+  expect_chunk (h, S (103.3), S (1), 0, rows_for (1));
   expect_no_chunk (h);
   gst_harness_teardown (h);
 }
@@ -463,7 +470,7 @@ audioencode_suite (void)
   tcase_add_test (tc, test_quiet_chunks_become_gaps);
   tcase_add_test (tc, test_eos_encodes_the_partial_chunk);
   tcase_add_test (tc, test_flush_drops_the_audio_held);
-  tcase_add_test (tc, test_a_discontinuity_starts_the_count_again);
+  tcase_add_test (tc, test_a_discontinuity_or_a_gap_starts_the_count_again);
   tcase_add_test (tc, test_padded_chunks_give_the_windows_rows);
   tcase_add_test (tc, test_a_bad_projector_file_is_an_error_at_ready);
   tcase_add_test (tc, test_a_device_that_is_not_there_is_named);
