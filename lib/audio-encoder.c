@@ -10,8 +10,9 @@
 #define ULTRAVOX_EPS 1e-6f
 #define TAPS 3
 
-/* The floats of every buffer, for @n_frames mel frames giving @n_pos
- * encoder frames; all sizes from a checked file are far below overflow. */
+/* The sizes the buffers are made of, for @n_frames mel frames giving
+ * @n_pos encoder frames: rows of the widest thing any step holds. Sizes
+ * from a checked file keep every product far from overflowing. */
 typedef struct {
   gsize rows, wide, stacked_rows, stacked;
 } Sizes;

@@ -25,6 +25,15 @@ llm_mmproj_shape_whisper_tiny_ultravox (LlmMmprojAudioShape *s, guint n_out)
     NULL };
 }
 
+void
+llm_mmproj_shape_audio_tiny (LlmMmprojAudioShape *s, const char *type, guint n_out)
+{
+  const gboolean qwen2a = g_strcmp0 (type, "qwen2a") == 0;
+  const guint stack = qwen2a ? 0 : g_strcmp0 (type, "voxtral") == 0 ? 4 : 8;
+  *s = (LlmMmprojAudioShape) { type, 80, 64, 128, 2, 4, 1500, n_out, stack, qwen2a ? 0 : 40,
+    NULL, NULL };
+}
+
 typedef struct {
   LlmGgufWriter *w;
   const char *drop, *widen;

@@ -43,6 +43,12 @@ typedef struct {
  * (frames stacked by 8, SwiGLU as wide as @n_out) to @n_out. */
 void llm_mmproj_shape_whisper_tiny_ultravox (LlmMmprojAudioShape *s, guint n_out);
 
+/* The tests' small tower of @type ("ultravox", "qwen2a", "voxtral"): 80
+ * mel bins (the real front end's), 64 wide, 2 layers of 4 heads,
+ * feed-forward 128, 30 s of positions (so mtmd can encode it), to @n_out;
+ * Ultravox stacks by 8 and Voxtral by 4, both to a hidden width of 40. */
+void llm_mmproj_shape_audio_tiny (LlmMmprojAudioShape *s, const char *type, guint n_out);
+
 /* Writes @s with weights drawn from @seed (the same seed gives the same
  * file) to @path. Matrices are F16, biases and norms F32. */
 gboolean llm_mmproj_write_random (const LlmMmprojShape *s, guint64 seed, const char *path,

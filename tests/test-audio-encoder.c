@@ -29,10 +29,18 @@ typedef LlmMmprojAudioShape Shape;
  * stack of 8 does not divide the 1500 frames of a 30 s window, which
  * llama.cpp's mtmd cannot encode (it expects 187 rows and makes 188, and
  * aborts), so the file compared with it stacks by 4. */
-static const Shape ultravox = { "ultravox", 80, 64, 128, 2, 4, 1500, 48, 8, 40, "", "" };
-static const Shape ultravox4 = { "ultravox", 80, 64, 128, 2, 4, 1500, 48, 4, 40, "", "" };
-static const Shape qwen2a = { "qwen2a", 80, 64, 128, 2, 4, 1500, 48, 0, 0, "", "" };
-static const Shape voxtral = { "voxtral", 80, 64, 128, 2, 4, 1500, 48, 4, 40, "", "" };
+static Shape ultravox, ultravox4, qwen2a, voxtral;
+
+/* llm_mmproj_shape_audio_tiny's, to 48; made before the tests fork. */
+static void
+make_shapes (void)
+{
+  llm_mmproj_shape_audio_tiny (&ultravox, "ultravox", 48);
+  ultravox4 = ultravox;
+  ultravox4.stack = 4;
+  llm_mmproj_shape_audio_tiny (&qwen2a, "qwen2a", 48);
+  llm_mmproj_shape_audio_tiny (&voxtral, "voxtral", 48);
+}
 /* A vision tower to share a file with (test-mmproj's LLaVA shape). */
 static const LlmMmprojShape llava = { "mlp", 32, 8, 64, 128, 2, 4, 48, 0, TRUE, "", "" };
 
@@ -1070,6 +1078,7 @@ END_TEST
 static Suite *
 audio_suite (void)
 {
+  make_shapes ();
   Suite *s = suite_create ("audio-encoder");
   TCase *tc = tcase_create ("load");
   tcase_add_test (tc, test_ultravox_tower_loads_with_its_stacking);

@@ -18,10 +18,9 @@
 #include "llm-meta.h"
 #include "mmproj-writer.h"
 
-/* A small Ultravox tower (test-audio-encoder's): rows of 48, frames
- * stacked by 8; 30 s of positions. */
-static const LlmMmprojAudioShape ultravox = { "ultravox", 80, 64, 128, 2, 4, 1500, 48, 8, 40,
-  NULL, NULL };
+/* The small Ultravox tower (llm_mmproj_shape_audio_tiny): rows of 48,
+ * frames stacked by 8; 30 s of positions. */
+static LlmMmprojAudioShape ultravox;
 static const LlmMmprojShape llava = { "mlp", 32, 8, 64, 128, 2, 4, 48, 0, TRUE, NULL, NULL };
 
 #define N_OUT 48
@@ -460,6 +459,7 @@ static Suite *
 audioencode_suite (void)
 {
   gst_init (NULL, NULL);
+  llm_mmproj_shape_audio_tiny (&ultravox, "ultravox", N_OUT);
   Suite *s = suite_create ("audioencode");
   TCase *tc = tcase_create ("element");
   tcase_add_checked_fixture (tc, setup, teardown);
