@@ -19,6 +19,7 @@ GST_ELEMENT_REGISTER_DECLARE (llmdraft);
 GST_ELEMENT_REGISTER_DECLARE (llmspecverify);
 GST_ELEMENT_REGISTER_DECLARE (llmvisionencode);
 GST_ELEMENT_REGISTER_DECLARE (llmtokencompress);
+GST_ELEMENT_REGISTER_DECLARE (llmaudioencode);
 
 /* Debug category "llm" for what the elements share (library errors). */
 GST_DEBUG_CATEGORY_EXTERN (gst_llm_debug);

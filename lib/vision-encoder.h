@@ -17,7 +17,8 @@
 
 G_BEGIN_DECLS
 
-/* @out holds n_tokens x n_out floats. FALSE with @error only for memory. */
+/* @out holds n_tokens x n_out floats. FALSE with @error only for memory,
+ * or when @p has no vision tower (LLM_MMPROJ_ERROR_NOT_MMPROJ). */
 gboolean llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb,
     gsize stride, float *out, GError **error);
 

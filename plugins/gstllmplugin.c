@@ -19,10 +19,11 @@ plugin_init (GstPlugin *plugin)
   ok |= GST_ELEMENT_REGISTER (llmspecverify, plugin);
   ok |= GST_ELEMENT_REGISTER (llmvisionencode, plugin);
   ok |= GST_ELEMENT_REGISTER (llmtokencompress, plugin);
+  ok |= GST_ELEMENT_REGISTER (llmaudioencode, plugin);
   return ok;
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, llm,
     "LLM inference: tokenizer, prefill, decode, speculative decoding, detokenizer, "
-    "multimodal token compression",
+    "vision and audio encoders, multimodal token compression",
     plugin_init, VERSION, "LGPL", GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

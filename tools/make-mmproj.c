@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-llm-make-mmproj: writes a random-weight mmproj file in llama.cpp's
  * layout, projecting to a language model's width, for pipelines and
- * benchmarks that must run where no real vision weights can be had.
+ * benchmarks that must run where no real projector weights can be had.
  *
  *   gst-llm-make-mmproj SHAPE (--lm MODEL.gguf | --n-out N) -o FILE [--seed N]
  *
@@ -9,7 +9,9 @@
  * size), llava (a CLIP-L/14 tower and MLP, real size), siglip-small and
  * clip-small (224 pixels, 16-pixel patches, 4 layers of 192: the same
  * graphs at a size two cores encode many times a second; siglip-small
- * tiles images at a long side of 896, as SmolVLM does at 2048). */
+ * tiles images at a long side of 896, as SmolVLM does at 2048), and
+ * whisper-tiny-ultravox (Whisper-tiny's encoder with Ultravox's
+ * projector, an audio tower). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +19,7 @@
 #include "model.h"
 
 static gboolean
-shape_named (const char *name, guint n_out, LlmMmprojShape *s)
+vision_shape (const char *name, guint n_out, LlmMmprojShape *s)
 {
   if (strcmp (name, "smolvlm") == 0)
     llm_mmproj_shape_smolvlm (s, n_out);
@@ -56,8 +58,8 @@ main (int argc, char **argv)
     }
   }
   if (shape == NULL || out == NULL || (lm == NULL && n_out == 0)) {
-    g_printerr ("usage: gst-llm-make-mmproj smolvlm|llava|siglip-small|clip-small "
-        "(--lm MODEL.gguf | --n-out N) -o FILE [--seed N]\n");
+    g_printerr ("usage: gst-llm-make-mmproj smolvlm|llava|siglip-small|clip-small|"
+        "whisper-tiny-ultravox (--lm MODEL.gguf | --n-out N) -o FILE [--seed N]\n");
     return 2;
   }
   GError *error = NULL;
@@ -70,12 +72,19 @@ main (int argc, char **argv)
     n_out = llm_model_hparams (m)->n_embd;
     llm_model_unref (m);
   }
-  LlmMmprojShape s;
-  if (!shape_named (shape, n_out, &s)) {
+  LlmMmprojShape vision;
+  LlmMmprojAudioShape audio;
+  gboolean ok;
+  if (strcmp (shape, "whisper-tiny-ultravox") == 0) {
+    llm_mmproj_shape_whisper_tiny_ultravox (&audio, n_out);
+    ok = llm_mmproj_write_random_towers (NULL, &audio, seed, out, &error);
+  } else if (vision_shape (shape, n_out, &vision)) {
+    ok = llm_mmproj_write_random (&vision, seed, out, &error);
+  } else {
     g_printerr ("gst-llm-make-mmproj: unknown shape %s\n", shape);
     return 2;
   }
-  if (!llm_mmproj_write_random (&s, seed, out, &error)) {
+  if (!ok) {
     g_printerr ("gst-llm-make-mmproj: %s\n", error->message);
     return 1;
   }

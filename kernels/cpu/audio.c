@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "audio.h"
+
+#include <math.h>
+#include <string.h>
+
+size_t
+llm_cpu_conv1d_out_len (size_t n_len, size_t taps, size_t stride, size_t pad)
+{
+  if (stride == 0 || n_len + 2 * pad < taps)
+    return 0;
+  return (n_len + 2 * pad - taps) / stride + 1;
+}
+
+void
+llm_cpu_conv1d_rows (const float *x, size_t n_ch, size_t n_len, size_t t_stride,
+    size_t c_stride, size_t taps, size_t stride, size_t pad, size_t n_out, float *rows)
+{
+  for (size_t o = 0; o < n_out; o++) {
+    float *row = rows + o * n_ch * taps;
+    for (size_t k = 0; k < taps; k++) {
+      /* Frame o * stride + k - pad, kept unsigned: before 0 it wraps past
+       * n_len and reads as outside too. */
+      const size_t t = o * stride + k - pad;
+      if (t < n_len) {
+        const float *src = x + t * t_stride;
+        for (size_t c = 0; c < n_ch; c++)
+          row[c * taps + k] = src[c * c_stride];
+      } else {
+        for (size_t c = 0; c < n_ch; c++)
+          row[c * taps + k] = 0.0f;
+      }
+    }
+  }
+}
+
+void
+llm_cpu_gelu_erf (float *x, size_t n)
+{
+  /* 1 / sqrt (2) */
+  const float k = 0.70710678118654752440f;
+  for (size_t i = 0; i < n; i++) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + erff (v * k));
+  }
+}
+
+void
+llm_cpu_rmsnorm (const float *x, const float *w, float *y, size_t n, float eps)
+{
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += (double) (x[i] * x[i]);
+  const float mean = (float) (sum / (double) n);
+  const float scale = 1.0f / sqrtf (mean + eps);
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i] * scale;
+    if (w != NULL)
+      v *= w[i];
+    y[i] = v;
+  }
+}
+
+void
+llm_cpu_swiglu_second_half (const float *x, float *y, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    const float g = x[n + i];
+    y[i] = x[i] * (g / (1.0f + expf (-g)));
+  }
+}
+
+void
+llm_cpu_avg_pool_pairs (const float *x, float *y, size_t n_rows, size_t width)
+{
+  for (size_t r = 0; r < n_rows / 2; r++) {
+    const float *a = x + 2 * r * width, *b = a + width;
+    float *dst = y + r * width;
+    for (size_t i = 0; i < width; i++)
+      dst[i] = (a[i] + b[i]) / 2.0f;
+  }
+}
