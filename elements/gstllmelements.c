@@ -7,7 +7,6 @@
 
 #include "gguf.h"
 #include "llm-caps.h"
-#include "mmproj.h"
 #include "tokenizer.h"
 
 GST_DEBUG_CATEGORY (gst_llm_debug);
@@ -204,37 +203,4 @@ gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps)
   gst_query_set_caps_result (query, caps);
   gst_caps_unref (caps);
   return TRUE;
-}
-
-void
-gst_llm_element_error_mmproj (GstElement *element, const char *path, const GError *error,
-    const char *file, const char *function, int line)
-{
-  GstResourceError code = GST_RESOURCE_ERROR_FAILED;
-  char *text;
-  const char *what = without_path (path, error);
-  switch (classify (path, error)) {
-    case LOAD_MISSING:
-      code = GST_RESOURCE_ERROR_NOT_FOUND;
-      text = g_strdup_printf ("Projector file \"%s\" does not exist. "
-          "Check the path in the mmproj property.", path);
-      break;
-    case LOAD_UNREADABLE:
-      code = GST_RESOURCE_ERROR_OPEN_READ;
-      text = g_strdup_printf ("Cannot read projector file \"%s\": %s.", path, what);
-      break;
-    case LOAD_MALFORMED:
-      text = g_strdup_printf ("Projector file \"%s\" is not a valid GGUF file: %s. "
-          "It may be truncated or damaged; download or convert it again.", path, what);
-      break;
-    default:
-      if (error->domain == LLM_MMPROJ_ERROR && error->code == LLM_MMPROJ_ERROR_UNSUPPORTED)
-        text = g_strdup_printf ("Projector file \"%s\" cannot be used: %s. "
-            "See README for the projector types gst-llm reads.", path, what);
-      else
-        text = g_strdup_printf ("Projector file \"%s\" cannot be used: %s.", path, what);
-      break;
-  }
-  gst_element_message_full (element, GST_MESSAGE_ERROR, GST_RESOURCE_ERROR, code, text,
-      g_strdup (error->message), file, function, line);
 }

@@ -38,16 +38,6 @@ void gst_llm_element_init (GstPlugin *plugin);
 void gst_llm_element_error_load (GstElement *element, const char *path,
     const GError *error, const char *file, const char *function, int line);
 
-/* The same for an mmproj (projector) file that llm_mmproj_load refused:
- * the file, its problem, the projector type when that is what is not
- * supported. */
-#define GST_LLM_ELEMENT_ERROR_MMPROJ(element, path, error) \
-  gst_llm_element_error_mmproj (GST_ELEMENT (element), (path), (error), \
-      __FILE__, GST_FUNCTION, __LINE__)
-
-void gst_llm_element_error_mmproj (GstElement *element, const char *path,
-    const GError *error, const char *file, const char *function, int line);
-
 /* Number of bytes at the end of @text that begin a UTF-8 character not
  * complete yet, so that more bytes may finish it. 0 when @text ends on a
  * character boundary, and also when its tail can never become valid (no

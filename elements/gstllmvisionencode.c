@@ -66,6 +66,7 @@
 
 #include "gstllmelements.h"
 #include "gstllmlatency.h"
+#include "gstllmmmproj.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
 #include "mmproj.h"
@@ -168,34 +169,16 @@ static gboolean
 gst_llm_vision_encode_start (GstBaseTransform *trans)
 {
   GstLlmVisionEncode *self = GST_LLM_VISION_ENCODE (trans);
-  if (self->mmproj_path == NULL || self->mmproj_path[0] == '\0') {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No mmproj file set."),
-        ("Set the mmproj property to a multimodal projector GGUF, e.g. "
-            "mmproj=mmproj-SmolVLM-256M-Instruct-f16.gguf"));
-    return FALSE;
-  }
   if (g_strcmp0 (self->device, "cpu") != 0) {
     GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
         ("Device \"%s\" is not available for llmvisionencode.", self->device),
         ("The vision encoder runs on: cpu. Set device=cpu."));
     return FALSE;
   }
-  GError *error = NULL;
-  self->mmproj = llm_mmproj_load (self->mmproj_path, &error);
-  if (self->mmproj == NULL) {
-    GST_LLM_ELEMENT_ERROR_MMPROJ (self, self->mmproj_path, error);
-    g_error_free (error);
+  self->mmproj = GST_LLM_LOAD_MMPROJ (self, self->mmproj_path, LLM_MMPROJ_TOWER_VISION);
+  if (self->mmproj == NULL)
     return FALSE;
-  }
   self->vision = llm_mmproj_vision (self->mmproj);
-  if (self->vision == NULL) {
-    GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
-        ("%s has no vision tower.", self->mmproj_path),
-        ("llmvisionencode needs an mmproj file with clip.has_vision_encoder; "
-            "one for audio goes to llmaudioencode."));
-    g_clear_pointer (&self->mmproj, llm_mmproj_free);
-    return FALSE;
-  }
   self->kernels = llm_cpu_kernels_best ();
   const gsize side = self->vision->image_size;
   self->rgb = g_try_malloc (side * side * 3);

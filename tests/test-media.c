@@ -448,14 +448,14 @@ START_TEST (test_visionencode_refuses_bad_projector_files)
   g_autofree char *lm = llm_test_data_path (LM);
   g_autofree char *desc = g_strdup_printf ("videotestsrc num-buffers=1 ! "
       "llmvisionencode mmproj=%s ! fakesink", lm);
-  assert_error (desc, "cannot be used");
+  assert_error (desc, "is not a multimodal projector (architecture llama");
   g_free (desc);
   desc = g_strdup ("videotestsrc num-buffers=1 ! llmvisionencode mmproj=/nonexistent.gguf ! "
       "fakesink");
   assert_error (desc, "does not exist");
   g_free (desc);
   desc = g_strdup ("videotestsrc num-buffers=1 ! llmvisionencode ! fakesink");
-  assert_error (desc, "No mmproj file set");
+  assert_error (desc, "No projector file set");
 
   LlmMmprojShape s = { "qwen2vl_merger", 32, 8, 64, 128, 2, 4, 64, 0, TRUE, NULL, NULL };
   g_autofree char *other = g_build_filename (tmpdir, "qwen.gguf", NULL);
