@@ -790,6 +790,7 @@ START_TEST (test_caption_video_writes_webvtt_subparse_reads)
 }
 END_TEST
 
+
 /* The same with llmtokencompress between the encoder and the model: each
  * frame's 4 rows go in as 2, and the captions still come, one a frame. */
 START_TEST (test_caption_video_with_compressed_rows)
@@ -858,11 +859,10 @@ count_frames (const char *path)
 }
 
 static void
-run_script (const char *variant, const char *out)
+run_script_on (const char *name, const char *media_file, const char *variant, const char *out)
 {
-  g_autofree char *script = g_build_filename (LLM_SOURCE_ROOT, "pipelines", "caption-video.sh",
-      NULL);
-  g_autofree char *media = llm_test_data_path ("media/test-3.mp4");
+  g_autofree char *script = g_build_filename (LLM_SOURCE_ROOT, "pipelines", name, NULL);
+  g_autofree char *media = llm_test_data_path (media_file);
   char **env = g_get_environ ();
   env = g_environ_setenv (env, "VARIANT", variant, TRUE);
   env = g_environ_setenv (env, "XDG_CACHE_HOME", tmpdir, TRUE);
@@ -876,6 +876,12 @@ run_script (const char *variant, const char *out)
           &status, &error), "%s", error ? error->message : "");
   g_strfreev (env);
   ck_assert_msg (g_spawn_check_wait_status (status, NULL), "%s %s: %s", script, variant, err);
+}
+
+static void
+run_script (const char *variant, const char *out)
+{
+  run_script_on ("caption-video.sh", "media/test-3.mp4", variant, out);
 }
 
 /* The script as a user runs it, with no model arguments: WebVTT that
@@ -900,6 +906,25 @@ START_TEST (test_caption_video_script_runs_on_a_fresh_machine)
 }
 END_TEST
 
+/* pipelines/caption-voice.sh with no model arguments: jfk.wav (11 s) in
+ * 5 s chunks gives three cues, 0-5, 5-10 and 10-11 s, with text. */
+START_TEST (test_caption_voice_script_writes_webvtt)
+{
+  g_autofree char *vtt = g_build_filename (tmpdir, "voice.vtt", NULL);
+  run_script_on ("caption-voice.sh", "media/jfk.wav", "file", vtt);
+  g_autoptr (GArray) cues = read_vtt (vtt);
+  ck_assert_uint_eq (cues->len, 3);
+  const guint starts[] = { 0, 5000, 10000 }, ends[] = { 5000, 10000, 11000 };
+  for (guint i = 0; i < cues->len; i++) {
+    Cue *c = &g_array_index (cues, Cue, i);
+    ck_assert_uint_eq (c->pts / GST_MSECOND, starts[i]);
+    ck_assert_uint_eq ((c->pts + c->duration) / GST_MSECOND, ends[i]);
+    ck_assert_msg (strlen (g_strstrip (c->text)) > 0, "cue %u has no text", i);
+    g_free (c->text);
+  }
+}
+END_TEST
+
 static Suite *
 media_suite (void)
 {
@@ -921,6 +946,7 @@ media_suite (void)
   tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
   tcase_add_test (tc, test_caption_video_script_runs_on_a_fresh_machine);
   tcase_add_test (tc, test_caption_video_with_compressed_rows);
+  tcase_add_test (tc, test_caption_voice_script_writes_webvtt);
   suite_add_tcase (s, tc);
   return s;
 }
