@@ -446,6 +446,7 @@ cpu_rmsnorm (LlmBackend *be, LlmBackendQueue *q, const float *x, const LlmWeight
 }
 
 typedef struct {
+  const LlmCpuKernels *kern;
   float *y;
   const float *b;
   gsize width;
@@ -456,18 +457,18 @@ bias_rows (const void *args, guint t0, guint t1)
 {
   const BiasArgs *a = args;
   for (guint t = t0; t < t1; t++)
-    llm_add (a->y + t * a->width, a->y + t * a->width, a->b, a->width);
+    llm_cpu_add (a->kern, a->y + t * a->width, a->y + t * a->width, a->b, a->width);
 }
 
 static void
 cpu_add_bias (LlmBackend *be, LlmBackendQueue *q, float *y, const LlmWeight *b, guint n)
 {
-  (void) be;
-  const BiasArgs a = { y, b->data, b->n };
+  const BiasArgs a = { CPU (be)->kern, y, b->data, b->n };
   per_row (q, n, bias_rows, &a);
 }
 
 typedef struct {
+  const LlmCpuKernels *kern;
   float *x;
   const float *y;
   gsize width;
@@ -478,14 +479,14 @@ add_rows (const void *args, guint t0, guint t1)
 {
   const AddArgs *a = args;
   for (guint t = t0; t < t1; t++)
-    llm_add (a->x + t * a->width, a->x + t * a->width, a->y + t * a->width, a->width);
+    llm_cpu_add (a->kern, a->x + t * a->width, a->x + t * a->width, a->y + t * a->width,
+        a->width);
 }
 
 static void
 cpu_add (LlmBackend *be, LlmBackendQueue *q, float *x, const float *y, guint n, gsize width)
 {
-  (void) be;
-  const AddArgs a = { x, y, width };
+  const AddArgs a = { CPU (be)->kern, x, y, width };
   per_row (q, n, add_rows, &a);
 }
 

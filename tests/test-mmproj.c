@@ -274,6 +274,59 @@ START_TEST (test_smolvlm_encoder_matches_a_double_reference)
 }
 END_TEST
 
+/* An encoder kept for a stream of images gives every image the bits a
+ * fresh one does, on any number of threads: products split by rows,
+ * attention by queries, and nothing carried from one image to the next. */
+START_TEST (test_encoder_gives_the_same_bits_on_any_thread_count_and_image)
+{
+  const Shape *shapes[] = { &llava, &smolvlm };
+  for (guint si = 0; si < G_N_ELEMENTS (shapes); si++) {
+    g_autoptr (LlmMmproj) p = load (shapes[si], -1, NULL);
+    const LlmMmprojVision *v = llm_mmproj_vision (p);
+    const gsize side = v->image_size, n = (gsize) v->n_tokens * v->n_out;
+    g_autofree guint8 *rgb = test_image (side);
+    g_autofree guint8 *other = test_image (side);
+    for (gsize i = 0; i < side * side * 3; i++)
+      other[i] = (guint8) (255 - other[i]);
+    g_autofree float *once = g_new (float, n), *got = g_new (float, n);
+    GError *error = NULL;
+    ck_assert (llm_vision_encode (p, llm_cpu_kernels_best (), rgb, side * 3, once, &error));
+    for (int threads = 1; threads <= 3; threads++) {
+      g_autoptr (LlmVisionEncoder) enc = llm_vision_encoder_new (p, threads, &error);
+      ck_assert_msg (enc != NULL, "%s", error ? error->message : "");
+      ck_assert_int_eq (llm_vision_encoder_n_threads (enc), threads);
+      ck_assert_uint_eq (llm_vision_encoder_n_tokens (enc), v->n_tokens);
+      ck_assert_uint_eq (llm_vision_encoder_n_out (enc), v->n_out);
+      ck_assert_uint_eq (llm_vision_encoder_image_size (enc), side);
+      ck_assert (llm_vision_encoder_encode (enc, other, side * 3, got, &error));
+      ck_assert (llm_vision_encoder_encode (enc, rgb, side * 3, got, &error));
+      ck_assert_msg (memcmp (got, once, n * sizeof *got) == 0, "%s on %d threads",
+          shapes[si]->type, threads);
+    }
+  }
+}
+END_TEST
+
+/* Rows of a stride wider than the image read the same pixels. */
+START_TEST (test_encoder_reads_rows_a_stride_apart)
+{
+  g_autoptr (LlmMmproj) p = load (&smolvlm, -1, NULL);
+  const LlmMmprojVision *v = llm_mmproj_vision (p);
+  const gsize side = v->image_size, n = (gsize) v->n_tokens * v->n_out, stride = side * 3 + 5;
+  g_autofree guint8 *rgb = test_image (side);
+  g_autofree guint8 *wide = g_new0 (guint8, side * stride);
+  for (gsize y = 0; y < side; y++)
+    memcpy (wide + y * stride, rgb + y * side * 3, side * 3);
+  g_autofree float *a = g_new (float, n), *b = g_new (float, n);
+  GError *error = NULL;
+  g_autoptr (LlmVisionEncoder) enc = llm_vision_encoder_new (p, 2, &error);
+  ck_assert (enc != NULL);
+  ck_assert (llm_vision_encoder_encode (enc, rgb, side * 3, a, &error));
+  ck_assert (llm_vision_encoder_encode (enc, wide, stride, b, &error));
+  ck_assert (memcmp (a, b, n * sizeof *a) == 0);
+}
+END_TEST
+
 static Suite *
 mmproj_suite (void)
 {
@@ -288,6 +341,8 @@ mmproj_suite (void)
   tcase_add_test (tc, test_llava_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_smolvlm_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_encoders_match_llama_cpp);
+  tcase_add_test (tc, test_encoder_gives_the_same_bits_on_any_thread_count_and_image);
+  tcase_add_test (tc, test_encoder_reads_rows_a_stride_apart);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -239,6 +239,29 @@ START_TEST (test_gelu_kernels_equal_the_reference)
 }
 END_TEST
 
+START_TEST (test_add_kernels_equal_the_reference)
+{
+  enum { N = 1037 };
+  float a[N], b[N], want[N], got[N];
+  llm_test_rng_seed (12);
+  for (guint i = 0; i < N; i++) {
+    a[i] = 100.0f * llm_test_rng_float ();
+    b[i] = llm_test_rng_float ();
+  }
+  llm_add (want, a, b, N);
+  const LlmCpuIsa isas[] = { LLM_CPU_ISA_SCALAR, LLM_CPU_ISA_AVX2, LLM_CPU_ISA_AVX512 };
+  for (guint k = 0; k < G_N_ELEMENTS (isas); k++) {
+    const LlmCpuKernels *kern = llm_cpu_kernels (isas[k]);
+    if (kern == NULL)
+      continue;
+    for (guint off = 0; off < 9; off++) {
+      llm_cpu_add (kern, got + off, a + off, b + off, N - off);
+      ck_assert (memcmp (got + off, want + off, (N - off) * sizeof *got) == 0);
+    }
+  }
+}
+END_TEST
+
 static Suite *
 vision_ops_suite (void)
 {
@@ -250,6 +273,7 @@ vision_ops_suite (void)
   tcase_add_test (tc, test_layernorm_matches_a_double_reference);
   tcase_add_test (tc, test_gelus_match_their_formulas);
   tcase_add_test (tc, test_gelu_kernels_equal_the_reference);
+  tcase_add_test (tc, test_add_kernels_equal_the_reference);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -61,3 +61,13 @@ llm_avx2_gelu_quick (float *out, const float *x, size_t n)
   for (; i < n; i++)
     out[i] = x[i] / (1.0f + llm_exp_ref (x[i] * LLM_GELU_QUICK_M));
 }
+
+void
+llm_avx2_add (float *out, const float *a, const float *b, size_t n)
+{
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps (out + i, _mm256_add_ps (_mm256_loadu_ps (a + i), _mm256_loadu_ps (b + i)));
+  for (; i < n; i++)
+    out[i] = a[i] + b[i];
+}

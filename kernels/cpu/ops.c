@@ -85,6 +85,19 @@ llm_add (float *out, const float *a, const float *b, size_t n)
 }
 
 void
+llm_cpu_add (const LlmCpuKernels *kern, float *out, const float *a, const float *b, size_t n)
+{
+#ifdef LLM_HAVE_AVX2
+  if (kern->isa >= LLM_CPU_ISA_AVX2) {
+    llm_avx2_add (out, a, b, n);
+    return;
+  }
+#endif
+  (void) kern;
+  llm_add (out, a, b, n);
+}
+
+void
 llm_layernorm (float *out, const float *x, const float *w, const float *b, size_t n,
     float eps)
 {
