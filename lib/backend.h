@@ -35,11 +35,13 @@
  *    is a stream.
  *
  *    A vision tower (vision-encoder.c) runs through the same table: its
- *    products and residuals are the LM's ops; layernorm, gelu and
- *    attention_full are its own (a tower's rows are one image's patches,
- *    a few hundred to a few thousand, every one attending to every other,
- *    with no cache). attention_full's scratch comes from
- *    reserve_attention_full, as the others' from reserve.
+ *    rows are one image's patches (a few hundred to a few thousand, every
+ *    one attending to every other, with no cache), uploaded once as
+ *    normalised pixels; its products, biases and residuals are the LM's
+ *    ops, its row moves (the class row, Idefics3's pixel shuffle) are
+ *    copy, and layernorm, gelu and attention_full are its own (3b below).
+ *    attention_full's scratch comes from reserve_attention_full, as the
+ *    others' from reserve.
  *
  * 4. Results. Evaluating rows of many sequences in one batch must give
  *    each sequence the logits it gets alone (the engine's tests check it
@@ -136,7 +138,9 @@ typedef struct {
   /* --- 2. weights --------------------------------------------------- */
   /* Fills @w (already holding the file's view: type, n, rows, row_bytes,
    * host) for this backend. @is_vector: a norm or bias row, read as floats
-   * by rmsnorm and add_bias. Called for every tensor of a model, possibly
+   * by rmsnorm, layernorm and add_bias (a tower's position embeddings too,
+   * all of their values as one row). A tower's patch kernel [p, p, 3, n]
+   * comes as a matrix of n rows of 3 p^2. Called for every tensor of a model, possibly
    * from several threads at once for different tensors. */
   gboolean (*prepare_weight) (LlmBackend *be, LlmWeight *w, gboolean is_vector,
       GError **error);
