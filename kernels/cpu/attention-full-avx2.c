@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 
 #include "exp-simd.h"
 
@@ -93,9 +94,11 @@ softmax_row (float *s, size_t n_kv)
   return 1.0f / llm_attn_full_fold (part);
 }
 
-/* Dimensions [d0, d0 + n) (n <= 16) of the R queries' outputs. */
-static void
-values_tile (size_t n, const float *s, size_t lds, const float *v, size_t ldv, size_t n_kv,
+/* Dimensions [d0, d0 + n) (n <= 16) of the R queries' outputs; @full
+ * (n == 16, a constant where it is inlined) loads without masks, which
+ * are slower on AMD's cores. */
+INLINE void
+values_tile (bool full, size_t n, const float *s, size_t lds, const float *v, size_t ldv, size_t n_kv,
     size_t d0, const float *inv, float *out, size_t ldo, size_t rows)
 {
   const __m256i m0 = lanes (n < 8 ? n : 8), m1 = lanes (n > 8 ? n - 8 : 0);
@@ -104,15 +107,18 @@ values_tile (size_t n, const float *s, size_t lds, const float *v, size_t ldv, s
     lo[i] = hi[i] = _mm256_setzero_ps ();
   for (size_t j = 0; j < n_kv; j++) {
     const float *vj = v + j * ldv + d0;
-    const __m256 x0 = _mm256_maskload_ps (vj, m0);
-    const __m256 x1 = _mm256_maskload_ps (vj + 8, m1);
+    const __m256 x0 = full ? _mm256_loadu_ps (vj) : _mm256_maskload_ps (vj, m0);
+    const __m256 x1 = full ? _mm256_loadu_ps (vj + 8) : _mm256_maskload_ps (vj + 8, m1);
     UNROLL for (int i = 0; i < R; i++) {
       const __m256 b = _mm256_broadcast_ss (s + i * lds + j);
       lo[i] = _mm256_fmadd_ps (b, x0, lo[i]);
       hi[i] = _mm256_fmadd_ps (b, x1, hi[i]);
     }
   }
-  for (size_t i = 0; i < rows; i++) {
+  /* A constant trip count, so the accumulators stay in registers. */
+  UNROLL for (int i = 0; i < R; i++) {
+    if ((size_t) i >= rows)
+      break;
     const __m256 sc = _mm256_set1_ps (inv[i]);
     _mm256_maskstore_ps (out + i * ldo + d0, m0, _mm256_mul_ps (lo[i], sc));
     _mm256_maskstore_ps (out + i * ldo + d0 + 8, m1, _mm256_mul_ps (hi[i], sc));
@@ -134,8 +140,11 @@ llm_avx2_attention_full (const float *kp, const float *v, size_t ldv, size_t n_k
     scores (kp, n_kv, head_dim, qr, scale, scratch, lds);
     for (size_t i = 0; i < R; i++)
       inv[i] = softmax_row (scratch + i * lds, n_kv);
-    for (size_t d0 = 0; d0 < head_dim; d0 += 16)
-      values_tile (head_dim - d0 < 16 ? head_dim - d0 : 16, scratch, lds, v, ldv, n_kv, d0,
-          inv, out + i0 * ldo, ldo, rows);
+    size_t d0 = 0;
+    for (; d0 + 16 <= head_dim; d0 += 16)
+      values_tile (true, 16, scratch, lds, v, ldv, n_kv, d0, inv, out + i0 * ldo, ldo, rows);
+    if (d0 < head_dim)
+      values_tile (false, head_dim - d0, scratch, lds, v, ldv, n_kv, d0, inv, out + i0 * ldo,
+          ldo, rows);
   }
 }
