@@ -16,9 +16,11 @@
 #   -r        rounds (default 5); -k images per process and round (default 2)
 #   --flash   llama.cpp's flash attention: auto (default: what
 #             llama-mtmd-cli runs; on for the CPU), on or off
-#   --path    native: gst-llm's kernels as it picks them (AVX-512 here);
-#             avx2: LLM_NO_AVX512=1 LLM_NO_AVX_VNNI=1 for gst-llm (llama.cpp
-#             stays native; build-llama-cpp.sh --variant avx2 has no mtmd)
+#   --path    native: gst-llm's kernels as it picks them (AVX-512 here)
+#             against llama.cpp's native build; avx2: LLM_NO_AVX512=1
+#             LLM_NO_AVX_VNNI=1 for gst-llm against llama.cpp's AVX2-only
+#             build (tools/build-llama-cpp.sh --variant avx2 --mtmd, made
+#             when missing): what an AVX2-only CPU such as Zen 3 runs
 #   --max-others PCT  each run first waits (at most --idle-wait S, default
 #             300) until other processes use under PCT % of one CPU, and
 #             runs again (at most --retries N, default 3) when they took
@@ -60,7 +62,7 @@ bench=$build/tools/gst-llm-bench
 ours_env=()
 if [ "$path" = avx2 ]; then ours_env=(LLM_NO_AVX512=1 LLM_NO_AVX_VNNI=1); fi
 
-timer=$("$top/tools/build-mtmd-program.sh" "$top/tools/mtmd-time.cpp")
+timer=$("$top/tools/build-mtmd-program.sh" "$top/tools/mtmd-time.cpp" --variant "$path")
 llama_dir=$(dirname "$timer")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -147,7 +149,7 @@ import statistics, sys
 res, mmproj, cpu, commit, flash, rounds, images, path, backend = sys.argv[1:]
 rows = [l.split() for l in open(res) if l.strip()]
 print(f"{mmproj}\nCPU: {cpu}; gst-llm {backend} (--path {path}); llama.cpp {commit[:12]} "
-      f"native, flash attention {flash}\nmedian over {rounds} interleaved rounds x {images} "
+      f"{path} build, flash attention {flash}\nmedian over {rounds} interleaved rounds x {images} "
       f"images per process (range)\n")
 print("| threads | gst-llm images/s | llama.cpp images/s | gst-llm ms | llama.cpp ms | ratio | others' CPU % |")
 print("|---|---|---|---|---|---|---|")
