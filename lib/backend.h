@@ -34,6 +34,15 @@
  *    The CPU backend's queue is the engine's worker pool; a GPU backend's
  *    is a stream.
  *
+ *    A vision tower (vision-encoder.c) runs through the same table: its
+ *    rows are one image's patches (a few hundred to a few thousand, every
+ *    one attending to every other, with no cache), uploaded once as
+ *    normalised pixels; its products, biases and residuals are the LM's
+ *    ops, its row moves (the class row, Idefics3's pixel shuffle) are
+ *    copy, and layernorm, gelu and attention_full are its own (3b below).
+ *    attention_full's scratch comes from reserve_attention_full, as the
+ *    others' from reserve.
+ *
  * 4. Results. Evaluating rows of many sequences in one batch must give
  *    each sequence the logits it gets alone (the engine's tests check it
  *    bit for bit on the CPU); a backend that cannot promise bits states its
@@ -106,6 +115,12 @@ typedef struct {
   float scale;                  /* 1 / sqrt(head_dim) */
 } LlmAttnShape;
 
+/* The GELUs of vision towers (kernels/cpu/ops.h says how each rounds). */
+typedef enum {
+  LLM_GELU_TANH,                /* the tanh approximation: SigLIP, projector MLPs */
+  LLM_GELU_QUICK,               /* CLIP's x * sigmoid (1.702 x) */
+} LlmGelu;
+
 typedef struct {
   const char *name;             /* "cpu" */
 
@@ -123,7 +138,9 @@ typedef struct {
   /* --- 2. weights --------------------------------------------------- */
   /* Fills @w (already holding the file's view: type, n, rows, row_bytes,
    * host) for this backend. @is_vector: a norm or bias row, read as floats
-   * by rmsnorm and add_bias. Called for every tensor of a model, possibly
+   * by rmsnorm, layernorm and add_bias (a tower's position embeddings too,
+   * all of their values as one row). A tower's patch kernel [p, p, 3, n]
+   * comes as a matrix of n rows of 3 p^2. Called for every tensor of a model, possibly
    * from several threads at once for different tensors. */
   gboolean (*prepare_weight) (LlmBackend *be, LlmWeight *w, gboolean is_vector,
       GError **error);
@@ -155,7 +172,9 @@ typedef struct {
   void (*rmsnorm) (LlmBackend *be, LlmBackendQueue *q, const float *x, const LlmWeight *w,
       float *out, guint n, gsize width, float eps);
 
-  /* y[t] += b for @n rows of b->n. */
+  /* y[t] += b for @n rows of b->n. A vector weight's data is b->n
+   * floats in the backend's memory, so it may also be an operand of add
+   * or copy (a tower's position and class embeddings). */
   void (*add_bias) (LlmBackend *be, LlmBackendQueue *q, float *y, const LlmWeight *b,
       guint n);
 
@@ -183,6 +202,28 @@ typedef struct {
   void (*attention) (LlmBackend *be, LlmBackendQueue *q, guint layer,
       const LlmFwdPiece *pieces, guint n_pieces, const LlmAttnShape *shape,
       const float *query, float *out);
+
+  /* --- 3b. a vision tower's own ops --------------------------------- */
+  /* out[t] = layernorm(x[t]) * w + b for @n rows of @width (w, b NULL: 1
+   * and 0); @out may be @x. Mean and variance as ggml_norm takes them. */
+  void (*layernorm) (LlmBackend *be, LlmBackendQueue *q, const float *x, const LlmWeight *w,
+      const LlmWeight *b, float *out, guint n, gsize width, float eps);
+
+  /* x = gelu(x) in place over @n rows of @width. */
+  void (*gelu) (LlmBackend *be, LlmBackendQueue *q, float *x, guint n, gsize width,
+      LlmGelu kind);
+
+  /* Scratch for attention_full over at most @n_rows rows of @shape's
+   * heads; fails with LLM_BACKEND_ERROR_MEMORY. */
+  gboolean (*reserve_attention_full) (LlmBackend *be, guint n_rows, const LlmAttnShape *shape,
+      GError **error);
+
+  /* out[t] = softmax(scale * q[t] K^T) V per head over all @n rows of
+   * @key and @value, every row seeing every row (no cache, no mask);
+   * query, key, value and out are [n x n_head * head_dim] (n_head_kv ==
+   * n_head). */
+  void (*attention_full) (LlmBackend *be, LlmBackendQueue *q, const LlmAttnShape *shape,
+      const float *query, const float *key, const float *value, guint n, float *out);
 
   /* Releases the backend. */
   void (*destroy) (LlmBackend *be);

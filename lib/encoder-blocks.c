@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "cpu/audio.h"
+#include "cpu/ops.h"
 #include "cpu/vision.h"
 #include "ggml-type.h"
 
@@ -39,8 +40,8 @@ llm_encoder_norm_rows (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const
     float *y, gsize n, gsize width, float eps)
 {
   for (gsize r = 0; r < n; r++)
-    llm_cpu_layernorm (x + r * width, w->t ? (const float *) w->t->data : NULL,
-        b->t ? (const float *) b->t->data : NULL, y + r * width, width, eps);
+    llm_layernorm (y + r * width, x + r * width, w->t ? (const float *) w->t->data : NULL,
+        b->t ? (const float *) b->t->data : NULL, width, eps);
 }
 
 void
@@ -79,10 +80,10 @@ llm_encoder_block (const LlmCpuKernels *kern, const LlmMmprojLayer *ly, float *x
   llm_encoder_linear (kern, &ly->up_w, &ly->up_b, b->h, n, b->tmp, b->act);
   switch (gelu) {
     case LLM_ENCODER_GELU_TANH:
-      llm_cpu_gelu_tanh (b->tmp, n * n_ff);
+      llm_cpu_gelu (kern, b->tmp, b->tmp, n * n_ff);
       break;
     case LLM_ENCODER_GELU_QUICK:
-      llm_cpu_gelu_quick (b->tmp, n * n_ff);
+      llm_cpu_gelu_quick (kern, b->tmp, b->tmp, n * n_ff);
       break;
     case LLM_ENCODER_GELU_ERF:
       llm_cpu_gelu_erf (b->tmp, n * n_ff);

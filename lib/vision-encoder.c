@@ -1,95 +1,428 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The tower as a textbook gives it, one backend call per stage over all
+ * of the image's rows: patch embedding (one product of the gathered
+ * patches), class and position embeddings, pre-norm; per layer norm,
+ * Q/K/V, full attention, output, residual, norm, GELU feed-forward,
+ * residual; post-norm; the projector. Only the pixels' normalisation and
+ * the gathering of patches run on the host, before one upload. */
 #include "vision-encoder.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "cpu/vision.h"
-#include "encoder-blocks.h"
+#include "ggml-type.h"
+#include "workers.h"
 
-/* @cls_last: llama.cpp's CLIP graph (see llm_vision_encode_as_llama_cpp). */
-static gboolean
-encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb, gsize stride,
-    gboolean cls_last, float *out, GError **error)
+typedef struct {
+  const LlmWeight *ln1_w, *ln1_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
+  const LlmWeight *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
+} Layer;
+
+struct _LlmVisionEncoder {
+  const LlmMmprojVision *v;
+  LlmVisionEncoderOptions opts;
+  LlmWorkers *workers;
+  LlmBackend *be;
+  const LlmBackendOps *ops;
+  char *backend_name;
+
+  /* The weights as the backend holds them; NULL where the file has none. */
+  LlmWeight *all;
+  guint n_all;
+  const LlmWeight *patch_w, *patch_b, *class_embd, *pos_embd;
+  const LlmWeight *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b;
+  const LlmWeight *proj0_w, *proj0_b, *proj2_w, *proj2_b;
+  Layer *layers;
+
+  LlmAttnShape shape;
+  gsize n, e, np, pk, hidden;   /* rows, width, patches, patch values, MLP width */
+
+  /* host */
+  float *planes, *host_patches;
+  /* backend buffers */
+  float *patches, *x, *h, *qb, *kb, *vb, *att, *wide, *out;
+};
+
+void
+llm_vision_encoder_options_init (LlmVisionEncoderOptions *opts)
 {
-  const LlmMmprojVision *v = llm_mmproj_vision (p);
-  if (v == NULL) {
+  *opts = (LlmVisionEncoderOptions) {
+    .n_threads = 0, .kernels = LLM_CPU_KERNELS_BEST, .class_order = LLM_VISION_CLASS_FIRST,
+  };
+}
+
+/* --- weights --------------------------------------------------------- */
+
+/* @src prepared for the backend in the next slot, or NULL when the file
+ * has none (or on an error, then set). A matrix's rows are its last
+ * dimension (the patch kernel [p, p, 3, n_embd] too); a vector is all of
+ * its values in one row (the position embeddings [n_embd, n_positions]
+ * are added as one). */
+static const LlmWeight *
+prepare (LlmVisionEncoder *enc, const LlmMmprojWeight *src, gboolean vector, GError **error)
+{
+  const LlmGgufTensor *t = src->t;
+  if (t == NULL || (error != NULL && *error != NULL))
+    return NULL;
+  const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
+  uint32_t block = 1, block_bytes = 0;
+  if (!vector && (!llm_matmul_supports (t->type) || !llm_type_info (t->type, &block,
+              &block_bytes) || in % block != 0)) {
+    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_INVALID,
+        "tensor %s: the CPU kernels cannot multiply %s rows of %" G_GSIZE_FORMAT " values",
+        t->name, llm_type_name (t->type), in);
+    return NULL;
+  }
+  LlmWeight *w = &enc->all[enc->n_all++];
+  *w = (LlmWeight) {
+    .type = t->type, .n = (guint32) (vector ? t->n_elems : in), .rows = vector ? 1 : out,
+    .row_bytes = vector ? t->size : t->size / out, .host = t->data,
+  };
+  if (!enc->ops->prepare_weight (enc->be, w, vector, error)) {
+    g_prefix_error (error, "tensor %s: ", t->name);
+    w->host = NULL;             /* nothing to release */
+    return NULL;
+  }
+  return w;
+}
+
+static gboolean
+prepare_all (LlmVisionEncoder *enc, GError **error)
+{
+  const LlmMmprojVision *v = enc->v;
+  GError *err = NULL;
+  enc->all = g_new0 (LlmWeight, 16 * (gsize) v->n_layer + 12);
+  enc->layers = g_new0 (Layer, v->n_layer);
+#define M(w) prepare (enc, &(w), FALSE, &err)
+#define V(w) prepare (enc, &(w), TRUE, &err)
+  enc->patch_w = M (v->patch_w);
+  enc->patch_b = V (v->patch_b);
+  enc->class_embd = V (v->class_embd);
+  enc->pos_embd = V (v->pos_embd);
+  enc->pre_ln_w = V (v->pre_ln_w);
+  enc->pre_ln_b = V (v->pre_ln_b);
+  enc->post_ln_w = V (v->post_ln_w);
+  enc->post_ln_b = V (v->post_ln_b);
+  enc->proj0_w = M (v->proj0_w);
+  enc->proj0_b = V (v->proj0_b);
+  enc->proj2_w = M (v->proj2_w);
+  enc->proj2_b = V (v->proj2_b);
+  /* Only the layers that run. */
+  for (guint32 l = 0; l < v->n_layers_run; l++) {
+    const LlmMmprojLayer *src = &v->layers[l];
+    Layer *ly = &enc->layers[l];
+    ly->ln1_w = V (src->ln1_w);
+    ly->ln1_b = V (src->ln1_b);
+    ly->q_w = M (src->q_w);
+    ly->q_b = V (src->q_b);
+    ly->k_w = M (src->k_w);
+    ly->k_b = V (src->k_b);
+    ly->v_w = M (src->v_w);
+    ly->v_b = V (src->v_b);
+    ly->o_w = M (src->o_w);
+    ly->o_b = V (src->o_b);
+    ly->ln2_w = V (src->ln2_w);
+    ly->ln2_b = V (src->ln2_b);
+    ly->up_w = M (src->up_w);
+    ly->up_b = V (src->up_b);
+    ly->down_w = M (src->down_w);
+    ly->down_b = V (src->down_b);
+  }
+#undef M
+#undef V
+  if (err != NULL) {
+    g_propagate_error (error, err);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* --- buffers --------------------------------------------------------- */
+
+static gboolean
+alloc_buffers (LlmVisionEncoder *enc, GError **error)
+{
+  const LlmMmprojVision *v = enc->v;
+  const gsize n = enc->n, e = enc->e, sf2 = (gsize) v->scale_factor * v->scale_factor;
+  const gsize wide = MAX (MAX (n * v->n_ff, enc->np * enc->hidden), (gsize) v->n_tokens * e
+          * sf2);
+  const gsize widest_in = MAX (MAX (enc->pk, e * sf2), MAX ((gsize) v->n_ff, enc->hidden));
+  const gsize s = v->image_size;
+  enc->planes = g_try_new (float, 3 * s * s);
+  enc->host_patches = g_try_new (float, enc->np * enc->pk);
+  if (enc->planes == NULL || enc->host_patches == NULL) {
+    g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+        "out of memory for a %" G_GSIZE_FORMAT "-pixel image's planes and patches", s);
+    return FALSE;
+  }
+  float **bufs[] = { &enc->x, &enc->h, &enc->qb, &enc->kb, &enc->vb, &enc->att };
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    if ((*bufs[i] = enc->ops->alloc (enc->be, n * e * sizeof (float), error)) == NULL)
+      return FALSE;
+  return (enc->patches = enc->ops->alloc (enc->be, enc->np * enc->pk * sizeof (float), error))
+      && (enc->wide = enc->ops->alloc (enc->be, wide * sizeof (float), error))
+      && (enc->out = enc->ops->alloc (enc->be, (gsize) v->n_tokens * v->n_out * sizeof (float),
+              error))
+      && enc->ops->reserve (enc->be, (guint) n, widest_in, 0, NULL, error)
+      && enc->ops->reserve_attention_full (enc->be, (guint) n, &enc->shape, error);
+}
+
+/* --- making one ------------------------------------------------------ */
+
+LlmVisionEncoder *
+llm_vision_encoder_new (const LlmMmproj *p, int n_threads, GError **error)
+{
+  LlmVisionEncoderOptions opts;
+  llm_vision_encoder_options_init (&opts);
+  opts.n_threads = n_threads;
+  return llm_vision_encoder_new_with (p, &opts, error);
+}
+
+LlmVisionEncoder *
+llm_vision_encoder_new_with (const LlmMmproj *p, const LlmVisionEncoderOptions *opts,
+    GError **error)
+{
+  g_return_val_if_fail (p != NULL, NULL);
+  if (llm_mmproj_vision (p) == NULL) {
     g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ,
-        "the projector file has no vision tower");
-    return FALSE;
+        "the projector file has no vision tower (clip.has_vision_encoder)");
+    return NULL;
   }
-  const gsize s = v->image_size, e = v->n_embd, n = v->n_positions, np = v->n_patches;
-  const gsize pk = 3 * (gsize) v->patch_size * v->patch_size;
-  gsize widest = MAX (MAX (e, v->n_ff), MAX ((gsize) v->n_out, e * v->scale_factor *
-          v->scale_factor));
-  widest = MAX (widest, v->proj0_w.t->ne[1]);
-  const gsize hd = e / v->n_head;
-  const gsize att = llm_attention_batch_scratch_floats (n, hd, n);
-  const gsize floats = 3 * s * s + np * pk + 6 * n * widest + att;
-  float *buf = g_try_new (float, floats);
-  guint8 *scratch = g_try_malloc (llm_encoder_act_bytes (n, MAX (widest, pk)));
-  LlmAttnQuery *queries = g_try_new (LlmAttnQuery, n);
-  if (buf == NULL || scratch == NULL || queries == NULL) {
-    g_free (buf);
-    g_free (scratch);
-    g_free (queries);
-    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOMEM,
-        "out of memory for the vision encoder's %" G_GSIZE_FORMAT " floats", floats);
-    return FALSE;
-  }
-  float *planes = buf, *patches = planes + 3 * s * s, *x = patches + np * pk;
-  float *h = x + n * widest, *q = h + n * widest, *k = q + n * widest, *val = k + n * widest;
-  float *tmp = val + n * widest, *att_scratch = tmp + n * widest;
+  LlmVisionEncoder *enc = g_new0 (LlmVisionEncoder, 1);
+  if (opts != NULL)
+    enc->opts = *opts;
+  else
+    llm_vision_encoder_options_init (&enc->opts);
+  const LlmMmprojVision *v = enc->v = llm_mmproj_vision (p);
+  enc->n = v->n_positions;
+  enc->e = v->n_embd;
+  enc->np = v->n_patches;
+  enc->pk = 3 * (gsize) v->patch_size * v->patch_size;
+  enc->hidden = v->type == LLM_MMPROJ_MLP ? v->proj0_w.t->ne[1] : 0;
+  enc->shape = (LlmAttnShape) {
+    .n_head = v->n_head, .n_head_kv = v->n_head, .head_dim = v->n_embd / v->n_head,
+    .scale = 1.0f / sqrtf ((float) (v->n_embd / v->n_head)),
+  };
 
-  llm_cpu_image_normalize (rgb, s, s, stride, v->image_mean, v->image_std, planes);
-  llm_cpu_image_patches (planes, s, s, v->patch_size, patches);
-  /* The class row first (CLIP), then the patches. */
-  const gsize first = v->class_embd.t != NULL;
-  llm_encoder_linear (kern, &v->patch_w, &v->patch_b, patches, np,
-      x + (first && !cls_last) * e, scratch);
+  enc->workers = llm_workers_get (enc->opts.n_threads, error);
+  if (enc->workers == NULL
+      || (enc->be = llm_backend_cpu_new (enc->opts.kernels,
+              llm_workers_n_threads (enc->workers), error)) == NULL) {
+    llm_vision_encoder_free (enc);
+    return NULL;
+  }
+  enc->ops = enc->be->ops;
+  enc->backend_name = g_strdup_printf ("%s/%s", enc->ops->name,
+      llm_backend_cpu_kernels_name (enc->be));
+  if (!prepare_all (enc, error) || !alloc_buffers (enc, error)) {
+    llm_vision_encoder_free (enc);
+    return NULL;
+  }
+  return enc;
+}
+
+void
+llm_vision_encoder_free (LlmVisionEncoder *enc)
+{
+  if (enc == NULL)
+    return;
+  if (enc->be != NULL) {
+    for (guint i = 0; i < enc->n_all; i++)
+      if (enc->all[i].host != NULL)
+        enc->ops->release_weight (enc->be, &enc->all[i]);
+    float *bufs[] = { enc->patches, enc->x, enc->h, enc->qb, enc->kb, enc->vb, enc->att,
+      enc->wide, enc->out };
+    for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+      if (bufs[i] != NULL)
+        enc->ops->free (enc->be, bufs[i]);
+    llm_backend_unref (enc->be);
+  }
+  llm_workers_unref (enc->workers);
+  g_free (enc->all);
+  g_free (enc->layers);
+  g_free (enc->planes);
+  g_free (enc->host_patches);
+  g_free (enc->backend_name);
+  g_free (enc);
+}
+
+guint
+llm_vision_encoder_n_tokens (const LlmVisionEncoder *enc)
+{
+  return enc->v->n_tokens;
+}
+
+guint
+llm_vision_encoder_n_out (const LlmVisionEncoder *enc)
+{
+  return enc->v->n_out;
+}
+
+guint
+llm_vision_encoder_image_size (const LlmVisionEncoder *enc)
+{
+  return enc->v->image_size;
+}
+
+int
+llm_vision_encoder_n_threads (const LlmVisionEncoder *enc)
+{
+  return llm_workers_n_threads (enc->workers);
+}
+
+const char *
+llm_vision_encoder_backend_name (const LlmVisionEncoder *enc)
+{
+  return enc->backend_name;
+}
+
+/* --- the forward pass ------------------------------------------------ */
+
+/* y = x W (+ b) for @n rows. */
+static void
+linear (LlmVisionEncoder *enc, LlmBackendQueue *q, const float *x, guint n, const LlmWeight *w,
+    const LlmWeight *b, float *y)
+{
+  enc->ops->matmul (enc->be, q, x, n, &w, &y, 1);
+  if (b != NULL)
+    enc->ops->add_bias (enc->be, q, y, b, n);
+}
+
+static void
+layer (LlmVisionEncoder *enc, LlmBackendQueue *q, const Layer *ly)
+{
+  const LlmBackendOps *ops = enc->ops;
+  LlmBackend *be = enc->be;
+  const guint n = (guint) enc->n;
+  const gsize e = enc->e;
+  const float eps = enc->v->eps;
+
+  ops->layernorm (be, q, enc->x, ly->ln1_w, ly->ln1_b, enc->h, n, e, eps);
+  const LlmWeight *qkv[] = { ly->q_w, ly->k_w, ly->v_w };
+  float *const qkv_out[] = { enc->qb, enc->kb, enc->vb };
+  ops->matmul (be, q, enc->h, n, qkv, qkv_out, 3);
+  const LlmWeight *qkv_b[] = { ly->q_b, ly->k_b, ly->v_b };
+  for (guint i = 0; i < 3; i++)
+    if (qkv_b[i] != NULL)
+      ops->add_bias (be, q, qkv_out[i], qkv_b[i], n);
+  ops->attention_full (be, q, &enc->shape, enc->qb, enc->kb, enc->vb, n, enc->att);
+  linear (enc, q, enc->att, n, ly->o_w, ly->o_b, enc->h);
+  ops->add (be, q, enc->x, enc->h, n, e);
+
+  ops->layernorm (be, q, enc->x, ly->ln2_w, ly->ln2_b, enc->h, n, e, eps);
+  linear (enc, q, enc->h, n, ly->up_w, ly->up_b, enc->wide);
+  ops->gelu (be, q, enc->wide, n, enc->v->n_ff, enc->v->gelu ? LLM_GELU_TANH : LLM_GELU_QUICK);
+  linear (enc, q, enc->wide, n, ly->down_w, ly->down_b, enc->h);
+  ops->add (be, q, enc->x, enc->h, n, e);
+}
+
+/* The image's rows (after the class row, if any) to the LM's tokens. */
+static void
+project (LlmVisionEncoder *enc, LlmBackendQueue *q, const float *image)
+{
+  const LlmMmprojVision *v = enc->v;
+  const gsize e = enc->e;
+  if (v->type == LLM_MMPROJ_IDEFICS3) {
+    /* The pixel shuffle: scale^2 neighbouring patches become one row. */
+    const gsize side = v->image_size / v->patch_size, sf2 = (gsize) v->scale_factor
+        * v->scale_factor;
+    for (gsize t = 0; t < v->n_tokens; t++)
+      for (gsize slot = 0; slot < sf2; slot++) {
+        const long src = llm_cpu_pixel_shuffle_source (side, side, v->scale_factor, t, slot);
+        /* Never -1: the loader checked that the grid divides by the scale. */
+        if (src >= 0)
+          enc->ops->copy (enc->be, q, enc->wide + (t * sf2 + slot) * e, image + src * e,
+            e * sizeof (float));
+      }
+    linear (enc, q, enc->wide, v->n_tokens, enc->proj0_w, enc->proj0_b, enc->out);
+    return;
+  }
+  const guint np = (guint) enc->np;
+  linear (enc, q, image, np, enc->proj0_w, enc->proj0_b, enc->wide);
+  enc->ops->gelu (enc->be, q, enc->wide, np, enc->hidden, LLM_GELU_TANH);
+  linear (enc, q, enc->wide, np, enc->proj2_w, enc->proj2_b, enc->out);
+}
+
+gboolean
+llm_vision_encoder_encode (LlmVisionEncoder *enc, const guint8 *rgb, gsize stride, float *out,
+    GError **error)
+{
+  g_return_val_if_fail (enc != NULL && rgb != NULL && out != NULL, FALSE);
+  const LlmMmprojVision *v = enc->v;
+  const LlmBackendOps *ops = enc->ops;
+  LlmBackend *be = enc->be;
+  const gsize s = v->image_size, e = enc->e, np = enc->np;
+  const guint n = (guint) enc->n;
+  (void) error;
+
+  /* The worker pool, and with it this encoder's scratch, is ours until
+   * the end. */
+  LlmThreadPool *pool = llm_workers_lock (enc->workers);
+  LlmBackendQueue *q = llm_backend_cpu_queue (pool);
+
+  llm_cpu_image_normalize (rgb, s, s, stride, v->image_mean, v->image_std, enc->planes);
+  llm_cpu_image_patches (enc->planes, s, s, v->patch_size, enc->host_patches);
+  ops->upload (be, q, enc->patches, enc->host_patches, np * enc->pk * sizeof (float));
+
+  /* Hugging Face's CLIP: the class row first, then the patches. */
+  const gsize first = enc->class_embd != NULL;
+  const gboolean cls_last = enc->opts.class_order == LLM_VISION_CLASS_AS_LLAMA_CPP;
+  linear (enc, q, enc->patches, (guint) np, enc->patch_w, enc->patch_b,
+      enc->x + (first && !cls_last) * e);
   if (first)
-    memcpy (x + (cls_last ? np : 0) * e, v->class_embd.t->data, e * sizeof *x);
-  const float *pos = (const float *) v->pos_embd.t->data;
-  for (gsize i = 0; i < n * e; i++)
-    x[i] += pos[i];
-  if (v->pre_ln_w.t)
-    llm_encoder_norm_rows (&v->pre_ln_w, &v->pre_ln_b, x, x, n, e, v->eps);
+    ops->copy (be, q, enc->x + (cls_last ? np : 0) * e, enc->class_embd->data,
+        e * sizeof (float));
+  ops->add (be, q, enc->x, enc->pos_embd->data, n, e);
+  if (enc->pre_ln_w != NULL)
+    ops->layernorm (be, q, enc->x, enc->pre_ln_w, enc->pre_ln_b, enc->x, n, e, v->eps);
 
-  const LlmEncoderBuffers bufs = { h, q, k, val, tmp, att_scratch, queries, scratch };
   for (guint32 l = 0; l < v->n_layers_run; l++)
-    llm_encoder_block (kern, &v->layers[l], x, n, e, v->n_head, v->n_ff, v->eps,
-        v->gelu ? LLM_ENCODER_GELU_TANH : LLM_ENCODER_GELU_QUICK, &bufs);
-  if (v->post_ln_w.t && v->n_layers_run == v->n_layer)
-    llm_encoder_norm_rows (&v->post_ln_w, &v->post_ln_b, x, x, n, e, v->eps);
+    layer (enc, q, &enc->layers[l]);
+  if (enc->post_ln_w != NULL && v->n_layers_run == v->n_layer)
+    ops->layernorm (be, q, enc->x, enc->post_ln_w, enc->post_ln_b, enc->x, n, e, v->eps);
 
   /* The class row is not an image token; llama.cpp's graph drops row 0
    * whatever it holds. */
-  const float *image = x + first * e;
-  if (v->type == LLM_MMPROJ_IDEFICS3) {
-    const gsize side = s / v->patch_size;
-    llm_cpu_pixel_shuffle (image, e, side, side, v->scale_factor, tmp);
-    llm_encoder_linear (kern, &v->proj0_w, &v->proj0_b, tmp, v->n_tokens, out, scratch);
-  } else {
-    llm_encoder_linear (kern, &v->proj0_w, &v->proj0_b, image, np, tmp, scratch);
-    llm_cpu_gelu_tanh (tmp, np * v->proj0_w.t->ne[1]);
-    llm_encoder_linear (kern, &v->proj2_w, &v->proj2_b, tmp, np, out, scratch);
-  }
-  g_free (buf);
-  g_free (scratch);
-  g_free (queries);
+  project (enc, q, enc->x + first * e);
+  ops->download (be, q, out, enc->out, (gsize) v->n_tokens * v->n_out * sizeof (float));
+  ops->sync (be, q);
+
+  llm_threadpool_rest (pool);
+  llm_workers_unlock (enc->workers);
   return TRUE;
+}
+
+/* --- one image, one thread ------------------------------------------- */
+
+static gboolean
+encode_once (const LlmMmproj *p, const LlmCpuKernels *kern, LlmVisionClassOrder order,
+    const guint8 *rgb, gsize stride, float *out, GError **error)
+{
+  static const LlmCpuKernelChoice by_isa[LLM_CPU_N_ISA] = {
+    [LLM_CPU_ISA_SCALAR] = LLM_CPU_KERNELS_SCALAR,
+    [LLM_CPU_ISA_AVX2] = LLM_CPU_KERNELS_AVX2,
+    [LLM_CPU_ISA_AVX512] = LLM_CPU_KERNELS_AVX512,
+  };
+  LlmVisionEncoderOptions opts;
+  llm_vision_encoder_options_init (&opts);
+  opts.n_threads = 1;
+  opts.kernels = by_isa[llm_cpu_kernels_isa (kern)];
+  opts.class_order = order;
+  g_autoptr (LlmVisionEncoder) enc = llm_vision_encoder_new_with (p, &opts, error);
+  return enc != NULL && llm_vision_encoder_encode (enc, rgb, stride, out, error);
 }
 
 gboolean
 llm_vision_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const guint8 *rgb,
     gsize stride, float *out, GError **error)
 {
-  return encode (p, kern, rgb, stride, FALSE, out, error);
+  return encode_once (p, kern, LLM_VISION_CLASS_FIRST, rgb, stride, out, error);
 }
 
 gboolean
 llm_vision_encode_as_llama_cpp (const LlmMmproj *p, const LlmCpuKernels *kern,
     const guint8 *rgb, gsize stride, float *out, GError **error)
 {
-  return encode (p, kern, rgb, stride, TRUE, out, error);
+  return encode_once (p, kern, LLM_VISION_CLASS_AS_LLAMA_CPP, rgb, stride, out, error);
 }

@@ -13,6 +13,7 @@
 #include "mmproj-writer.h"
 #include "mmproj.h"
 #include "vision-encoder.h"
+#include "vision-reference.h"
 #include "cpu/matmul.h"
 #include <math.h>
 
@@ -160,160 +161,6 @@ START_TEST (test_a_language_model_is_not_a_projector)
 }
 END_TEST
 
-/* --- the encoder against a double reference ---------------------------- */
-
-static double *
-weights (const LlmMmprojWeight *w)
-{
-  const LlmGgufTensor *t = w->t;
-  if (t == NULL)
-    return NULL;
-  const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
-  g_autofree float *f = g_new (float, t->n_elems);
-  for (gsize r = 0; r < out; r++)
-    llm_dequantize_row (t->type, t->data, t->size / out, in, r, f + r * in);
-  double *d = g_new (double, t->n_elems);
-  for (gsize i = 0; i < t->n_elems; i++)
-    d[i] = f[i];
-  return d;
-}
-
-static void
-ref_linear (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const double *x, gsize n,
-    double *y)
-{
-  const LlmGgufTensor *t = w->t;
-  const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
-  g_autofree double *W = weights (w);
-  g_autofree double *B = weights (b);
-  for (gsize r = 0; r < n; r++)
-    for (gsize o = 0; o < out; o++) {
-      double acc = B ? B[o] : 0.0;
-      for (gsize i = 0; i < in; i++)
-        acc += W[o * in + i] * x[r * in + i];
-      y[r * out + o] = acc;
-    }
-}
-
-static void
-ref_norm (const LlmMmprojWeight *w, const LlmMmprojWeight *b, double *x, gsize n, gsize e,
-    double eps)
-{
-  g_autofree double *W = weights (w);
-  g_autofree double *B = weights (b);
-  for (gsize r = 0; r < n; r++) {
-    double *row = x + r * e, mean = 0, var = 0;
-    for (gsize i = 0; i < e; i++)
-      mean += row[i];
-    mean /= e;
-    for (gsize i = 0; i < e; i++)
-      var += (row[i] - mean) * (row[i] - mean);
-    var /= e;
-    for (gsize i = 0; i < e; i++)
-      row[i] = (row[i] - mean) / sqrt (var + eps) * (W ? W[i] : 1) + (B ? B[i] : 0);
-  }
-}
-
-static double
-gelu_tanh (double x)
-{
-  return 0.5 * x * (1 + tanh (sqrt (2 / G_PI) * (x + 0.044715 * x * x * x)));
-}
-
-/* The tower and projector in double, straight from the formulas. */
-static double *
-ref_encode (const LlmMmprojVision *v, const guint8 *rgb)
-{
-  const gsize s = v->image_size, P = v->patch_size, side = s / P, e = v->n_embd;
-  const gsize np = v->n_patches, n = v->n_positions, first = v->class_embd.t != NULL;
-  const gsize hd = e / v->n_head;
-  g_autofree double *patches = g_new (double, np * 3 * P * P);
-  for (gsize py = 0; py < side; py++)
-    for (gsize px = 0; px < side; px++)
-      for (gsize c = 0; c < 3; c++)
-        for (gsize ky = 0; ky < P; ky++)
-          for (gsize kx = 0; kx < P; kx++) {
-            const double u = rgb[((py * P + ky) * s + px * P + kx) * 3 + c] / 255.0;
-            patches[(py * side + px) * 3 * P * P + (c * P + ky) * P + kx] =
-                (u - v->image_mean[c]) / v->image_std[c];
-          }
-  const gsize wide = MAX (MAX (e, v->n_ff), 4 * e * 4 + v->n_out);
-  double *x = g_new0 (double, n * wide);
-  g_autofree double *h = g_new0 (double, n * wide), *q = g_new0 (double, n * wide);
-  g_autofree double *k = g_new0 (double, n * wide), *val = g_new0 (double, n * wide);
-  g_autofree double *tmp = g_new0 (double, n * wide);
-  ref_linear (&v->patch_w, &v->patch_b, patches, np, x + first * e);
-  if (first) {
-    g_autofree double *cls = weights (&v->class_embd);
-    memcpy (x, cls, e * sizeof *x);
-  }
-  g_autofree double *pos = weights (&v->pos_embd);
-  for (gsize i = 0; i < n * e; i++)
-    x[i] += pos[i];
-  if (v->pre_ln_w.t)
-    ref_norm (&v->pre_ln_w, &v->pre_ln_b, x, n, e, v->eps);
-  for (guint l = 0; l < v->n_layers_run; l++) {
-    const LlmMmprojLayer *ly = &v->layers[l];
-    memcpy (h, x, n * e * sizeof *h);
-    ref_norm (&ly->ln1_w, &ly->ln1_b, h, n, e, v->eps);
-    ref_linear (&ly->q_w, &ly->q_b, h, n, q);
-    ref_linear (&ly->k_w, &ly->k_b, h, n, k);
-    ref_linear (&ly->v_w, &ly->v_b, h, n, val);
-    for (guint hh = 0; hh < v->n_head; hh++)
-      for (gsize i = 0; i < n; i++) {
-        g_autofree double *sc = g_new (double, n);
-        double max = -INFINITY, sum = 0;
-        for (gsize j = 0; j < n; j++) {
-          double d = 0;
-          for (gsize t = 0; t < hd; t++)
-            d += q[i * e + hh * hd + t] * k[j * e + hh * hd + t];
-          sc[j] = d / sqrt ((double) hd);
-          max = MAX (max, sc[j]);
-        }
-        for (gsize j = 0; j < n; j++)
-          sum += (sc[j] = exp (sc[j] - max));
-        for (gsize t = 0; t < hd; t++) {
-          double o = 0;
-          for (gsize j = 0; j < n; j++)
-            o += sc[j] / sum * val[j * e + hh * hd + t];
-          tmp[i * e + hh * hd + t] = o;
-        }
-      }
-    ref_linear (&ly->o_w, &ly->o_b, tmp, n, h);
-    for (gsize i = 0; i < n * e; i++)
-      x[i] += h[i];
-    memcpy (h, x, n * e * sizeof *h);
-    ref_norm (&ly->ln2_w, &ly->ln2_b, h, n, e, v->eps);
-    ref_linear (&ly->up_w, &ly->up_b, h, n, tmp);
-    for (gsize i = 0; i < n * v->n_ff; i++)
-      tmp[i] = v->gelu ? gelu_tanh (tmp[i]) : tmp[i] / (1 + exp (-1.702 * tmp[i]));
-    ref_linear (&ly->down_w, &ly->down_b, tmp, n, h);
-    for (gsize i = 0; i < n * e; i++)
-      x[i] += h[i];
-  }
-  if (v->post_ln_w.t && v->n_layers_run == v->n_layer)
-    ref_norm (&v->post_ln_w, &v->post_ln_b, x, n, e, v->eps);
-  const double *image = x + first * e;
-  double *out = g_new0 (double, v->n_tokens * v->n_out);
-  if (v->type == LLM_MMPROJ_IDEFICS3) {
-    const gsize sf = v->scale_factor, bw = side / sf;
-    for (gsize by = 0; by < bw; by++)
-      for (gsize bx = 0; bx < bw; bx++)
-        for (gsize kk = 0; kk < sf; kk++)
-          for (gsize j = 0; j < sf; j++)
-            memcpy (tmp + (by * bw + bx) * e * sf * sf + e * (kk * sf + j),
-                image + ((by * sf + kk) * side + bx * sf + j) * e, e * sizeof *tmp);
-    ref_linear (&v->proj0_w, &v->proj0_b, tmp, v->n_tokens, out);
-  } else {
-    ref_linear (&v->proj0_w, &v->proj0_b, image, np, tmp);
-    for (gsize i = 0; i < np * v->proj0_w.t->ne[1]; i++)
-      tmp[i] = gelu_tanh (tmp[i]);
-    ref_linear (&v->proj2_w, &v->proj2_b, tmp, np, out);
-  }
-  g_free (x);
-  return out;
-}
-
 /* The test image: a fixed pattern of every byte value. */
 static guint8 *
 test_image (gsize side)
@@ -396,7 +243,7 @@ check_encoder (const Shape *shape)
   const LlmCpuKernels *kernels[] = {
     llm_cpu_kernels (LLM_CPU_ISA_SCALAR), llm_cpu_kernels_best (),
   };
-  g_autofree double *want = ref_encode (v, rgb);
+  g_autofree double *want = llm_test_vision_reference (v, rgb, s * 3);
   double max_ref = 0;
   for (gsize i = 0; i < v->n_tokens * v->n_out; i++)
     max_ref = MAX (max_ref, fabs (want[i]));
@@ -427,6 +274,59 @@ START_TEST (test_smolvlm_encoder_matches_a_double_reference)
 }
 END_TEST
 
+/* An encoder kept for a stream of images gives every image the bits a
+ * fresh one does, on any number of threads: products split by rows,
+ * attention by queries, and nothing carried from one image to the next. */
+START_TEST (test_encoder_gives_the_same_bits_on_any_thread_count_and_image)
+{
+  const Shape *shapes[] = { &llava, &smolvlm };
+  for (guint si = 0; si < G_N_ELEMENTS (shapes); si++) {
+    g_autoptr (LlmMmproj) p = load (shapes[si], -1, NULL);
+    const LlmMmprojVision *v = llm_mmproj_vision (p);
+    const gsize side = v->image_size, n = (gsize) v->n_tokens * v->n_out;
+    g_autofree guint8 *rgb = test_image (side);
+    g_autofree guint8 *other = test_image (side);
+    for (gsize i = 0; i < side * side * 3; i++)
+      other[i] = (guint8) (255 - other[i]);
+    g_autofree float *once = g_new (float, n), *got = g_new (float, n);
+    GError *error = NULL;
+    ck_assert (llm_vision_encode (p, llm_cpu_kernels_best (), rgb, side * 3, once, &error));
+    for (int threads = 1; threads <= 3; threads++) {
+      g_autoptr (LlmVisionEncoder) enc = llm_vision_encoder_new (p, threads, &error);
+      ck_assert_msg (enc != NULL, "%s", error ? error->message : "");
+      ck_assert_int_eq (llm_vision_encoder_n_threads (enc), threads);
+      ck_assert_uint_eq (llm_vision_encoder_n_tokens (enc), v->n_tokens);
+      ck_assert_uint_eq (llm_vision_encoder_n_out (enc), v->n_out);
+      ck_assert_uint_eq (llm_vision_encoder_image_size (enc), side);
+      ck_assert (llm_vision_encoder_encode (enc, other, side * 3, got, &error));
+      ck_assert (llm_vision_encoder_encode (enc, rgb, side * 3, got, &error));
+      ck_assert_msg (memcmp (got, once, n * sizeof *got) == 0, "%s on %d threads",
+          shapes[si]->type, threads);
+    }
+  }
+}
+END_TEST
+
+/* Rows of a stride wider than the image read the same pixels. */
+START_TEST (test_encoder_reads_rows_a_stride_apart)
+{
+  g_autoptr (LlmMmproj) p = load (&smolvlm, -1, NULL);
+  const LlmMmprojVision *v = llm_mmproj_vision (p);
+  const gsize side = v->image_size, n = (gsize) v->n_tokens * v->n_out, stride = side * 3 + 5;
+  g_autofree guint8 *rgb = test_image (side);
+  g_autofree guint8 *wide = g_new0 (guint8, side * stride);
+  for (gsize y = 0; y < side; y++)
+    memcpy (wide + y * stride, rgb + y * side * 3, side * 3);
+  g_autofree float *a = g_new (float, n), *b = g_new (float, n);
+  GError *error = NULL;
+  g_autoptr (LlmVisionEncoder) enc = llm_vision_encoder_new (p, 2, &error);
+  ck_assert (enc != NULL);
+  ck_assert (llm_vision_encoder_encode (enc, rgb, side * 3, a, &error));
+  ck_assert (llm_vision_encoder_encode (enc, wide, stride, b, &error));
+  ck_assert (memcmp (a, b, n * sizeof *a) == 0);
+}
+END_TEST
+
 static Suite *
 mmproj_suite (void)
 {
@@ -441,6 +341,8 @@ mmproj_suite (void)
   tcase_add_test (tc, test_llava_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_smolvlm_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_encoders_match_llama_cpp);
+  tcase_add_test (tc, test_encoder_gives_the_same_bits_on_any_thread_count_and_image);
+  tcase_add_test (tc, test_encoder_reads_rows_a_stride_apart);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The vision encoders' data movement: frame normalisation as mtmd rounds
  * it, and the pixel shuffle against a literal replay of the reshapes and
- * permutes llama.cpp's graph makes of it (Idefics3's pixel_shuffle). */
+ * permutes llama.cpp's graph makes of it (Idefics3's pixel_shuffle); and
+ * their layer norm and GELUs (ops.h), the vector kernels bit for bit the
+ * reference's. */
 #include <string.h>
 
 #include "llm-check.h"
+#include "cpu/matmul.h"
+#include "cpu/ops.h"
 #include "cpu/vision.h"
 
 START_TEST (test_normalize_is_mtmds_arithmetic_in_planes)
@@ -150,7 +154,7 @@ START_TEST (test_layernorm_matches_a_double_reference)
     w[i] = 1.0f + 0.5f * llm_test_rng_float ();
     b[i] = 0.1f * llm_test_rng_float ();
   }
-  llm_cpu_layernorm (x, w, b, y, N, 1e-6f);
+  llm_layernorm (y, x, w, b, N, 1e-6f);
   double mean = 0, var = 0;
   for (guint i = 0; i < N; i++)
     mean += x[i];
@@ -164,7 +168,7 @@ START_TEST (test_layernorm_matches_a_double_reference)
         y[i], want);
   }
   /* In place, and without weight and bias: mean 0, variance 1. */
-  llm_cpu_layernorm (x, NULL, NULL, x, N, 0.0f);
+  llm_layernorm (x, x, NULL, NULL, N, 0.0f);
   double m = 0, v = 0;
   for (guint i = 0; i < N; i++)
     m += x[i];
@@ -182,8 +186,8 @@ START_TEST (test_gelus_match_their_formulas)
   float a[N], q[N];
   for (guint i = 0; i < N; i++)
     a[i] = q[i] = -10.0f + 0.01f * (float) i;
-  llm_cpu_gelu_tanh (a, N);
-  llm_cpu_gelu_quick (q, N);
+  llm_gelu (a, a, N);
+  llm_gelu_quick (q, q, N);
   for (guint i = 0; i < N; i++) {
     const double x = -10.0 + 0.01 * i;
     const double t = 0.5 * x * (1 + tanh (sqrt (2 / G_PI) * (x + 0.044715 * x * x * x)));
@@ -197,6 +201,67 @@ START_TEST (test_gelus_match_their_formulas)
 }
 END_TEST
 
+/* Every kernel set's GELUs give the reference's bits, over the whole
+ * range (both tails, where exp leaves the floats, and around 0) and at
+ * every alignment and tail length. */
+START_TEST (test_gelu_kernels_equal_the_reference)
+{
+  enum { N = 4099 };
+  g_autofree float *x = g_new (float, N), *want = g_new (float, N), *got = g_new (float, N);
+  llm_test_rng_seed (11);
+  for (guint i = 0; i < N; i++)
+    x[i] = i < 64 ? -60.0f + 2.0f * (float) i : 8.0f * llm_test_rng_float ();
+  x[100] = 0.0f;
+  x[101] = -0.0f;
+  x[102] = 1e-30f;
+  const LlmCpuIsa isas[] = { LLM_CPU_ISA_SCALAR, LLM_CPU_ISA_AVX2, LLM_CPU_ISA_AVX512 };
+  for (guint quick = 0; quick < 2; quick++) {
+    (quick ? llm_gelu_quick : llm_gelu) (want, x, N);
+    for (guint k = 0; k < G_N_ELEMENTS (isas); k++) {
+      const LlmCpuKernels *kern = llm_cpu_kernels (isas[k]);
+      if (kern == NULL)
+        continue;
+      for (guint off = 0; off < 9; off++) {
+        memset (got, 0, N * sizeof *got);
+        (quick ? llm_cpu_gelu_quick : llm_cpu_gelu) (kern, got + off, x + off, N - off);
+        for (guint i = off; i < N; i++)
+          ck_assert_msg (memcmp (&got[i], &want[i], sizeof (float)) == 0,
+              "%s %s GELU at %g: %a, the reference %a", llm_cpu_isa_name (isas[k]),
+              quick ? "quick" : "tanh", x[i], got[i], want[i]);
+      }
+    }
+  }
+  /* In place too. */
+  memcpy (got, x, N * sizeof *got);
+  llm_cpu_gelu (llm_cpu_kernels_best (), got, got, N);
+  llm_gelu (want, x, N);
+  ck_assert (memcmp (got, want, N * sizeof *got) == 0);
+}
+END_TEST
+
+START_TEST (test_add_kernels_equal_the_reference)
+{
+  enum { N = 1037 };
+  float a[N], b[N], want[N], got[N];
+  llm_test_rng_seed (12);
+  for (guint i = 0; i < N; i++) {
+    a[i] = 100.0f * llm_test_rng_float ();
+    b[i] = llm_test_rng_float ();
+  }
+  llm_add (want, a, b, N);
+  const LlmCpuIsa isas[] = { LLM_CPU_ISA_SCALAR, LLM_CPU_ISA_AVX2, LLM_CPU_ISA_AVX512 };
+  for (guint k = 0; k < G_N_ELEMENTS (isas); k++) {
+    const LlmCpuKernels *kern = llm_cpu_kernels (isas[k]);
+    if (kern == NULL)
+      continue;
+    for (guint off = 0; off < 9; off++) {
+      llm_cpu_add (kern, got + off, a + off, b + off, N - off);
+      ck_assert (memcmp (got + off, want + off, (N - off) * sizeof *got) == 0);
+    }
+  }
+}
+END_TEST
+
 static Suite *
 vision_ops_suite (void)
 {
@@ -207,6 +272,8 @@ vision_ops_suite (void)
   tcase_add_test (tc, test_patch_rows_times_the_kernel_are_the_convolution);
   tcase_add_test (tc, test_layernorm_matches_a_double_reference);
   tcase_add_test (tc, test_gelus_match_their_formulas);
+  tcase_add_test (tc, test_gelu_kernels_equal_the_reference);
+  tcase_add_test (tc, test_add_kernels_equal_the_reference);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -4,7 +4,8 @@
  * models, bench-bandwidth.c measures the memory read bandwidth that bounds
  * decoding, bench-pipeline.c measures through the GStreamer elements,
  * bench-streams.c measures many streams decoding on one engine,
- * bench-batch.c what a forward of k rows costs next to a decode step;
+ * bench-batch.c what a forward of k rows costs next to a decode step,
+ * bench-vision.c the vision encoder's images per second;
  * bench-packed.c is what the packed-kernel benchmarks (bench-q4_0x16,
  * bench-f16x16, and in part bench-kquants-x8) share. */
 #pragma once
@@ -196,6 +197,28 @@ typedef struct {
  * decoding's. */
 gboolean bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
     guint n_prompt, BenchSpecResult *results, GError **error);
+
+/* --- bench-vision.c --- */
+
+typedef struct {
+  const char *mmproj;
+  const guint *threads;       /* thread counts to measure, in turn each round */
+  guint n_threads;
+  guint rounds;               /* timed images per thread count, >= 1 */
+  gboolean json;              /* one JSON object per thread count, no table */
+} BenchVisionSetting;
+
+/* Measures the encoder of @s->mmproj at each thread count and prints a
+ * table (or JSON). FALSE with @error when the file or an encoder fails. */
+gboolean bench_vision_run (const BenchVisionSetting *s, GError **error);
+/* Writes the image bench_vision_run encodes, normalised for @mmproj and
+ * interleaved as llama.cpp's mtmd reads it (tools/mtmd-time.cpp). */
+gboolean bench_vision_write_image (const char *mmproj, const char *path, GError **error);
+/* A random-weight mmproj of @kind ("smolvlm", "llava"; llm_mmproj_shape_*)
+ * projecting to @n_out, with @n_layer layers (0: the real depth), weights
+ * from @seed, at @path. */
+gboolean bench_make_mmproj (const char *kind, guint n_out, guint n_layer, guint64 seed,
+    const char *path, GError **error);
 
 /* --- bench-packed.c: the packed-kernel benchmarks' common part --- */
 

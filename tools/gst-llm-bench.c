@@ -48,6 +48,8 @@ typedef struct {
   gint64 seed;
   int bandwidth_mib;
   char *make_shape, *make_type, *output;
+  char *vision, *make_mmproj, *vision_image;
+  int n_out, mmproj_layers;
 } Options;
 
 typedef struct {
@@ -1142,7 +1144,17 @@ static const char *summary =
     "24 layers, ffn 4864, 14/2 heads, vocab 151936, QKV biases, tied output),\n"
     "smollm2-135m (llama: 576 wide, 30 layers, ffn 1536, 9/3 heads, vocab 49152;\n"
     "SmolVLM-256M's language model, its output not tied), tiny and tiny-qwen2\n"
-    "(seconds to make, for smoke tests).";
+    "(seconds to make, for smoke tests).\n"
+    "\n"
+    "Vision encoders:\n"
+    "  gst-llm-bench --make-mmproj smolvlm|llava --n-out N -o FILE [--mmproj-layers N]\n"
+    "writes a random-weight mmproj file at SmolVLM-256M's SigLIP-B/16 shape (512 px,\n"
+    "12 layers of 768, pixel shuffle by 4) or a LLaVA-style CLIP-L/14 (336 px, 24\n"
+    "layers of 1024, MLP) projecting to the language model's width N (SmolVLM: 576).\n"
+    "  gst-llm-bench --vision MMPROJ [-t 1,2] [-r 5] [--json]\n"
+    "encodes one image at a time at each thread count, the counts taking turns\n"
+    "within each of -r rounds after an untimed image: median images/s.\n"
+    "tools/compare-vision-llama-cpp.sh runs llama.cpp's mtmd on the same file.";
 
 static int bench_main (const Options *opt);
 
@@ -1220,7 +1232,17 @@ main (int argc, char **argv)
       "Weight type of --make-model (below)",
       "TYPE" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output,
-      "File --make-model writes", "FILE" },
+      "File --make-model or --make-mmproj writes", "FILE" },
+    { "vision", 0, 0, G_OPTION_ARG_FILENAME, &o.vision,
+      "The vision encoder of this mmproj file, images/s at each -t, instead", "MMPROJ" },
+    { "vision-image", 0, 0, G_OPTION_ARG_FILENAME, &o.vision_image,
+      "With --vision: also write the image it encodes, normalised, for llama.cpp", "FILE" },
+    { "make-mmproj", 0, 0, G_OPTION_ARG_STRING, &o.make_mmproj,
+      "Write a random-weight mmproj file (smolvlm or llava) and exit", "KIND" },
+    { "n-out", 0, 0, G_OPTION_ARG_INT, &o.n_out,
+      "With --make-mmproj: the language model's width", "N" },
+    { "mmproj-layers", 0, 0, G_OPTION_ARG_INT, &o.mmproj_layers,
+      "With --make-mmproj: layers instead of the real depth", "N" },
     { NULL }
   };
 
@@ -1250,6 +1272,9 @@ main (int argc, char **argv)
   g_free (o.make_shape);
   g_free (o.make_type);
   g_free (o.output);
+  g_free (o.vision);
+  g_free (o.vision_image);
+  g_free (o.make_mmproj);
   return status;
 }
 
@@ -1277,6 +1302,38 @@ bench_main (const Options *opt)
     }
     if (!bench_make_model (o.make_shape, o.make_type, o.output, (guint64) o.seed,
             (int) g_array_index (threads, guint, 0), TRUE, &error)) {
+      g_printerr ("gst-llm-bench: %s\n", error->message);
+      return 1;
+    }
+    return 0;
+  }
+  if (o.make_mmproj != NULL) {
+    if (o.output == NULL || o.n_out <= 0 || o.mmproj_layers < 0) {
+      g_printerr ("gst-llm-bench: --make-mmproj needs --n-out N (above 0) and -o FILE\n");
+      return 2;
+    }
+    if (!bench_make_mmproj (o.make_mmproj, (guint) o.n_out, (guint) o.mmproj_layers,
+            (guint64) o.seed, o.output, &error)) {
+      g_printerr ("gst-llm-bench: %s\n", error->message);
+      return 1;
+    }
+    return 0;
+  }
+  if (o.vision != NULL) {
+    if (o.reps < 1) {
+      g_printerr ("gst-llm-bench: -r must be at least 1\n");
+      return 2;
+    }
+    /* One and two threads unless -t says (the comparison's default). */
+    g_autoptr (GArray) vt = g_array_new (FALSE, FALSE, sizeof (guint));
+    if (!parse_uint_list (o.thread_counts, "1,2", "--threads", vt, &error))
+      return usage_error (error);
+    const BenchVisionSetting vs = {
+      .mmproj = o.vision, .threads = (const guint *) vt->data, .n_threads = vt->len,
+      .rounds = (guint) o.reps, .json = o.json,
+    };
+    if ((o.vision_image != NULL && !bench_vision_write_image (o.vision, o.vision_image, &error))
+        || !bench_vision_run (&vs, &error)) {
       g_printerr ("gst-llm-bench: %s\n", error->message);
       return 1;
     }

@@ -8,22 +8,16 @@
 #
 # Builds llama.cpp's mtmd natively from the bundle in node-llama-cpp
 # (tools/build-llama-cpp.sh --mtmd, cached outside the tree), then
-# tools/mtmd-embed.cpp against it, beside that build; test-mmproj writes
+# tools/mtmd-embed.cpp against it, beside that build
+# (tools/build-mtmd-program.sh); test-mmproj writes
 # the files and the normalised image (LLM_TEST_MMPROJ_OUT), and mtmd-embed
 # encodes them. The same files load in llama.cpp unchanged, which is the
 # check that their layout is llama.cpp's.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$top/build}
-bench=$("$top/tools/build-llama-cpp.sh" --mtmd)
-dir=$(dirname "$bench")
-src=$(ls -d "$dir"/../src-node-llama-cpp-* | head -n1)
-embed=$dir/mtmd-embed
-g++ -O2 -std=c++17 -I"$src/tools/mtmd" -I"$src/include" -I"$src/ggml/include" \
-    "$top/tools/mtmd-embed.cpp" -o "$embed" \
-    "$dir/build/tools/mtmd/libmtmd.a" "$dir/build/src/libllama.a" \
-    "$dir/build/ggml/src/libggml.a" "$dir/build/ggml/src/libggml-cpu.a" \
-    "$dir/build/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl
+embed=$("$top/tools/build-mtmd-program.sh" "$top/tools/mtmd-embed.cpp")
+dir=$(dirname "$embed")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 LLM_TEST_MMPROJ_OUT=$out "$build/tests/test-mmproj" >/dev/null

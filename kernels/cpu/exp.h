@@ -35,6 +35,11 @@
 #define LLM_EXP_P4 1.6666665459e-1f
 #define LLM_EXP_P5 5.0000001201e-1f
 
+/* GELUs' constants (ops.h): -2 sqrt (2 / pi), the cubic's, CLIP's -1.702. */
+#define LLM_GELU_M2K (-1.5957691216057308f)
+#define LLM_GELU_COEF 0.044715f
+#define LLM_GELU_QUICK_M (-1.702f)
+
 static inline float
 llm_exp_ref (float x)
 {

@@ -85,6 +85,86 @@ llm_add (float *out, const float *a, const float *b, size_t n)
 }
 
 void
+llm_cpu_add (const LlmCpuKernels *kern, float *out, const float *a, const float *b, size_t n)
+{
+#ifdef LLM_HAVE_AVX2
+  if (kern->isa >= LLM_CPU_ISA_AVX2) {
+    llm_avx2_add (out, a, b, n);
+    return;
+  }
+#endif
+  (void) kern;
+  llm_add (out, a, b, n);
+}
+
+void
+llm_layernorm (float *out, const float *x, const float *w, const float *b, size_t n,
+    float eps)
+{
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += x[i];
+  const float mean = (float) (sum / (double) n);
+  double sum2 = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    const float d = x[i] - mean;
+    sum2 += (double) (d * d);
+  }
+  const float scale = 1.0f / sqrtf ((float) (sum2 / (double) n) + eps);
+  for (size_t i = 0; i < n; i++) {
+    float v = (x[i] - mean) * scale;
+    if (w != NULL)
+      v *= w[i];
+    if (b != NULL)
+      v += b[i];
+    out[i] = v;
+  }
+}
+
+void
+llm_gelu (float *out, const float *x, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    const float v = x[i];
+    const float a = v * fmaf (LLM_GELU_COEF, v * v, 1.0f);
+    out[i] = v / (1.0f + llm_exp_ref (a * LLM_GELU_M2K));
+  }
+}
+
+void
+llm_gelu_quick (float *out, const float *x, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    out[i] = x[i] / (1.0f + llm_exp_ref (x[i] * LLM_GELU_QUICK_M));
+}
+
+void
+llm_cpu_gelu (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
+{
+#ifdef LLM_HAVE_AVX2
+  if (kern->isa >= LLM_CPU_ISA_AVX2) {
+    llm_avx2_gelu (out, x, n);
+    return;
+  }
+#endif
+  (void) kern;
+  llm_gelu (out, x, n);
+}
+
+void
+llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
+{
+#ifdef LLM_HAVE_AVX2
+  if (kern->isa >= LLM_CPU_ISA_AVX2) {
+    llm_avx2_gelu_quick (out, x, n);
+    return;
+  }
+#endif
+  (void) kern;
+  llm_gelu_quick (out, x, n);
+}
+
+void
 llm_rope (float *x, size_t n_heads, size_t head_dim, size_t n_rot, int64_t pos,
     float freq_base, float freq_scale, int neox)
 {

@@ -27,6 +27,30 @@ void llm_cpu_swiglu (const LlmCpuKernels *kern, float *out, const float *gate,
 
 /* out = a + b */
 void llm_add (float *out, const float *a, const float *b, size_t n);
+/* llm_add with the vector kernels of @kern (a residual of 1024 rows of
+ * 768 was scalar: 2.5% of a vision tower). */
+void llm_cpu_add (const LlmCpuKernels *kern, float *out, const float *a, const float *b,
+    size_t n);
+
+/* Layer norm of @n floats, as ggml_norm then the weight and bias: mean
+ * and variance summed in double, out = ((x - mean) * (1 / sqrt (var +
+ * eps))) * w + b in float. @w and @b may be NULL (1 and 0). */
+void llm_layernorm (float *out, const float *x, const float *w, const float *b, size_t n,
+    float eps);
+
+/* GELU with the tanh approximation (SigLIP's gelu_pytorch_tanh, ggml_gelu),
+ * 0.5 x (1 + tanh (u)) with u = sqrt (2 / pi) (x + 0.044715 x^3), computed
+ * as the same x * sigmoid (2 u) = x / (1 + exp (-2 u)): an exp.h
+ * exponential instead of libm's tanhf (which cost a tenth of an encode),
+ * and no cancellation near 0 or at large -x, where the tanh form loses
+ * every digit. In float: x2 = x * x, a = x * fmaf (0.044715, x2, 1),
+ * out = x / (1 + exp (a * -2 sqrt (2 / pi))). */
+void llm_gelu (float *out, const float *x, size_t n);
+/* CLIP's quick GELU, x * sigmoid (1.702 x) = x / (1 + exp (x * -1.702)). */
+void llm_gelu_quick (float *out, const float *x, size_t n);
+/* Both with the vector kernels of @kern: the same bits. @out may be @x. */
+void llm_cpu_gelu (const LlmCpuKernels *kern, float *out, const float *x, size_t n);
+void llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, size_t n);
 
 /* Rotary position embedding of @n_heads heads of @head_dim values at
  * position @pos, rotating the first @n_rot dimensions of each head.

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "vision.h"
 
-#include <math.h>
 #include <string.h>
 
 void
@@ -39,65 +38,27 @@ llm_cpu_pixel_shuffle_tokens (size_t width, size_t height, size_t scale)
   return ((width + scale - 1) / scale) * ((height + scale - 1) / scale);
 }
 
+long
+llm_cpu_pixel_shuffle_source (size_t width, size_t height, size_t scale, size_t token,
+    size_t slot)
+{
+  const size_t bw = (width + scale - 1) / scale;
+  const size_t x = token % bw * scale + slot % scale, y = token / bw * scale + slot / scale;
+  return x < width && y < height ? (long) (y * width + x) : -1;
+}
+
 void
 llm_cpu_pixel_shuffle (const float *in, size_t n_embd, size_t width, size_t height,
     size_t scale, float *out)
 {
-  const size_t bw = (width + scale - 1) / scale, bh = (height + scale - 1) / scale;
-  const size_t row = n_embd * scale * scale;
-  for (size_t by = 0; by < bh; by++)
-    for (size_t bx = 0; bx < bw; bx++) {
-      float *tok = out + (by * bw + bx) * row;
-      for (size_t k = 0; k < scale; k++)
-        for (size_t j = 0; j < scale; j++) {
-          const size_t x = bx * scale + j, y = by * scale + k;
-          float *dst = tok + n_embd * (k * scale + j);
-          if (x < width && y < height)
-            memcpy (dst, in + (y * width + x) * n_embd, n_embd * sizeof *dst);
-          else
-            memset (dst, 0, n_embd * sizeof *dst);
-        }
+  const size_t tokens = llm_cpu_pixel_shuffle_tokens (width, height, scale);
+  for (size_t t = 0; t < tokens; t++)
+    for (size_t slot = 0; slot < scale * scale; slot++) {
+      float *dst = out + (t * scale * scale + slot) * n_embd;
+      const long src = llm_cpu_pixel_shuffle_source (width, height, scale, t, slot);
+      if (src >= 0)
+        memcpy (dst, in + (size_t) src * n_embd, n_embd * sizeof *dst);
+      else
+        memset (dst, 0, n_embd * sizeof *dst);
     }
-}
-
-void
-llm_cpu_layernorm (const float *x, const float *w, const float *b, float *y, size_t n,
-    float eps)
-{
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++)
-    sum += x[i];
-  const float mean = (float) (sum / (double) n);
-  double sum2 = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    const float d = x[i] - mean;
-    sum2 += (double) (d * d);
-  }
-  const float scale = 1.0f / sqrtf ((float) (sum2 / (double) n) + eps);
-  for (size_t i = 0; i < n; i++) {
-    float v = (x[i] - mean) * scale;
-    if (w != NULL)
-      v *= w[i];
-    if (b != NULL)
-      v += b[i];
-    y[i] = v;
-  }
-}
-
-void
-llm_cpu_gelu_tanh (float *x, size_t n)
-{
-  /* sqrt (2 / pi) */
-  const float k = 0.7978845608028654f;
-  for (size_t i = 0; i < n; i++) {
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + tanhf (k * v * (1.0f + 0.044715f * v * v)));
-  }
-}
-
-void
-llm_cpu_gelu_quick (float *x, size_t n)
-{
-  for (size_t i = 0; i < n; i++)
-    x[i] = x[i] / (1.0f + expf (-1.702f * x[i]));
 }

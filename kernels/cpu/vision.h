@@ -4,7 +4,8 @@
  * reads, and the pixel shuffle of Idefics3/SmolVLM projectors, which
  * folds each scale x scale block of patch embeddings into one wider row
  * (fewer, wider tokens for the language model). Both in llama.cpp's mtmd
- * order, so the same file gives the same embeddings. Pure C, no GLib. */
+ * order, so the same file gives the same embeddings. (The encoders' layer
+ * norm and GELUs are ops.h's.) Pure C, no GLib. */
 #pragma once
 
 #include <stddef.h>
@@ -44,17 +45,12 @@ size_t llm_cpu_pixel_shuffle_tokens (size_t width, size_t height, size_t scale);
 void llm_cpu_pixel_shuffle (const float *in, size_t n_embd, size_t width, size_t height,
     size_t scale, float *out);
 
-/* Layer norm of @n floats, as ggml_norm then the weight and bias: mean
- * and variance summed in double, y = ((x - mean) * (1 / sqrt (var +
- * eps))) * w + b in float. @w and @b may be NULL (1 and 0). @y may be @x. */
-void llm_cpu_layernorm (const float *x, const float *w, const float *b, float *y, size_t n,
-    float eps);
-
-/* In place over @n floats: GELU with the tanh approximation (SigLIP's
- * gelu_pytorch_tanh, ggml_gelu's formula), or CLIP's quick GELU,
- * x * sigmoid (1.702 x). */
-void llm_cpu_gelu_tanh (float *x, size_t n);
-void llm_cpu_gelu_quick (float *x, size_t n);
+/* The patch (y * width + x) that llm_cpu_pixel_shuffle puts at offset
+ * n_embd * @slot of token @token (slot < scale * scale), or -1 where it
+ * puts zeros: the one mapping, for encoders that move the rows
+ * themselves (a backend's copies). */
+long llm_cpu_pixel_shuffle_source (size_t width, size_t height, size_t scale, size_t token,
+    size_t slot);
 
 #ifdef __cplusplus
 }
