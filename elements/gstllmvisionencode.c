@@ -71,7 +71,6 @@
 #include "llm-meta.h"
 #include "mmproj.h"
 #include "vision-encoder.h"
-#include "cpu/matmul.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_llm_vision_encode_debug);
 #define GST_CAT_DEFAULT gst_llm_vision_encode_debug
@@ -92,10 +91,11 @@ struct _GstLlmVisionEncode {
   char *device;
   gdouble interval;
   guint max_tiles;
+  gint n_threads;
 
   LlmMmproj *mmproj;          /* from start to stop */
   const LlmMmprojVision *vision;
-  const LlmCpuKernels *kernels;
+  LlmVisionEncoder *encoder;  /* weights prepared for the backend once */
 
   /* from set_caps */
   GstVideoInfo in_info;
@@ -125,6 +125,7 @@ enum {
   PROP_DEVICE,
   PROP_INTERVAL,
   PROP_MAX_TILES,
+  PROP_N_THREADS,
   PROP_ENCODED,
   PROP_SKIPPED_LATE,
 };
@@ -179,7 +180,18 @@ gst_llm_vision_encode_start (GstBaseTransform *trans)
   if (self->mmproj == NULL)
     return FALSE;
   self->vision = llm_mmproj_vision (self->mmproj);
-  self->kernels = llm_cpu_kernels_best ();
+  GST_OBJECT_LOCK (self);
+  const int n_threads = self->n_threads;
+  GST_OBJECT_UNLOCK (self);
+  GError *error = NULL;
+  self->encoder = llm_vision_encoder_new (self->mmproj, n_threads, &error);
+  if (self->encoder == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED, ("Cannot run the vision tower of \"%s\": %s.",
+            self->mmproj_path, error->message), (NULL));
+    g_error_free (error);
+    g_clear_pointer (&self->mmproj, llm_mmproj_free);
+    return FALSE;
+  }
   const gsize side = self->vision->image_size;
   self->rgb = g_try_malloc (side * side * 3);
   if (self->rgb == NULL) {
@@ -208,6 +220,7 @@ gst_llm_vision_encode_stop (GstBaseTransform *trans)
   g_clear_pointer (&self->copy, g_free);
   self->copy_size = 0;
   self->tiles_x = self->tiles_y = 0;
+  g_clear_pointer (&self->encoder, llm_vision_encoder_free);
   g_clear_pointer (&self->mmproj, llm_mmproj_free);
   self->vision = NULL;
   gst_llm_latency_reset (GST_ELEMENT (self), &self->latency);
@@ -522,10 +535,10 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
   /* The tiles row by row, then the whole image: the order mtmd feeds them. */
   for (guint ty = 0; ok && ty < self->tiles_y; ty++)
     for (guint tx = 0; ok && tx < self->tiles_x; tx++, rows += per_image)
-      ok = llm_vision_encode (self->mmproj, self->kernels, self->tiled + ty * side
+      ok = llm_vision_encoder_encode (self->encoder, self->tiled + ty * side
           * tiled_stride + (gsize) tx * side * 3, tiled_stride, rows, &error);
   if (ok)
-    ok = llm_vision_encode (self->mmproj, self->kernels, self->rgb, (gsize) side * 3, rows,
+    ok = llm_vision_encoder_encode (self->encoder, self->rgb, (gsize) side * 3, rows,
         &error);
   const gint64 took = g_get_monotonic_time () - t0;
   gst_buffer_unmap (outbuf, &map);
@@ -587,6 +600,9 @@ gst_llm_vision_encode_set_property (GObject *object, guint prop_id, const GValue
     case PROP_MAX_TILES:
       self->max_tiles = g_value_get_uint (value);
       break;
+    case PROP_N_THREADS:
+      self->n_threads = g_value_get_int (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -612,6 +628,9 @@ gst_llm_vision_encode_get_property (GObject *object, guint prop_id, GValue *valu
       break;
     case PROP_MAX_TILES:
       g_value_set_uint (value, self->max_tiles);
+      break;
+    case PROP_N_THREADS:
+      g_value_set_int (value, self->n_threads);
       break;
     case PROP_ENCODED:
       g_value_set_uint64 (value, self->encoded);
@@ -669,6 +688,11 @@ gst_llm_vision_encode_class_init (GstLlmVisionEncodeClass *klass)
           "Tiles a frame is cut into besides the whole image, for towers that tile "
           "(idefics3 with preproc_image_size): 1 encodes the whole image only, 0 as many "
           "as the file's long side gives", 0, 64, DEFAULT_MAX_TILES,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_N_THREADS,
+      g_param_spec_int ("n-threads", "Threads",
+          "Worker threads of the encoder (0: one per core); it shares the process's pool "
+          "with the language model's engines of that count", 0, 1024, 0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_ENCODED,
       g_param_spec_uint64 ("encoded", "Encoded frames",

@@ -29,7 +29,6 @@
 #include "session.h"
 #include "token-compress.h"
 #include "vision-encoder.h"
-#include "cpu/matmul.h"
 
 static double
 now_ms (void)
@@ -171,8 +170,9 @@ main (int argc, char **argv)
   }
   const guint n = v->n_tokens, dim = v->n_out;
   g_autofree float *rows = g_new (float, (gsize) n * dim);
+  g_autoptr (LlmVisionEncoder) enc = llm_vision_encoder_new (p, threads, &error);
   double t0 = now_ms ();
-  if (!llm_vision_encode (p, llm_cpu_kernels_best (), rgb, (gsize) v->image_size * 3, rows,
+  if (enc == NULL || !llm_vision_encoder_encode (enc, rgb, (gsize) v->image_size * 3, rows,
           &error)) {
     g_printerr ("gst-llm-compress-bench: %s\n", error->message);
     return 1;
@@ -245,9 +245,9 @@ main (int argc, char **argv)
     }
   }
 
-  g_print ("image %s, %s tower %ux%u, %u rows of %u; encode %.0f ms (one thread)\n",
+  g_print ("image %s, %s tower %ux%u, %u rows of %u; encode %.0f ms (%d threads)\n",
       image ? image : default_image, llm_mmproj_type_name (v->type), v->image_size,
-      v->image_size, n, dim, encode_ms);
+      v->image_size, n, dim, encode_ms, llm_vision_encoder_n_threads (enc));
   g_print ("model %s, %s, %d threads, %s; %s, median of %d rounds\n\n", lm_path,
       llm_engine_backend_name (engine), llm_engine_n_threads (engine),
       prune ? "prune (by norm)" : "merge (ToMe)", "ratios take turns", rounds);
