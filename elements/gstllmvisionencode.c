@@ -29,6 +29,14 @@
  * Each tile costs one more encode. The default, 1, encodes the whole frame
  * only, which is what live captioning can afford.
  *
+ * #GstLlmVisionEncode:merge-ratio below 1 merges similar tokens between
+ * the tower's layers (ToMe: bipartite matching, size-weighted averages),
+ * so that about that fraction of the image's rows is left, and every
+ * later layer runs on fewer rows: the encode itself gets cheaper, and so
+ * does the prefill of the rows it sends. LLaVA-style (mlp) towers only: a
+ * pixel shuffle needs the whole grid, and another tower fails the start
+ * with an error saying so.
+ *
  * Live video comes far faster than a CPU encodes it: with
  * #GstLlmVisionEncode:interval it encodes one frame per interval of stream
  * time and drops the frames in between, and each output buffer's duration
@@ -92,6 +100,7 @@ struct _GstLlmVisionEncode {
   gdouble interval;
   guint max_tiles;
   gint n_threads;
+  gdouble merge_ratio;
 
   LlmMmproj *mmproj;          /* from start to stop */
   const LlmMmprojVision *vision;
@@ -126,6 +135,7 @@ enum {
   PROP_INTERVAL,
   PROP_MAX_TILES,
   PROP_N_THREADS,
+  PROP_MERGE_RATIO,
   PROP_ENCODED,
   PROP_SKIPPED_LATE,
 };
@@ -182,9 +192,12 @@ gst_llm_vision_encode_start (GstBaseTransform *trans)
   self->vision = llm_mmproj_vision (self->mmproj);
   GST_OBJECT_LOCK (self);
   const int n_threads = self->n_threads;
+  const double merge_ratio = self->merge_ratio;
   GST_OBJECT_UNLOCK (self);
   GError *error = NULL;
   self->encoder = llm_vision_encoder_new (self->mmproj, n_threads, &error);
+  if (self->encoder && !llm_vision_encoder_set_merge (self->encoder, merge_ratio, &error))
+    g_clear_pointer (&self->encoder, llm_vision_encoder_free);
   if (self->encoder == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, FAILED, ("Cannot run the vision tower of \"%s\": %s.",
             self->mmproj_path, error->message), (NULL));
@@ -205,7 +218,8 @@ gst_llm_vision_encode_start (GstBaseTransform *trans)
   self->encoded = self->skipped_interval = self->skipped_late = 0;
   GST_OBJECT_UNLOCK (self);
   GST_INFO_OBJECT (self, "%s: %s tower, %u tokens of %u per image", self->mmproj_path,
-      llm_mmproj_type_name (self->vision->type), self->vision->n_tokens, self->vision->n_out);
+      llm_mmproj_type_name (self->vision->type), llm_vision_encoder_n_tokens (self->encoder),
+      self->vision->n_out);
   return TRUE;
 }
 
@@ -385,7 +399,8 @@ gst_llm_vision_encode_transform_size (GstBaseTransform *trans, GstPadDirection d
   GstLlmVisionEncode *self = GST_LLM_VISION_ENCODE (trans);
   if (direction != GST_PAD_SINK || self->vision == NULL)
     return FALSE;
-  *othersize = (gsize) n_images (self) * self->vision->n_tokens * self->vision->n_out
+  *othersize = (gsize) n_images (self) * llm_vision_encoder_n_tokens (self->encoder)
+      * self->vision->n_out
       * sizeof (float);
   return TRUE;
 }
@@ -529,7 +544,8 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
     return GST_FLOW_ERROR;
   GError *error = NULL;
   const gint64 t0 = g_get_monotonic_time ();
-  const gsize per_image = (gsize) self->vision->n_tokens * self->vision->n_out;
+  const gsize per_image = (gsize) llm_vision_encoder_n_tokens (self->encoder)
+      * self->vision->n_out;
   float *rows = (float *) map.data;
   gboolean ok = TRUE;
   /* The tiles row by row, then the whole image: the order mtmd feeds them. */
@@ -567,15 +583,19 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
     self->next_due = pts + step;
   const LlmMmprojVision *v = self->vision;
   const guint grid = v->image_size / v->patch_size / MAX (v->scale_factor, 1);
+  /* Merged rows lie on no grid any more. */
+  const gboolean merged = llm_vision_encoder_n_tokens (self->encoder) != v->n_tokens;
   GstLlmEmbeddingsMeta *meta = gst_buffer_add_llm_embeddings_meta (outbuf,
-      n_images (self) * v->n_tokens, grid, grid);
+      n_images (self) * llm_vision_encoder_n_tokens (self->encoder), merged ? 0 : grid,
+      merged ? 0 : grid);
   meta->tiles_x = self->tiles_x;
   meta->tiles_y = self->tiles_y;
   GST_OBJECT_LOCK (self);
   self->encoded++;
   GST_OBJECT_UNLOCK (self);
   GST_DEBUG_OBJECT (self, "frame at %" GST_TIME_FORMAT ": %u rows in %" G_GINT64_FORMAT " us",
-      GST_TIME_ARGS (pts), n_images (self) * v->n_tokens, took);
+      GST_TIME_ARGS (pts), n_images (self) * llm_vision_encoder_n_tokens (self->encoder),
+      took);
   return GST_FLOW_OK;
 }
 
@@ -602,6 +622,9 @@ gst_llm_vision_encode_set_property (GObject *object, guint prop_id, const GValue
       break;
     case PROP_N_THREADS:
       self->n_threads = g_value_get_int (value);
+      break;
+    case PROP_MERGE_RATIO:
+      self->merge_ratio = g_value_get_double (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -631,6 +654,9 @@ gst_llm_vision_encode_get_property (GObject *object, guint prop_id, GValue *valu
       break;
     case PROP_N_THREADS:
       g_value_set_int (value, self->n_threads);
+      break;
+    case PROP_MERGE_RATIO:
+      g_value_set_double (value, self->merge_ratio);
       break;
     case PROP_ENCODED:
       g_value_set_uint64 (value, self->encoded);
@@ -694,6 +720,12 @@ gst_llm_vision_encode_class_init (GstLlmVisionEncodeClass *klass)
           "Worker threads of the encoder (0: one per core); it shares the process's pool "
           "with the language model's engines of that count", 0, 1024, 0,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_MERGE_RATIO,
+      g_param_spec_double ("merge-ratio", "Merge ratio",
+          "Fraction of the image's tokens left after merging similar ones between the tower's "
+          "layers (ToMe), which also cuts the tower's own compute; 1: none merged. Towers "
+          "without pixel shuffle (mlp) only", 0.01, 1.0, 1.0,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_ENCODED,
       g_param_spec_uint64 ("encoded", "Encoded frames",
           "Frames encoded since the element started", 0, G_MAXUINT64, 0,
@@ -727,6 +759,7 @@ gst_llm_vision_encode_init (GstLlmVisionEncode *self)
   self->device = g_strdup (DEFAULT_DEVICE);
   self->interval = DEFAULT_INTERVAL;
   self->max_tiles = DEFAULT_MAX_TILES;
+  self->merge_ratio = 1.0;
   self->next_due = GST_CLOCK_TIME_NONE;
   self->media_duration = GST_CLOCK_TIME_NONE;
 }

@@ -12,6 +12,7 @@
 
 #include "cpu/vision.h"
 #include "ggml-type.h"
+#include "token-compress.h"
 #include "workers.h"
 
 typedef struct {
@@ -37,6 +38,11 @@ struct _LlmVisionEncoder {
 
   LlmAttnShape shape;
   gsize n, e, np, pk, hidden;   /* rows, width, patches, patch values, MLP width */
+
+  /* Token merging (llm_vision_encoder_set_merge): rows folded per layer,
+   * and the tokens left at the end; host copies of the rows it merges. */
+  guint merge_r, n_tokens;
+  float *merge_in, *merge_out, *merge_sizes, *merge_sizes_out;
 
   /* host */
   float *planes, *host_patches;
@@ -200,6 +206,7 @@ llm_vision_encoder_new_with (const LlmMmproj *p, const LlmVisionEncoderOptions *
   enc->np = v->n_patches;
   enc->pk = 3 * (gsize) v->patch_size * v->patch_size;
   enc->hidden = v->type == LLM_MMPROJ_MLP ? v->proj0_w.t->ne[1] : 0;
+  enc->n_tokens = v->n_tokens;
   enc->shape = (LlmAttnShape) {
     .n_head = v->n_head, .n_head_kv = v->n_head, .head_dim = v->n_embd / v->n_head,
     .scale = 1.0f / sqrtf ((float) (v->n_embd / v->n_head)),
@@ -243,6 +250,10 @@ llm_vision_encoder_free (LlmVisionEncoder *enc)
   g_free (enc->layers);
   g_free (enc->planes);
   g_free (enc->host_patches);
+  g_free (enc->merge_in);
+  g_free (enc->merge_out);
+  g_free (enc->merge_sizes);
+  g_free (enc->merge_sizes_out);
   g_free (enc->backend_name);
   g_free (enc);
 }
@@ -250,7 +261,7 @@ llm_vision_encoder_free (LlmVisionEncoder *enc)
 guint
 llm_vision_encoder_n_tokens (const LlmVisionEncoder *enc)
 {
-  return enc->v->n_tokens;
+  return enc->n_tokens;
 }
 
 guint
@@ -338,10 +349,74 @@ project (LlmVisionEncoder *enc, LlmBackendQueue *q, const float *image)
     linear (enc, q, enc->wide, v->n_tokens, enc->proj0_w, enc->proj0_b, enc->out);
     return;
   }
-  const guint np = (guint) enc->np;
+  const guint np = enc->n_tokens;
   linear (enc, q, image, np, enc->proj0_w, enc->proj0_b, enc->wide);
   enc->ops->gelu (enc->be, q, enc->wide, np, enc->hidden, LLM_GELU_TANH);
   linear (enc, q, enc->wide, np, enc->proj2_w, enc->proj2_b, enc->out);
+}
+
+/* Token merging between layers (ToMe): the image rows after the class
+ * row are paired by similarity and the most similar fold into
+ * size-weighted averages (lib/token-compress.h), merge_r of them after
+ * each layer, so every later layer runs on fewer rows. The rows go to the
+ * host and back for it: a few hundred KB a layer against the layer's
+ * hundreds of MFLOP. The matching uses the rows themselves, not ToMe's
+ * attention keys, and attention does not weight merged rows by their
+ * size (ToMe's proportional attention). */
+static void
+merge_rows (LlmVisionEncoder *enc, LlmBackendQueue *q, gsize first)
+{
+  const gsize e = enc->e, rows = enc->n - first;
+  const guint fold = MIN (enc->merge_r, (guint) (rows / 2));
+  if (fold == 0)
+    return;
+  enc->ops->download (enc->be, q, enc->merge_in, enc->x + first * e, rows * e * sizeof (float));
+  enc->ops->sync (enc->be, q);
+  guint kept = 0;
+  /* Never fails: the sizes are positive and the width is not 0. */
+  llm_token_merge (enc->merge_in, (guint) rows, (guint) e, enc->merge_sizes,
+      (guint) rows - fold, enc->merge_out, enc->merge_sizes_out, NULL, &kept, NULL);
+  memcpy (enc->merge_sizes, enc->merge_sizes_out, kept * sizeof (float));
+  enc->ops->upload (enc->be, q, enc->x + first * e, enc->merge_out, kept * e * sizeof (float));
+  enc->n = first + kept;
+}
+
+gboolean
+llm_vision_encoder_set_merge (LlmVisionEncoder *enc, double kept, GError **error)
+{
+  const LlmMmprojVision *v = enc->v;
+  if (!(kept > 0 && kept <= 1)) {
+    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_INVALID,
+        "the kept fraction of tokens must be in (0, 1], not %g", kept);
+    return FALSE;
+  }
+  if (kept < 1 && v->type != LLM_MMPROJ_MLP) {
+    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_UNSUPPORTED,
+        "token merging needs a tower whose tokens are projected one by one (mlp); a %s "
+        "tower's pixel shuffle needs the whole grid", llm_mmproj_type_name (v->type));
+    return FALSE;
+  }
+  const gsize np = enc->np;
+  const guint layers = MAX (v->n_layers_run, 1);
+  enc->merge_r = kept < 1 ? (guint) ceil ((double) np * (1 - kept) / layers) : 0;
+  guint rows = (guint) np;
+  for (guint l = 0; l < v->n_layers_run && enc->merge_r > 0; l++)
+    rows -= MIN (enc->merge_r, rows / 2);
+  enc->n_tokens = enc->merge_r > 0 ? rows : v->n_tokens;
+  if (enc->merge_r > 0 && enc->merge_in == NULL) {
+    enc->merge_in = g_try_new (float, np * enc->e);
+    enc->merge_out = g_try_new (float, np * enc->e);
+    enc->merge_sizes = g_try_new (float, np);
+    enc->merge_sizes_out = g_try_new (float, np);
+    if (!enc->merge_in || !enc->merge_out || !enc->merge_sizes || !enc->merge_sizes_out) {
+      enc->merge_r = 0;
+      enc->n_tokens = v->n_tokens;
+      g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+          "out of memory for merging %" G_GSIZE_FORMAT " rows", np);
+      return FALSE;
+    }
+  }
+  return TRUE;
 }
 
 gboolean
@@ -361,6 +436,9 @@ llm_vision_encoder_encode (LlmVisionEncoder *enc, const guint8 *rgb, gsize strid
   LlmThreadPool *pool = llm_workers_lock (enc->workers);
   LlmBackendQueue *q = llm_backend_cpu_queue (pool);
 
+  if (enc->merge_r > 0)
+    for (gsize i = 0; i < np; i++)
+      enc->merge_sizes[i] = 1.0f;
   llm_cpu_image_normalize (rgb, s, s, stride, v->image_mean, v->image_std, enc->planes);
   llm_cpu_image_patches (enc->planes, s, s, v->patch_size, enc->host_patches);
   ops->upload (be, q, enc->patches, enc->host_patches, np * enc->pk * sizeof (float));
@@ -377,15 +455,20 @@ llm_vision_encoder_encode (LlmVisionEncoder *enc, const guint8 *rgb, gsize strid
   if (enc->pre_ln_w != NULL)
     ops->layernorm (be, q, enc->x, enc->pre_ln_w, enc->pre_ln_b, enc->x, n, e, v->eps);
 
-  for (guint32 l = 0; l < v->n_layers_run; l++)
+  for (guint32 l = 0; l < v->n_layers_run; l++) {
     layer (enc, q, &enc->layers[l]);
+    if (enc->merge_r > 0)
+      merge_rows (enc, q, first);
+  }
   if (enc->post_ln_w != NULL && v->n_layers_run == v->n_layer)
-    ops->layernorm (be, q, enc->x, enc->post_ln_w, enc->post_ln_b, enc->x, n, e, v->eps);
+    ops->layernorm (be, q, enc->x, enc->post_ln_w, enc->post_ln_b, enc->x, (guint) enc->n, e,
+        v->eps);
+  enc->n = n;
 
   /* The class row is not an image token; llama.cpp's graph drops row 0
    * whatever it holds. */
   project (enc, q, enc->x + first * e);
-  ops->download (be, q, out, enc->out, (gsize) v->n_tokens * v->n_out * sizeof (float));
+  ops->download (be, q, out, enc->out, (gsize) enc->n_tokens * v->n_out * sizeof (float));
   ops->sync (be, q);
 
   llm_threadpool_rest (pool);

@@ -68,6 +68,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmVisionEncoder, llm_vision_encoder_free)
 gboolean llm_vision_encoder_encode (LlmVisionEncoder *enc, const guint8 *rgb, gsize stride,
     float *out, GError **error);
 
+/* Merges tokens between the tower's layers (ToMe) so that about @kept of
+ * the image's rows are left at its output, and every layer after the
+ * first runs on fewer rows: the encoder's own compute shrinks with them.
+ * 1 merges none. Only towers that project their tokens one by one (mlp):
+ * a pixel shuffle needs the whole grid (LLM_MMPROJ_ERROR_UNSUPPORTED).
+ * llm_vision_encoder_n_tokens gives the rows it leaves. */
+gboolean llm_vision_encoder_set_merge (LlmVisionEncoder *enc, double kept, GError **error);
+/* Tokens of one image: n_tokens of the file, fewer with merging. */
 guint llm_vision_encoder_n_tokens (const LlmVisionEncoder *enc);
 guint llm_vision_encoder_n_out (const LlmVisionEncoder *enc);
 /* The side of the images it takes, in pixels. */

@@ -595,6 +595,35 @@ START_TEST (test_visionencode_cuts_tiles_as_mtmd_does)
 }
 END_TEST
 
+/* merge-ratio=0.5 on a CLIP tower: 8 of its 16 image rows a frame, on no
+ * grid; a SigLIP tower with a pixel shuffle refuses it at start. */
+START_TEST (test_visionencode_merges_tokens_in_the_tower)
+{
+  g_autofree char *tower = write_tower ("mlp", 64);
+  GstElement *el = gst_element_factory_make ("llmvisionencode", NULL);
+  g_object_set (el, "mmproj", tower, "merge-ratio", 0.5, NULL);
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=32,height=32,framerate=1/1");
+  guint8 rgb[32 * 32 * 3];
+  for (gsize i = 0; i < sizeof rgb; i++)
+    rgb[i] = (guint8) (i * 29);
+  ck_assert_int_eq (gst_harness_push (h, frame (rgb, sizeof rgb, 0, GST_SECOND)), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull (h);
+  ck_assert_uint_eq (gst_buffer_get_size (out), 8 * 64 * sizeof (float));
+  GstLlmEmbeddingsMeta *meta = gst_buffer_get_llm_embeddings_meta (out);
+  ck_assert_uint_eq (meta->n_rows, 8);
+  ck_assert_uint_eq (meta->grid_w, 0);
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+
+  g_autofree char *siglip = write_tower ("idefics3", 64);
+  g_autofree char *desc = g_strdup_printf ("videotestsrc num-buffers=1 ! llmvisionencode "
+      "mmproj=%s merge-ratio=0.5 ! fakesink", siglip);
+  assert_error (desc, "token merging needs a tower whose tokens are projected one by one");
+}
+END_TEST
+
 /* One frame per interval of stream time, each lasting the interval; a
  * flush starts the count again. NV12 and other sizes are converted. */
 START_TEST (test_visionencode_encodes_one_frame_per_interval)
@@ -942,6 +971,7 @@ media_suite (void)
   tcase_add_test (tc, test_visionencode_rows_are_the_towers_for_the_same_pixels);
   tcase_add_test (tc, test_visionencode_encodes_one_frame_per_interval);
   tcase_add_test (tc, test_visionencode_cuts_tiles_as_mtmd_does);
+  tcase_add_test (tc, test_visionencode_merges_tokens_in_the_tower);
   tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
   tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
   tcase_add_test (tc, test_caption_video_script_runs_on_a_fresh_machine);

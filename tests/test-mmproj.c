@@ -327,6 +327,72 @@ START_TEST (test_encoder_reads_rows_a_stride_apart)
 }
 END_TEST
 
+/* Token merging (ToMe) in the tower: none at ratio 1, the same bits; at
+ * 0.5 the tiny CLIP tower's 16 image rows leave 8 after its one layer.
+ * Merging comes after the layer, before the per-token projector, so an
+ * image row left alone gives exactly the unmerged tower's output for it,
+ * and a merged pair gives nearly the mean of the pair's outputs (the
+ * projector is nearly linear at these small weights: within 0.3 of the
+ * pair's distance, measured 0.003-0.19). A pixel-shuffle
+ * tower refuses it. */
+START_TEST (test_encoder_merges_tokens_between_layers)
+{
+  g_autoptr (LlmMmproj) p = load (&llava, -1, NULL);
+  const LlmMmprojVision *v = llm_mmproj_vision (p);
+  const gsize side = v->image_size, w = v->n_out;
+  g_autofree guint8 *rgb = test_image (side);
+  GError *error = NULL;
+  g_autoptr (LlmVisionEncoder) plain = llm_vision_encoder_new (p, 2, &error);
+  g_autoptr (LlmVisionEncoder) merged = llm_vision_encoder_new (p, 2, &error);
+  g_autofree float *all = g_new (float, v->n_tokens * w), *got = g_new (float, v->n_tokens * w);
+  ck_assert (llm_vision_encoder_encode (plain, rgb, side * 3, all, &error));
+  ck_assert (llm_vision_encoder_set_merge (merged, 1.0, &error));
+  ck_assert (llm_vision_encoder_encode (merged, rgb, side * 3, got, &error));
+  ck_assert (memcmp (all, got, v->n_tokens * w * sizeof (float)) == 0);
+
+  ck_assert (llm_vision_encoder_set_merge (merged, 0.5, &error));
+  ck_assert_uint_eq (llm_vision_encoder_n_tokens (merged), 8);
+  ck_assert (llm_vision_encoder_encode (merged, rgb, side * 3, got, &error));
+  guint alone = 0, pairs = 0;
+  for (guint r = 0; r < 8; r++) {
+    const float *m = got + r * w;
+    gboolean exact = FALSE;
+    for (guint i = 0; i < v->n_tokens && !exact; i++)
+      exact = memcmp (m, all + i * w, w * sizeof (float)) == 0;
+    if (exact) {
+      alone++;
+      continue;
+    }
+    /* The closest mean of two unmerged outputs, against their distance. */
+    double best = INFINITY, spread = 0;
+    for (guint i = 0; i < v->n_tokens; i++)
+      for (guint j = i + 1; j < v->n_tokens; j++) {
+        double d = 0, s2 = 0;
+        for (gsize k = 0; k < w; k++) {
+          const double mean = 0.5 * ((double) all[i * w + k] + all[j * w + k]);
+          d += (m[k] - mean) * (m[k] - mean);
+          s2 += (all[i * w + k] - all[j * w + k]) * (double) (all[i * w + k] - all[j * w + k]);
+        }
+        if (d < best) {
+          best = d;
+          spread = s2;
+        }
+      }
+    ck_assert_msg (sqrt (best) < 0.3 * sqrt (spread), "row %u: %g from the nearest pair mean, "
+        "whose rows are %g apart", r, sqrt (best), sqrt (spread));
+    pairs++;
+  }
+  ck_assert_uint_eq (alone + pairs, 8);
+  ck_assert_uint_ge (pairs, 4);
+
+  g_autoptr (LlmMmproj) s = load (&smolvlm, -1, NULL);
+  g_autoptr (LlmVisionEncoder) shuffled = llm_vision_encoder_new (s, 1, &error);
+  ck_assert (!llm_vision_encoder_set_merge (shuffled, 0.5, &error));
+  ck_assert (g_error_matches (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_UNSUPPORTED));
+  g_clear_error (&error);
+}
+END_TEST
+
 static Suite *
 mmproj_suite (void)
 {
@@ -343,6 +409,7 @@ mmproj_suite (void)
   tcase_add_test (tc, test_encoders_match_llama_cpp);
   tcase_add_test (tc, test_encoder_gives_the_same_bits_on_any_thread_count_and_image);
   tcase_add_test (tc, test_encoder_reads_rows_a_stride_apart);
+  tcase_add_test (tc, test_encoder_merges_tokens_between_layers);
   suite_add_tcase (s, tc);
   return s;
 }
