@@ -210,34 +210,9 @@ fi
 # /proc/stat less this script's children's) is measured; a run where it
 # passed --max-others percent of one CPU is thrown away and run again, up to
 # --retries times.
-hz=$(getconf CLK_TCK)
-cpu_busy () {  # busy ticks of all CPUs: user nice system irq softirq
-  local _c u n s _i _w q sq _r
-  read -r _c u n s _i _w q sq _r < /proc/stat
-  echo $((u + n + s + q + sq))
-}
-own_ticks () {  # this script's and its reaped children's ticks
-  local f
-  f=$(cat "/proc/$$/stat")
-  f=${f##*) }
-  # shellcheck disable=SC2086
-  set -- $f
-  echo $((${12} + ${13} + ${14} + ${15}))
-}
-wait_quiet () {  # until others use under --max-others % for 2 s in a row
-  [ "$max_others" != 0 ] || return 0
-  local waited=0 quiet=0 b0 b1
-  while [ "$quiet" -lt 2 ]; do
-    b0=$(cpu_busy); sleep 1; b1=$(cpu_busy)
-    if [ $((100 * (b1 - b0))) -le $((max_others * hz)) ]; then quiet=$((quiet + 1)); else quiet=0; fi
-    waited=$((waited + 1))
-    if [ "$waited" -ge "$idle_wait" ]; then
-      echo "compare-llama-cpp: the machine was not quiet within ${idle_wait}s; measuring anyway" >&2
-      return 0
-    fi
-  done
-  [ "$waited" -le 2 ] || echo "compare-llama-cpp: waited ${waited}s for other load to end" >&2
-}
+quiet_name=compare-llama-cpp
+# shellcheck source=tools/quiet-machine.sh
+. "$here/quiet-machine.sh"
 redone=0
 loaded=0
 quiet_run () {  # quiet_run LABEL CMD...: CMD appends JSON lines to $results
