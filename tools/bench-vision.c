@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-llm-bench --vision MMPROJ: images per second of the vision encoder
- * at each thread count, and --make-mmproj: the random-weight projector
- * files it (and tools/compare-vision-llama-cpp.sh) measures.
+ * at each thread count, on the random-weight files gst-llm-make-mmproj
+ * writes (which tools/compare-vision-llama-cpp.sh also measures).
  *
  * One encoder per thread count, all made before anything is timed
  * (weights prepared, scratch reserved); one untimed image each; then
@@ -12,34 +12,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "mmproj-writer.h"
 #include "mmproj.h"
 #include "vision-encoder.h"
-
-gboolean
-bench_make_mmproj (const char *kind, guint n_out, guint n_layer, guint64 seed,
-    const char *path, GError **error)
-{
-  LlmMmprojShape s;
-  if (g_strcmp0 (kind, "smolvlm") == 0) {
-    llm_mmproj_shape_smolvlm (&s, n_out);
-  } else if (g_strcmp0 (kind, "llava") == 0) {
-    llm_mmproj_shape_llava (&s, n_out);
-  } else {
-    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-        "--make-mmproj takes smolvlm (SigLIP-B/16, 512 px, pixel shuffle) or llava "
-        "(CLIP-L/14, 336 px, MLP), not \"%s\"", kind);
-    return FALSE;
-  }
-  if (n_out == 0) {
-    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-        "--make-mmproj needs --n-out N, the language model's width (SmolVLM-256M: 576)");
-    return FALSE;
-  }
-  if (n_layer > 0)
-    s.n_layer = n_layer;
-  return llm_mmproj_write_random (&s, seed, path, error);
-}
 
 /* The benchmark's image: a fixed pattern (the speed does not depend on
  * the pixels). */

@@ -214,11 +214,6 @@ gboolean bench_vision_run (const BenchVisionSetting *s, GError **error);
 /* Writes the image bench_vision_run encodes, normalised for @mmproj and
  * interleaved as llama.cpp's mtmd reads it (tools/mtmd-time.cpp). */
 gboolean bench_vision_write_image (const char *mmproj, const char *path, GError **error);
-/* A random-weight mmproj of @kind ("smolvlm", "llava"; llm_mmproj_shape_*)
- * projecting to @n_out, with @n_layer layers (0: the real depth), weights
- * from @seed, at @path. */
-gboolean bench_make_mmproj (const char *kind, guint n_out, guint n_layer, guint64 seed,
-    const char *path, GError **error);
 
 /* --- bench-packed.c: the packed-kernel benchmarks' common part --- */
 

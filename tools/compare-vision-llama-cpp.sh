@@ -28,7 +28,7 @@
 #             spinning OpenMP threads lose half their speed to a neighbour
 #             on one of two cores; the table says what others took.
 #
-# Make a file with: gst-llm-bench --make-mmproj smolvlm --n-out 576 -o F.
+# Make a file with: gst-llm-make-mmproj smolvlm --n-out 576 -o F.
 # Needs python3 for the summary.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -48,8 +48,7 @@ typedef struct {
   gint64 seed;
   int bandwidth_mib;
   char *make_shape, *make_type, *output;
-  char *vision, *make_mmproj, *vision_image;
-  int n_out, mmproj_layers;
+  char *vision, *vision_image;
 } Options;
 
 typedef struct {
@@ -1146,11 +1145,7 @@ static const char *summary =
     "SmolVLM-256M's language model, its output not tied), tiny and tiny-qwen2\n"
     "(seconds to make, for smoke tests).\n"
     "\n"
-    "Vision encoders:\n"
-    "  gst-llm-bench --make-mmproj smolvlm|llava --n-out N -o FILE [--mmproj-layers N]\n"
-    "writes a random-weight mmproj file at SmolVLM-256M's SigLIP-B/16 shape (512 px,\n"
-    "12 layers of 768, pixel shuffle by 4) or a LLaVA-style CLIP-L/14 (336 px, 24\n"
-    "layers of 1024, MLP) projecting to the language model's width N (SmolVLM: 576).\n"
+    "Vision encoders (files from gst-llm-make-mmproj smolvlm|llava --n-out N -o F):\n"
     "  gst-llm-bench --vision MMPROJ [-t 1,2] [-r 5] [--json]\n"
     "encodes one image at a time at each thread count, the counts taking turns\n"
     "within each of -r rounds after an untimed image: median images/s.\n"
@@ -1232,17 +1227,11 @@ main (int argc, char **argv)
       "Weight type of --make-model (below)",
       "TYPE" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output,
-      "File --make-model or --make-mmproj writes", "FILE" },
+      "File --make-model writes", "FILE" },
     { "vision", 0, 0, G_OPTION_ARG_FILENAME, &o.vision,
       "The vision encoder of this mmproj file, images/s at each -t, instead", "MMPROJ" },
     { "vision-image", 0, 0, G_OPTION_ARG_FILENAME, &o.vision_image,
       "With --vision: also write the image it encodes, normalised, for llama.cpp", "FILE" },
-    { "make-mmproj", 0, 0, G_OPTION_ARG_STRING, &o.make_mmproj,
-      "Write a random-weight mmproj file (smolvlm or llava) and exit", "KIND" },
-    { "n-out", 0, 0, G_OPTION_ARG_INT, &o.n_out,
-      "With --make-mmproj: the language model's width", "N" },
-    { "mmproj-layers", 0, 0, G_OPTION_ARG_INT, &o.mmproj_layers,
-      "With --make-mmproj: layers instead of the real depth", "N" },
     { NULL }
   };
 
@@ -1274,7 +1263,6 @@ main (int argc, char **argv)
   g_free (o.output);
   g_free (o.vision);
   g_free (o.vision_image);
-  g_free (o.make_mmproj);
   return status;
 }
 
@@ -1302,18 +1290,6 @@ bench_main (const Options *opt)
     }
     if (!bench_make_model (o.make_shape, o.make_type, o.output, (guint64) o.seed,
             (int) g_array_index (threads, guint, 0), TRUE, &error)) {
-      g_printerr ("gst-llm-bench: %s\n", error->message);
-      return 1;
-    }
-    return 0;
-  }
-  if (o.make_mmproj != NULL) {
-    if (o.output == NULL || o.n_out <= 0 || o.mmproj_layers < 0) {
-      g_printerr ("gst-llm-bench: --make-mmproj needs --n-out N (above 0) and -o FILE\n");
-      return 2;
-    }
-    if (!bench_make_mmproj (o.make_mmproj, (guint) o.n_out, (guint) o.mmproj_layers,
-            (guint64) o.seed, o.output, &error)) {
       g_printerr ("gst-llm-bench: %s\n", error->message);
       return 1;
     }

@@ -4,6 +4,7 @@
  * benchmarks that must run where no real projector weights can be had.
  *
  *   gst-llm-make-mmproj SHAPE (--lm MODEL.gguf | --n-out N) -o FILE [--seed N]
+ *       [--layers N]
  *
  * SHAPE: smolvlm (SmolVLM-256M's SigLIP-B/16 and pixel shuffle, real
  * size), llava (a CLIP-L/14 tower and MLP, real size), siglip-small and
@@ -11,7 +12,8 @@
  * graphs at a size two cores encode many times a second; siglip-small
  * tiles images at a long side of 896, as SmolVLM does at 2048), and
  * whisper-tiny-ultravox (Whisper-tiny's encoder with Ultravox's
- * projector, an audio tower). */
+ * projector, an audio tower). --layers N: a vision tower of N layers at
+ * its shape's widths. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,13 +41,15 @@ int
 main (int argc, char **argv)
 {
   const char *shape = NULL, *lm = NULL, *out = NULL;
-  guint n_out = 0;
+  guint n_out = 0, layers = 0;
   guint64 seed = 1;
   for (int i = 1; i < argc; i++) {
     if (strcmp (argv[i], "--lm") == 0 && i + 1 < argc)
       lm = argv[++i];
     else if (strcmp (argv[i], "--n-out") == 0 && i + 1 < argc)
       n_out = (guint) strtoul (argv[++i], NULL, 10);
+    else if (strcmp (argv[i], "--layers") == 0 && i + 1 < argc)
+      layers = (guint) strtoul (argv[++i], NULL, 10);
     else if (strcmp (argv[i], "-o") == 0 && i + 1 < argc)
       out = argv[++i];
     else if (strcmp (argv[i], "--seed") == 0 && i + 1 < argc)
@@ -59,7 +63,8 @@ main (int argc, char **argv)
   }
   if (shape == NULL || out == NULL || (lm == NULL && n_out == 0)) {
     g_printerr ("usage: gst-llm-make-mmproj smolvlm|llava|siglip-small|clip-small|"
-        "whisper-tiny-ultravox (--lm MODEL.gguf | --n-out N) -o FILE [--seed N]\n");
+        "whisper-tiny-ultravox (--lm MODEL.gguf | --n-out N) -o FILE [--seed N] "
+        "[--layers N]\n");
     return 2;
   }
   GError *error = NULL;
@@ -79,6 +84,9 @@ main (int argc, char **argv)
     llm_mmproj_shape_whisper_tiny_ultravox (&audio, n_out);
     ok = llm_mmproj_write_random_towers (NULL, &audio, seed, out, &error);
   } else if (vision_shape (shape, n_out, &vision)) {
+    /* Fewer layers at the real widths: quick files for tests. */
+    if (layers > 0)
+      vision.n_layer = layers;
     ok = llm_mmproj_write_random (&vision, seed, out, &error);
   } else {
     g_printerr ("gst-llm-make-mmproj: unknown shape %s\n", shape);
