@@ -45,7 +45,8 @@
  * pipeline clock (the encoder fell behind), it is dropped too, so the
  * captions keep up with the video instead of drifting behind it; the
  * `skipped-late` count says how often that happened. Frames of a file are
- * never dropped for being late.
+ * never dropped for being late by this check; QoS events from a
+ * synchronised sink downstream drop frames that would be late there too.
  *
  * A missing file, a file that is not an mmproj or one of a projector type
  * this build does not read fails the change to READY with an error that
@@ -760,6 +761,9 @@ gst_llm_vision_encode_init (GstLlmVisionEncode *self)
   self->interval = DEFAULT_INTERVAL;
   self->max_tiles = DEFAULT_MAX_TILES;
   self->merge_ratio = 1.0;
+  /* A sink downstream that reports lateness (QoS) makes the base class
+   * drop frames that would be late anyway, before they are encoded. */
+  gst_base_transform_set_qos_enabled (GST_BASE_TRANSFORM (self), TRUE);
   self->next_due = GST_CLOCK_TIME_NONE;
   self->media_duration = GST_CLOCK_TIME_NONE;
 }
