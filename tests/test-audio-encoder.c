@@ -285,6 +285,9 @@ START_TEST (test_an_audio_file_has_no_vision_tower)
   ck_assert (!llm_audio_encode (v, llm_cpu_kernels_best (), out, 1, out, &rows, &error));
   ck_assert (g_error_matches (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ));
   g_clear_error (&error);
+  ck_assert_ptr_null (llm_audio_encoder_new (v, 1, &error));
+  ck_assert (g_error_matches (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ));
+  g_clear_error (&error);
 }
 END_TEST
 
@@ -876,6 +879,70 @@ START_TEST (test_voxtral_encoder_matches_a_double_reference)
 }
 END_TEST
 
+/* @shape's encoding of @n_frames frames on 1 and 2 threads, and the
+ * 2-thread encoder again after a shorter chunk: the products split the
+ * weights' rows and the norms and attention the rows of the chunk, so
+ * every value is summed in one order whatever the thread count, and the
+ * scratch reserved for the window carries nothing from one encode to the
+ * next. */
+static void
+check_threads_agree (const Shape *shape, guint n_frames)
+{
+  g_autoptr (LlmMmproj) p = load (shape, -1, NULL);
+  const LlmMmprojAudio *a = llm_mmproj_audio (p);
+  g_autofree float *mel = test_mel (a->n_mel, n_frames);
+  GError *error = NULL;
+  g_autoptr (LlmAudioEncoder) one = llm_audio_encoder_new (p, 1, &error);
+  ck_assert_msg (one != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmAudioEncoder) two = llm_audio_encoder_new (p, 2, &error);
+  ck_assert_msg (two != NULL, "%s", error ? error->message : "");
+  ck_assert_int_eq (llm_audio_encoder_n_threads (one), 1);
+  ck_assert_int_eq (llm_audio_encoder_n_threads (two), 2);
+  ck_assert_uint_eq (llm_audio_encoder_n_out (one), a->n_out);
+  ck_assert_uint_eq (llm_audio_encoder_max_rows (one), llm_mmproj_audio_n_tokens (a,
+          a->n_frames_max));
+  ck_assert (g_str_has_prefix (llm_audio_encoder_backend_name (one), "cpu/"));
+
+  const guint want_rows = llm_mmproj_audio_n_tokens (a, n_frames);
+  const gsize n = (gsize) want_rows * a->n_out;
+  g_autofree float *a1 = g_new (float, n);
+  g_autofree float *a2 = g_new (float, n);
+  g_autofree float *again = g_new (float, n);
+  g_autofree float *once = g_new (float, n);
+  guint rows = 0;
+  ck_assert (llm_audio_encoder_encode (one, mel, n_frames, a1, &rows, &error));
+  ck_assert_uint_eq (rows, want_rows);
+  ck_assert (llm_audio_encoder_encode (two, mel, n_frames, a2, &rows, &error));
+  ck_assert_uint_eq (rows, want_rows);
+  ck_assert_msg (memcmp (a1, a2, n * sizeof *a1) == 0, "%s: 1 and 2 threads differ",
+      shape->type);
+  /* The short chunk is the first 60 frames of the same spectrogram's
+   * rows, read with its own stride. */
+  g_autofree float *short_mel = g_new (float, (gsize) a->n_mel * 60);
+  for (guint m = 0; m < a->n_mel; m++)
+    memcpy (short_mel + m * 60, mel + (gsize) m * n_frames, 60 * sizeof (float));
+  g_autofree float *short_out = g_new (float, (gsize) llm_mmproj_audio_n_tokens (a, 60)
+      * a->n_out);
+  ck_assert (llm_audio_encoder_encode (two, short_mel, 60, short_out, &rows, &error));
+  ck_assert_uint_eq (rows, llm_mmproj_audio_n_tokens (a, 60));
+  ck_assert (llm_audio_encoder_encode (two, mel, n_frames, again, &rows, &error));
+  ck_assert_msg (memcmp (a1, again, n * sizeof *a1) == 0, "%s: a second encode differs",
+      shape->type);
+  /* The one-call form is a one-thread encoder of the best kernels. */
+  ck_assert (llm_audio_encode (p, llm_cpu_kernels_best (), mel, n_frames, once, &rows,
+          &error));
+  ck_assert_msg (memcmp (a1, once, n * sizeof *a1) == 0, "%s: llm_audio_encode differs",
+      shape->type);
+}
+
+START_TEST (test_one_and_two_threads_give_the_same_bits)
+{
+  check_threads_agree (&ultravox, 201);
+  check_threads_agree (&qwen2a, 201);
+  check_threads_agree (&voxtral, 200);
+}
+END_TEST
+
 START_TEST (test_the_encoder_refuses_frame_counts_it_cannot_take)
 {
   g_autoptr (LlmMmproj) p = load (&qwen2a, -1, NULL);
@@ -1113,6 +1180,7 @@ audio_suite (void)
   tcase_add_test (tc, test_qwen2a_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_voxtral_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_the_encoder_refuses_frame_counts_it_cannot_take);
+  tcase_add_test (tc, test_one_and_two_threads_give_the_same_bits);
   tcase_add_test (tc, test_a_chunk_is_encoded_padded_or_from_its_own_frames);
   tcase_add_test (tc, test_encoders_match_llama_cpp_for_jfk);
   suite_add_tcase (s, tc);

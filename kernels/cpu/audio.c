@@ -16,7 +16,16 @@ void
 llm_cpu_conv1d_rows (const float *x, size_t n_ch, size_t n_len, size_t t_stride,
     size_t c_stride, size_t taps, size_t stride, size_t pad, size_t n_out, float *rows)
 {
-  for (size_t o = 0; o < n_out; o++) {
+  llm_cpu_conv1d_rows_range (x, n_ch, n_len, t_stride, c_stride, taps, stride, pad, 0, n_out,
+      rows);
+}
+
+void
+llm_cpu_conv1d_rows_range (const float *x, size_t n_ch, size_t n_len, size_t t_stride,
+    size_t c_stride, size_t taps, size_t stride, size_t pad, size_t o0, size_t o1,
+    float *rows)
+{
+  for (size_t o = o0; o < o1; o++) {
     float *row = rows + o * n_ch * taps;
     for (size_t k = 0; k < taps; k++) {
       /* Frame o * stride + k - pad, kept unsigned: before 0 it wraps past

@@ -25,6 +25,12 @@ void llm_cpu_conv1d_rows (const float *x, size_t n_ch, size_t n_len, size_t t_st
 
 /* Frames a convolution of @taps taps with @stride and @pad on each side
  * gives of @n_len: (n_len + 2 pad - taps) / stride + 1, 0 if none fits. */
+/* Rows [@o0, @o1) of llm_cpu_conv1d_rows' output, row o at rows + o *
+ * n_ch * taps: a worker's share. */
+void llm_cpu_conv1d_rows_range (const float *x, size_t n_ch, size_t n_len, size_t t_stride,
+    size_t c_stride, size_t taps, size_t stride, size_t pad, size_t o0, size_t o1,
+    float *rows);
+
 size_t llm_cpu_conv1d_out_len (size_t n_len, size_t taps, size_t stride, size_t pad);
 
 /* In place over @n floats: x / 2 * (1 + erf (x / sqrt 2)) in float
