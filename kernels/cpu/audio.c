@@ -55,31 +55,6 @@ llm_cpu_gelu_erf (float *x, size_t n)
 }
 
 void
-llm_cpu_rmsnorm (const float *x, const float *w, float *y, size_t n, float eps)
-{
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++)
-    sum += (double) (x[i] * x[i]);
-  const float mean = (float) (sum / (double) n);
-  const float scale = 1.0f / sqrtf (mean + eps);
-  for (size_t i = 0; i < n; i++) {
-    float v = x[i] * scale;
-    if (w != NULL)
-      v *= w[i];
-    y[i] = v;
-  }
-}
-
-void
-llm_cpu_swiglu_second_half (const float *x, float *y, size_t n)
-{
-  for (size_t i = 0; i < n; i++) {
-    const float g = x[n + i];
-    y[i] = x[i] * (g / (1.0f + expf (-g)));
-  }
-}
-
-void
 llm_cpu_avg_pool_pairs (const float *x, float *y, size_t n_rows, size_t width)
 {
   for (size_t r = 0; r < n_rows / 2; r++) {
