@@ -7,7 +7,8 @@
  * backend is made and kept in one const table, so no op asks the CPU
  * anything. Matrix products split the weight rows over the workers;
  * per-row stages (norms, biases, RoPE, SwiGLU, GELU, residuals, cache
- * stores) split the rows of a batch and run inline for a decode step,
+ * stores, an audio tower's convolution rows and pooled pairs) split the
+ * rows of a batch and run inline for a decode step,
  * where waking the pool would cost more than the work; a tower's full
  * attention is split by heads and blocks of queries. */
 #include "backend.h"

@@ -159,8 +159,9 @@ typedef struct {
    * host) for this backend. @is_vector: a norm or bias row, read as floats
    * by rmsnorm, layernorm and add_bias (a tower's position embeddings too,
    * all of their values as one row). A tower's patch kernel [p, p, 3, n]
-   * comes as a matrix of n rows of 3 p^2. Called for every tensor of a model, possibly
-   * from several threads at once for different tensors. */
+   * comes as a matrix of n rows of 3 p^2, a convolution kernel [taps, in,
+   * out] as out rows of taps x in. Called for every tensor of a model,
+   * possibly from several threads at once for different tensors. */
   gboolean (*prepare_weight) (LlmBackend *be, LlmWeight *w, gboolean is_vector,
       GError **error);
   void (*release_weight) (LlmBackend *be, LlmWeight *w);
