@@ -62,6 +62,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_llm_audio_encode_debug);
  * nothing is dropped. */
 #define DEFAULT_SILENCE_THRESHOLD -200.0
 #define DEFAULT_PAD_CHUNKS TRUE
+#define DEFAULT_N_THREADS 0
 #define MAX_SECONDS 3600.0
 
 enum {
@@ -73,6 +74,7 @@ enum {
   PROP_OVERLAP,
   PROP_SILENCE_THRESHOLD,
   PROP_PAD_CHUNKS,
+  PROP_N_THREADS,
 };
 
 #define GST_TYPE_LLM_AUDIO_ENCODE (gst_llm_audio_encode_get_type ())
@@ -88,6 +90,7 @@ struct _GstLlmAudioEncode {
   char *device;
   double chunk_duration, overlap, silence_threshold;
   gboolean pad_chunks;
+  guint n_threads;
 
   /* from NULL->READY to READY->NULL; caps and active_device also under the
    * object lock, as queries and property reads come from any thread */
@@ -100,6 +103,10 @@ struct _GstLlmAudioEncode {
   /* from READY->PAUSED to PAUSED->READY, streaming thread: the properties
    * as the stream started */
   gboolean pad;
+  /* The tower with its weights prepared and its scratch for a whole
+   * window, and the spectrogram and rows of one chunk. */
+  LlmAudioEncoder *encoder;
+  float *spec, *rows;
   LlmAudioChunker *chunker;
   LlmAudioResampler *resampler;   /* from the sink caps */
   gsize bpf;                      /* bytes per input frame */
@@ -149,21 +156,16 @@ push_chunk (GstLlmAudioEncode *self, const float *pcm, gsize n, guint64 start)
     return GST_FLOW_OK;
   }
   const LlmMmprojAudio *a = self->audio;
-  const guint frames = llm_audio_chunk_frames (a, n, self->pad);
-  const guint rows = llm_mmproj_audio_n_tokens (a, frames);
-  float *out = g_try_new (float, (gsize) rows * a->n_out);
   GError *error = NULL;
   guint got = 0;
-  if (out == NULL || !llm_audio_encode_pcm (self->proj, llm_cpu_kernels_best (), self->mel, pcm,
-          n, self->pad, out, &got, &error)) {
+  if (!llm_audio_encoder_encode_pcm (self->encoder, self->mel, pcm, n, self->pad, self->spec,
+          self->rows, &got, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED, ("Cannot encode a chunk of audio: %s.",
-            error ? error->message : "out of memory"), (NULL));
+            error->message), (NULL));
     g_clear_error (&error);
-    g_free (out);
     return GST_FLOW_ERROR;
   }
-  GstBuffer *buf = gst_llm_embeddings_buffer_new (out, got, a->n_out);
-  g_free (out);
+  GstBuffer *buf = gst_llm_embeddings_buffer_new (self->rows, got, a->n_out);
   /* Audio rows lie on no grid. */
   gst_buffer_add_llm_embeddings_meta (buf, got, 0, 0);
   GST_BUFFER_PTS (buf) = pts;
@@ -448,7 +450,10 @@ close_encoder (GstLlmAudioEncode *self)
   self->audio = NULL;
 }
 
-/* Latches the chunking properties at READY->PAUSED. */
+static void stop_stream (GstLlmAudioEncode *self);
+
+/* Latches the chunking properties and makes the stream's encoder at
+ * READY->PAUSED: its weights are prepared once for every chunk. */
 static gboolean
 start_stream (GstLlmAudioEncode *self)
 {
@@ -456,6 +461,7 @@ start_stream (GstLlmAudioEncode *self)
   GST_OBJECT_LOCK (self);
   const double chunk = self->chunk_duration, overlap = self->overlap;
   self->pad = self->pad_chunks;
+  const guint n_threads = self->n_threads;
   GST_OBJECT_UNLOCK (self);
 
   const double window = (double) a->n_frames_max * a->hop / a->sample_rate;
@@ -472,6 +478,26 @@ start_stream (GstLlmAudioEncode *self)
             "chunk-duration %g s.", overlap, chunk), ("set overlap below chunk-duration"));
     return FALSE;
   }
+  GError *error = NULL;
+  self->encoder = llm_audio_encoder_new (self->proj, (int) n_threads, &error);
+  if (self->encoder == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED, ("Cannot make the audio encoder: %s.",
+            error->message), ("check n-threads (%u) and the mmproj file", n_threads));
+    g_error_free (error);
+    return FALSE;
+  }
+  self->spec = g_try_new (float, (gsize) a->n_mel * a->n_frames_max);
+  self->rows = g_try_new (float, (gsize) llm_audio_encoder_max_rows (self->encoder)
+      * a->n_out);
+  if (self->spec == NULL || self->rows == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED, ("Out of memory for a chunk's spectrogram "
+            "and rows."), (NULL));
+    stop_stream (self);
+    return FALSE;
+  }
+  GST_INFO_OBJECT (self, "encoding on %d threads, %s",
+      llm_audio_encoder_n_threads (self->encoder),
+      llm_audio_encoder_backend_name (self->encoder));
   self->chunker = llm_audio_chunker_new (chunk_samples, overlap_samples);
   self->pcm = g_array_new (FALSE, FALSE, sizeof (float));
   self->t0 = GST_CLOCK_TIME_NONE;
@@ -485,6 +511,9 @@ stop_stream (GstLlmAudioEncode *self)
 {
   g_clear_pointer (&self->chunker, llm_audio_chunker_free);
   g_clear_pointer (&self->resampler, llm_audio_resampler_free);
+  g_clear_pointer (&self->encoder, llm_audio_encoder_free);
+  g_clear_pointer (&self->spec, g_free);
+  g_clear_pointer (&self->rows, g_free);
   g_clear_pointer (&self->pcm, g_array_unref);
 }
 
@@ -540,6 +569,9 @@ gst_llm_audio_encode_set_property (GObject *object, guint prop_id, const GValue 
     case PROP_PAD_CHUNKS:
       self->pad_chunks = g_value_get_boolean (value);
       break;
+    case PROP_N_THREADS:
+      self->n_threads = g_value_get_uint (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -575,6 +607,9 @@ gst_llm_audio_encode_get_property (GObject *object, guint prop_id, GValue *value
       break;
     case PROP_PAD_CHUNKS:
       g_value_set_boolean (value, self->pad_chunks);
+      break;
+    case PROP_N_THREADS:
+      g_value_set_uint (value, self->n_threads);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -615,6 +650,7 @@ gst_llm_audio_encode_init (GstLlmAudioEncode *self)
   self->overlap = DEFAULT_OVERLAP;
   self->silence_threshold = DEFAULT_SILENCE_THRESHOLD;
   self->pad_chunks = DEFAULT_PAD_CHUNKS;
+  self->n_threads = DEFAULT_N_THREADS;
   self->t0 = GST_CLOCK_TIME_NONE;
 }
 
@@ -737,6 +773,22 @@ gst_llm_audio_encode_class_init (GstLlmAudioEncodeClass *klass)
       g_param_spec_boolean ("pad-chunks", "Pad chunks",
           "Pad each chunk with silence to the encoder's 30 s window, as llama.cpp does "
           "(off: encode the chunk's own frames, fewer rows)", DEFAULT_PAD_CHUNKS,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
+
+  /**
+   * GstLlmAudioEncode:n-threads:
+   *
+   * Worker threads of the encoder; 0 uses one per core. The workers are
+   * the process's pool of that count (lib/workers.h), shared with the
+   * language model elements of the same n-threads: an encode and a
+   * forward pass take turns on the cores instead of fighting over them.
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_N_THREADS,
+      g_param_spec_uint ("n-threads", "Threads",
+          "Worker threads of the audio encoder (0 = one per core)", 0, 1024,
+          DEFAULT_N_THREADS,
           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);

@@ -1,70 +1,354 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "audio-encoder.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "cpu/audio.h"
-#include "encoder-blocks.h"
+#include "encoder-weights.h"
+#include "workers.h"
 
 /* Ultravox's RMS norms (transformers' default, which llama.cpp fixes). */
 #define ULTRAVOX_EPS 1e-6f
 #define TAPS 3
 
-/* The sizes the buffers are made of, for @n_frames mel frames giving
- * @n_pos encoder frames: rows of the widest thing any step holds. Sizes
- * from a checked file keep every product far from overflowing. */
 typedef struct {
-  gsize rows, wide, stacked_rows, stacked;
-} Sizes;
+  const LlmWeight *ln1_w, *ln1_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
+  const LlmWeight *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
+} Layer;
 
-static Sizes
-sizes_of (const LlmMmprojAudio *a, gsize n_frames, gsize n_pos)
+struct _LlmAudioEncoder {
+  const LlmMmprojAudio *a;
+  LlmAudioEncoderOptions opts;
+  LlmWorkers *workers;
+  LlmBackend *be;
+  const LlmBackendOps *ops;
+  char *backend_name;
+
+  /* The weights as the backend holds them; NULL where the file has none.
+   * Ultravox's mm.a.mlp.1 is two: its first half (proj1_w) and the gate
+   * (gate_w), so SwiGLU reads two row-major buffers. */
+  LlmEncoderWeights weights;
+  const LlmWeight *conv1_w, *conv1_b, *conv2_w, *conv2_b, *pos_embd;
+  const LlmWeight *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b;
+  const LlmWeight *norm_pre_w, *proj1_w, *proj1_b, *gate_w, *gate_b, *norm_mid_w;
+  const LlmWeight *proj2_w, *proj2_b;
+  Layer *layers;
+
+  LlmAttnShape shape;
+  guint max_frames, max_pos, max_rows;  /* a whole window's */
+
+  /* host: zeros for the stacked rows' padding */
+  float *zeros;
+  gsize n_zeros;
+  /* backend buffers */
+  float *mel, *x, *h, *qb, *kb, *vb, *att, *wide, *gate, *out;
+};
+
+void
+llm_audio_encoder_options_init (LlmAudioEncoderOptions *opts)
 {
-  const gsize e = a->n_embd;
-  Sizes s;
-  s.rows = MAX (n_frames, n_pos);
-  s.stacked = e * a->stack_factor;
-  s.stacked_rows = (n_pos + a->stack_factor - 1) / a->stack_factor;
-  s.wide = MAX (MAX (TAPS * (gsize) a->n_mel, TAPS * e), MAX ((gsize) a->n_ff, s.stacked));
-  s.wide = MAX (s.wide, MAX (2 * (gsize) a->n_proj_hidden, (gsize) a->n_out));
-  return s;
+  *opts = (LlmAudioEncoderOptions) { .n_threads = 0, .kernels = LLM_CPU_KERNELS_BEST };
 }
 
-/* The rows after the blocks to the language model's width. @x holds
- * @n rows of n_embd and room for the stacked rows' zero padding; @tmp
- * rows x wide. */
-static void
-project (const LlmMmprojAudio *a, const LlmCpuKernels *kern, float *x, gsize n, float *tmp,
-    guint8 *act, float *out)
+/* --- weights --------------------------------------------------------- */
+
+static gboolean
+prepare_all (LlmAudioEncoder *enc, GError **error)
 {
+  const LlmMmprojAudio *a = enc->a;
+  LlmEncoderWeights *w = &enc->weights;
+  llm_encoder_weights_init (w, enc->be, 16 * a->n_layer + 20);
+  enc->layers = g_new0 (Layer, a->n_layer);
+#define M(t) llm_encoder_weights_add (w, &(t), FALSE)
+#define V(t) llm_encoder_weights_add (w, &(t), TRUE)
+  enc->conv1_w = M (a->conv1_w);
+  enc->conv1_b = V (a->conv1_b);
+  enc->conv2_w = M (a->conv2_w);
+  enc->conv2_b = V (a->conv2_b);
+  enc->pos_embd = V (a->pos_embd);
+  enc->pre_ln_w = V (a->pre_ln_w);
+  enc->pre_ln_b = V (a->pre_ln_b);
+  enc->post_ln_w = V (a->post_ln_w);
+  enc->post_ln_b = V (a->post_ln_b);
+  enc->norm_pre_w = V (a->norm_pre_w);
+  enc->norm_mid_w = V (a->norm_mid_w);
+  enc->proj2_w = M (a->proj2_w);
+  enc->proj2_b = V (a->proj2_b);
+  if (a->type == LLM_MMPROJ_ULTRAVOX) {
+    /* SwiGLU's gate is the second half (ggml_swiglu_swapped). */
+    const gsize hd = a->n_proj_hidden;
+    enc->proj1_w = llm_encoder_weights_add_part (w, &a->proj1_w, FALSE, 0, hd);
+    enc->gate_w = llm_encoder_weights_add_part (w, &a->proj1_w, FALSE, hd, hd);
+    if (a->proj1_b.t != NULL) {
+      enc->proj1_b = llm_encoder_weights_add_part (w, &a->proj1_b, TRUE, 0, hd);
+      enc->gate_b = llm_encoder_weights_add_part (w, &a->proj1_b, TRUE, hd, hd);
+    }
+  } else {
+    enc->proj1_w = M (a->proj1_w);
+    enc->proj1_b = V (a->proj1_b);
+  }
+  for (guint32 l = 0; l < a->n_layer; l++) {
+    const LlmMmprojLayer *src = &a->layers[l];
+    Layer *ly = &enc->layers[l];
+    ly->ln1_w = V (src->ln1_w);
+    ly->ln1_b = V (src->ln1_b);
+    ly->q_w = M (src->q_w);
+    ly->q_b = V (src->q_b);
+    ly->k_w = M (src->k_w);
+    ly->k_b = V (src->k_b);
+    ly->v_w = M (src->v_w);
+    ly->v_b = V (src->v_b);
+    ly->o_w = M (src->o_w);
+    ly->o_b = V (src->o_b);
+    ly->ln2_w = V (src->ln2_w);
+    ly->ln2_b = V (src->ln2_b);
+    ly->up_w = M (src->up_w);
+    ly->up_b = V (src->up_b);
+    ly->down_w = M (src->down_w);
+    ly->down_b = V (src->down_b);
+  }
+#undef M
+#undef V
+  return llm_encoder_weights_check (w, error);
+}
+
+/* --- buffers --------------------------------------------------------- */
+
+/* Everything sized for a whole window, the most one encode takes, so
+ * encodes of any length allocate nothing. Sizes from a checked file keep
+ * every product far from overflowing. */
+static gboolean
+alloc_buffers (LlmAudioEncoder *enc, GError **error)
+{
+  const LlmMmprojAudio *a = enc->a;
+  const gsize e = a->n_embd, nf = enc->max_frames, np = enc->max_pos;
+  const gsize stacked = e * a->stack_factor;
+  const gsize stacked_rows = (np + a->stack_factor - 1) / a->stack_factor;
+  const gsize hidden = a->n_proj_hidden;
+  /* The convolutions' rows of taps, the feed-forward, the projector's
+   * hidden rows. */
+  const gsize wide = MAX (MAX (nf * TAPS * a->n_mel, np * TAPS * e),
+      MAX (np * a->n_ff, stacked_rows * MAX (hidden, (gsize) a->n_out)));
+  /* The widest input any product reads. */
+  const gsize widest_in = MAX (MAX (TAPS * (gsize) a->n_mel, TAPS * e),
+      MAX (MAX ((gsize) a->n_ff, stacked), hidden));
+  enc->n_zeros = stacked;
+  enc->zeros = g_try_new0 (float, enc->n_zeros);
+  if (enc->zeros == NULL) {
+    g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
+        "out of memory for the audio encoder's padding row");
+    return FALSE;
+  }
+  const struct {
+    float **buf;
+    gsize floats;
+  } bufs[] = {
+    { &enc->mel, (gsize) a->n_mel * nf },
+    /* The first convolution's output: a row per mel frame. */
+    { &enc->h, nf * e },
+    /* Stacking reads the last row padded with zeros. */
+    { &enc->x, MAX (np * e, stacked_rows * stacked) },
+    { &enc->qb, np * e }, { &enc->kb, np * e }, { &enc->vb, np * e }, { &enc->att, np * e },
+    { &enc->wide, wide },
+    { &enc->gate, MAX (stacked_rows * hidden, 1) },
+    { &enc->out, (gsize) enc->max_rows * a->n_out },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    if ((*bufs[i].buf = enc->ops->alloc (enc->be, bufs[i].floats * sizeof (float), error))
+        == NULL)
+      return FALSE;
+  /* Only the first convolution's product has a row per mel frame; the
+   * reserve keeps the larger of the two. */
+  return enc->ops->reserve (enc->be, nf, TAPS * (gsize) a->n_mel, 0, NULL, error)
+      && enc->ops->reserve (enc->be, (guint) MAX (np, stacked_rows), widest_in, 0, NULL, error)
+      && enc->ops->reserve_attention_full (enc->be, enc->max_pos, &enc->shape, error);
+}
+
+/* --- making one ------------------------------------------------------ */
+
+LlmAudioEncoder *
+llm_audio_encoder_new (const LlmMmproj *p, int n_threads, GError **error)
+{
+  LlmAudioEncoderOptions opts;
+  llm_audio_encoder_options_init (&opts);
+  opts.n_threads = n_threads;
+  return llm_audio_encoder_new_with (p, &opts, error);
+}
+
+LlmAudioEncoder *
+llm_audio_encoder_new_with (const LlmMmproj *p, const LlmAudioEncoderOptions *opts,
+    GError **error)
+{
+  g_return_val_if_fail (p != NULL, NULL);
+  const LlmMmprojAudio *a = llm_mmproj_audio (p);
+  if (a == NULL) {
+    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ,
+        "the projector file has no audio tower");
+    return NULL;
+  }
+  LlmAudioEncoder *enc = g_new0 (LlmAudioEncoder, 1);
+  if (opts != NULL)
+    enc->opts = *opts;
+  else
+    llm_audio_encoder_options_init (&enc->opts);
+  enc->a = a;
+  enc->max_frames = a->n_frames_max;
+  enc->max_pos = (guint) llm_cpu_conv1d_out_len (a->n_frames_max, TAPS, 2, 1);
+  enc->max_rows = llm_mmproj_audio_n_tokens (a, a->n_frames_max);
+  const guint hd = a->n_embd / a->n_head;
+  enc->shape = (LlmAttnShape) {
+    .n_head = a->n_head, .n_head_kv = a->n_head, .head_dim = hd,
+    .scale = 1.0f / sqrtf ((float) hd),
+  };
+
+  enc->workers = llm_workers_get (enc->opts.n_threads, error);
+  if (enc->workers == NULL
+      || (enc->be = llm_backend_cpu_new (enc->opts.kernels,
+              llm_workers_n_threads (enc->workers), error)) == NULL) {
+    llm_audio_encoder_free (enc);
+    return NULL;
+  }
+  enc->ops = enc->be->ops;
+  enc->backend_name = g_strdup_printf ("%s/%s", enc->ops->name,
+      llm_backend_cpu_kernels_name (enc->be));
+  if (!prepare_all (enc, error) || !alloc_buffers (enc, error)) {
+    llm_audio_encoder_free (enc);
+    return NULL;
+  }
+  return enc;
+}
+
+void
+llm_audio_encoder_free (LlmAudioEncoder *enc)
+{
+  if (enc == NULL)
+    return;
+  if (enc->be != NULL) {
+    llm_encoder_weights_clear (&enc->weights);
+    float *bufs[] = { enc->mel, enc->x, enc->h, enc->qb, enc->kb, enc->vb, enc->att,
+      enc->wide, enc->gate, enc->out };
+    for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+      if (bufs[i] != NULL)
+        enc->ops->free (enc->be, bufs[i]);
+    llm_backend_unref (enc->be);
+  }
+  llm_workers_unref (enc->workers);
+  g_free (enc->layers);
+  g_free (enc->zeros);
+  g_free (enc->backend_name);
+  g_free (enc);
+}
+
+const LlmMmprojAudio *
+llm_audio_encoder_tower (const LlmAudioEncoder *enc)
+{
+  return enc->a;
+}
+
+guint
+llm_audio_encoder_max_rows (const LlmAudioEncoder *enc)
+{
+  return enc->max_rows;
+}
+
+guint
+llm_audio_encoder_n_out (const LlmAudioEncoder *enc)
+{
+  return enc->a->n_out;
+}
+
+int
+llm_audio_encoder_n_threads (const LlmAudioEncoder *enc)
+{
+  return llm_workers_n_threads (enc->workers);
+}
+
+const char *
+llm_audio_encoder_backend_name (const LlmAudioEncoder *enc)
+{
+  return enc->backend_name;
+}
+
+/* --- the forward pass ------------------------------------------------ */
+
+/* y = x W (+ b) for @n rows. */
+static void
+linear (LlmAudioEncoder *enc, LlmBackendQueue *q, const float *x, guint n, const LlmWeight *w,
+    const LlmWeight *b, float *y)
+{
+  enc->ops->matmul (enc->be, q, x, n, &w, &y, 1);
+  if (b != NULL)
+    enc->ops->add_bias (enc->be, q, y, b, n);
+}
+
+/* @n rows of x through one pre-norm block: x += attn (ln1 (x)); x +=
+ * ffn (ln2 (x)), the feed-forward up, GELU (erf), down. */
+static void
+layer (LlmAudioEncoder *enc, LlmBackendQueue *q, const Layer *ly, guint n)
+{
+  const LlmBackendOps *ops = enc->ops;
+  LlmBackend *be = enc->be;
+  const gsize e = enc->a->n_embd;
+  const float eps = enc->a->eps;
+
+  ops->layernorm (be, q, enc->x, ly->ln1_w, ly->ln1_b, enc->h, n, e, eps);
+  const LlmWeight *qkv[] = { ly->q_w, ly->k_w, ly->v_w };
+  float *const qkv_out[] = { enc->qb, enc->kb, enc->vb };
+  ops->matmul (be, q, enc->h, n, qkv, qkv_out, 3);
+  /* Whisper's keys have no bias. */
+  const LlmWeight *qkv_b[] = { ly->q_b, ly->k_b, ly->v_b };
+  for (guint i = 0; i < 3; i++)
+    if (qkv_b[i] != NULL)
+      ops->add_bias (be, q, qkv_out[i], qkv_b[i], n);
+  ops->attention_full (be, q, &enc->shape, enc->qb, enc->kb, enc->vb, n, enc->att);
+  linear (enc, q, enc->att, n, ly->o_w, ly->o_b, enc->h);
+  ops->add (be, q, enc->x, enc->h, n, e);
+
+  ops->layernorm (be, q, enc->x, ly->ln2_w, ly->ln2_b, enc->h, n, e, eps);
+  linear (enc, q, enc->h, n, ly->up_w, ly->up_b, enc->wide);
+  ops->gelu (be, q, enc->wide, n, enc->a->n_ff, LLM_GELU_ERF);
+  linear (enc, q, enc->wide, n, ly->down_w, ly->down_b, enc->h);
+  ops->add (be, q, enc->x, enc->h, n, e);
+}
+
+/* @n rows of x after the post-layernorm to the LM's width in out. */
+static void
+project (LlmAudioEncoder *enc, LlmBackendQueue *q, guint n)
+{
+  const LlmMmprojAudio *a = enc->a;
+  const LlmBackendOps *ops = enc->ops;
+  LlmBackend *be = enc->be;
   const gsize e = a->n_embd, width = e * a->stack_factor;
-  const gsize rows = (n + a->stack_factor - 1) / a->stack_factor;
+  const guint rows = (n + a->stack_factor - 1) / a->stack_factor;
+  const guint hidden = a->n_proj_hidden;
   /* Stacking is a new view of the same time-major floats; the last row
    * is padded with zeros (Ultravox's StackAudioFrames, ggml_pad). */
-  memset (x + n * e, 0, (rows * width - n * e) * sizeof *x);
-  const gsize hidden = a->n_proj_hidden;
+  const gsize pad = rows * width - (gsize) n * e;
+  if (pad > 0)
+    ops->upload (be, q, enc->x + (gsize) n * e, enc->zeros, pad * sizeof (float));
   switch (a->type) {
-    case LLM_MMPROJ_ULTRAVOX:
-      for (gsize r = 0; r < rows; r++)
-        llm_cpu_rmsnorm (x + r * width, (const float *) a->norm_pre_w.t->data, x + r * width,
-            width, ULTRAVOX_EPS);
-      llm_encoder_linear (kern, &a->proj1_w, &a->proj1_b, x, rows, tmp, act);
-      /* Row by row in place: row r's result lands at or below where its
-       * inputs began, over rows already done. */
-      for (gsize r = 0; r < rows; r++) {
-        llm_cpu_swiglu_second_half (tmp + r * 2 * hidden, tmp + r * hidden, hidden);
-        llm_cpu_rmsnorm (tmp + r * hidden, (const float *) a->norm_mid_w.t->data,
-            tmp + r * hidden, hidden, ULTRAVOX_EPS);
+    case LLM_MMPROJ_ULTRAVOX: {
+      ops->rmsnorm (be, q, enc->x, enc->norm_pre_w, enc->x, rows, width, ULTRAVOX_EPS);
+      const LlmWeight *ws[] = { enc->proj1_w, enc->gate_w };
+      float *const ys[] = { enc->wide, enc->gate };
+      ops->matmul (be, q, enc->x, rows, ws, ys, 2);
+      if (enc->proj1_b != NULL) {
+        ops->add_bias (be, q, enc->wide, enc->proj1_b, rows);
+        ops->add_bias (be, q, enc->gate, enc->gate_b, rows);
       }
-      llm_encoder_linear (kern, &a->proj2_w, &a->proj2_b, tmp, rows, out, act);
+      ops->swiglu (be, q, enc->gate, enc->wide, rows, hidden);
+      ops->rmsnorm (be, q, enc->gate, enc->norm_mid_w, enc->gate, rows, hidden, ULTRAVOX_EPS);
+      linear (enc, q, enc->gate, rows, enc->proj2_w, enc->proj2_b, enc->out);
       break;
+    }
     case LLM_MMPROJ_VOXTRAL:
-      llm_encoder_linear (kern, &a->proj1_w, &a->proj1_b, x, rows, tmp, act);
-      llm_cpu_gelu_erf (tmp, rows * hidden);
-      llm_encoder_linear (kern, &a->proj2_w, &a->proj2_b, tmp, rows, out, act);
+      linear (enc, q, enc->x, rows, enc->proj1_w, enc->proj1_b, enc->wide);
+      ops->gelu (be, q, enc->wide, rows, hidden, LLM_GELU_ERF);
+      linear (enc, q, enc->wide, rows, enc->proj2_w, enc->proj2_b, enc->out);
       break;
     case LLM_MMPROJ_QWEN2A:
-      llm_encoder_linear (kern, &a->proj1_w, &a->proj1_b, x, rows, out, act);
+      linear (enc, q, enc->x, rows, enc->proj1_w, enc->proj1_b, enc->out);
       break;
     default:
       g_assert_not_reached ();
@@ -72,16 +356,11 @@ project (const LlmMmprojAudio *a, const LlmCpuKernels *kern, float *x, gsize n, 
 }
 
 gboolean
-llm_audio_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const float *mel,
-    guint n_frames, float *out, guint *n_rows, GError **error)
+llm_audio_encoder_encode (LlmAudioEncoder *enc, const float *mel, guint n_frames, float *out,
+    guint *n_rows, GError **error)
 {
-  g_return_val_if_fail (p != NULL && kern != NULL && mel != NULL && out != NULL, FALSE);
-  const LlmMmprojAudio *a = llm_mmproj_audio (p);
-  if (a == NULL) {
-    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ,
-        "the projector file has no audio tower");
-    return FALSE;
-  }
+  g_return_val_if_fail (enc != NULL && mel != NULL && out != NULL && n_rows != NULL, FALSE);
+  const LlmMmprojAudio *a = enc->a;
   const guint n_tokens = llm_mmproj_audio_n_tokens (a, n_frames);
   if (n_tokens == 0) {
     g_set_error (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_INVALID,
@@ -91,65 +370,85 @@ llm_audio_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const float *me
         ? " and at least 3 for its pooling" : "");
     return FALSE;
   }
-  const gsize e = a->n_embd, n_pos = llm_cpu_conv1d_out_len (n_frames, TAPS, 2, 1);
-  const Sizes s = sizes_of (a, n_frames, n_pos);
-  const gsize hd = e / a->n_head;
-  const gsize att = llm_attention_batch_scratch_floats (n_pos, hd, n_pos);
-  /* The convolutions' rows, their outputs (x with room for the stacked
-   * rows' padding), h, q, k, v, tmp, the attention's scratch. */
-  const gsize floats = s.rows * s.wide + s.rows * e + s.stacked_rows * s.stacked
-      + 4 * n_pos * e + s.rows * s.wide + att;
-  float *buf = g_try_new (float, floats);
-  guint8 *act = g_try_malloc (llm_encoder_act_bytes (s.rows, s.wide));
-  LlmAttnQuery *queries = g_try_new (LlmAttnQuery, n_pos);
-  if (buf == NULL || act == NULL || queries == NULL) {
-    g_free (buf);
-    g_free (act);
-    g_free (queries);
-    g_set_error (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_NOMEM,
-        "out of memory for the audio encoder's %" G_GSIZE_FORMAT " floats", floats);
-    return FALSE;
-  }
-  float *conv_rows = buf, *conv1 = conv_rows + s.rows * s.wide;
-  float *x = conv1 + s.rows * e;
-  float *h = x + MAX (s.stacked_rows * s.stacked, n_pos * e), *q = h + n_pos * e;
-  float *k = q + n_pos * e, *v = k + n_pos * e, *tmp = v + n_pos * e;
-  float *att_scratch = tmp + s.rows * s.wide;
+  const LlmBackendOps *ops = enc->ops;
+  LlmBackend *be = enc->be;
+  const gsize e = a->n_embd;
+  const guint n_pos = (guint) llm_cpu_conv1d_out_len (n_frames, TAPS, 2, 1);
+
+  /* The worker pool, and with it this encoder's scratch, is ours until
+   * the end. */
+  LlmThreadPool *pool = llm_workers_lock (enc->workers);
+  LlmBackendQueue *q = llm_backend_cpu_queue (pool);
 
   /* The stem: the mel bins (channel-major) at stride 1, then its output
-   * (time-major) at stride 2. */
-  llm_cpu_conv1d_rows (mel, a->n_mel, n_frames, 1, n_frames, TAPS, 1, 1, n_frames, conv_rows);
-  llm_encoder_linear (kern, &a->conv1_w, &a->conv1_b, conv_rows, n_frames, conv1, act);
-  llm_cpu_gelu_erf (conv1, n_frames * e);
-  llm_cpu_conv1d_rows (conv1, e, n_frames, e, 1, TAPS, 2, 1, n_pos, conv_rows);
-  llm_encoder_linear (kern, &a->conv2_w, &a->conv2_b, conv_rows, n_pos, x, act);
-  llm_cpu_gelu_erf (x, n_pos * e);
+   * (time-major) at stride 2, each as rows of taps times the kernel. */
+  ops->upload (be, q, enc->mel, mel, (gsize) a->n_mel * n_frames * sizeof (float));
+  const LlmConv1dShape c1 = {
+    .n_ch = a->n_mel, .n_len = n_frames, .t_stride = 1, .c_stride = n_frames,
+    .taps = TAPS, .stride = 1, .pad = 1,
+  };
+  ops->conv1d_rows (be, q, enc->mel, &c1, n_frames, enc->wide);
+  linear (enc, q, enc->wide, n_frames, enc->conv1_w, enc->conv1_b, enc->h);
+  ops->gelu (be, q, enc->h, n_frames, e, LLM_GELU_ERF);
+  const LlmConv1dShape c2 = {
+    .n_ch = e, .n_len = n_frames, .t_stride = e, .c_stride = 1,
+    .taps = TAPS, .stride = 2, .pad = 1,
+  };
+  ops->conv1d_rows (be, q, enc->h, &c2, n_pos, enc->wide);
+  linear (enc, q, enc->wide, n_pos, enc->conv2_w, enc->conv2_b, enc->x);
+  ops->gelu (be, q, enc->x, n_pos, e, LLM_GELU_ERF);
   /* The first n_pos positions (Ultravox slices them for shorter input;
    * a 30 s window uses them all). */
-  const float *pos = (const float *) a->pos_embd.t->data;
-  for (gsize i = 0; i < n_pos * e; i++)
-    x[i] += pos[i];
-  if (a->pre_ln_w.t != NULL)
-    llm_encoder_norm_rows (&a->pre_ln_w, &a->pre_ln_b, x, x, n_pos, e, a->eps);
+  ops->add (be, q, enc->x, enc->pos_embd->data, n_pos, e);
+  if (enc->pre_ln_w != NULL)
+    ops->layernorm (be, q, enc->x, enc->pre_ln_w, enc->pre_ln_b, enc->x, n_pos, e, a->eps);
 
-  const LlmEncoderBuffers bufs = { h, q, k, v, tmp, att_scratch, queries, act };
   for (guint32 l = 0; l < a->n_layer; l++)
-    llm_encoder_block (kern, &a->layers[l], x, n_pos, e, a->n_head, a->n_ff, a->eps,
-        LLM_ENCODER_GELU_ERF, &bufs);
+    layer (enc, q, &enc->layers[l], n_pos);
 
-  gsize n = n_pos;
+  guint n = n_pos;
   if (a->avg_pool) {
     /* Qwen2-Audio pools before its post-layernorm. */
-    llm_cpu_avg_pool_pairs (x, x, n, e);
+    ops->avg_pool_pairs (be, q, enc->x, enc->h, n, e);
     n /= 2;
+    ops->layernorm (be, q, enc->h, enc->post_ln_w, enc->post_ln_b, enc->x, n, e, a->eps);
+  } else {
+    ops->layernorm (be, q, enc->x, enc->post_ln_w, enc->post_ln_b, enc->x, n, e, a->eps);
   }
-  llm_encoder_norm_rows (&a->post_ln_w, &a->post_ln_b, x, x, n, e, a->eps);
-  project (a, kern, x, n, tmp, act, out);
+  project (enc, q, n);
+  ops->download (be, q, out, enc->out, (gsize) n_tokens * a->n_out * sizeof (float));
+  ops->sync (be, q);
+
+  llm_threadpool_rest (pool);
+  llm_workers_unlock (enc->workers);
   *n_rows = n_tokens;
-  g_free (buf);
-  g_free (act);
-  g_free (queries);
   return TRUE;
+}
+
+/* --- one encode, one thread ------------------------------------------ */
+
+static LlmAudioEncoder *
+encoder_once (const LlmMmproj *p, const LlmCpuKernels *kern, GError **error)
+{
+  static const LlmCpuKernelChoice by_isa[LLM_CPU_N_ISA] = {
+    [LLM_CPU_ISA_SCALAR] = LLM_CPU_KERNELS_SCALAR,
+    [LLM_CPU_ISA_AVX2] = LLM_CPU_KERNELS_AVX2,
+    [LLM_CPU_ISA_AVX512] = LLM_CPU_KERNELS_AVX512,
+  };
+  LlmAudioEncoderOptions opts;
+  llm_audio_encoder_options_init (&opts);
+  opts.n_threads = 1;
+  opts.kernels = by_isa[llm_cpu_kernels_isa (kern)];
+  return llm_audio_encoder_new_with (p, &opts, error);
+}
+
+gboolean
+llm_audio_encode (const LlmMmproj *p, const LlmCpuKernels *kern, const float *mel,
+    guint n_frames, float *out, guint *n_rows, GError **error)
+{
+  g_return_val_if_fail (p != NULL && kern != NULL && mel != NULL && out != NULL, FALSE);
+  g_autoptr (LlmAudioEncoder) enc = encoder_once (p, kern, error);
+  return enc != NULL && llm_audio_encoder_encode (enc, mel, n_frames, out, n_rows, error);
 }
 
 guint
@@ -164,17 +463,12 @@ llm_audio_chunk_frames (const LlmMmprojAudio *a, gsize n_samples, gboolean pad_w
 }
 
 gboolean
-llm_audio_encode_pcm (const LlmMmproj *p, const LlmCpuKernels *kern, LlmAudioMel *mel,
-    const float *pcm, gsize n_samples, gboolean pad_window, float *out, guint *n_rows,
+llm_audio_encoder_encode_pcm (LlmAudioEncoder *enc, LlmAudioMel *mel, const float *pcm,
+    gsize n_samples, gboolean pad_window, float *spec, float *out, guint *n_rows,
     GError **error)
 {
-  g_return_val_if_fail (p != NULL && mel != NULL, FALSE);
-  const LlmMmprojAudio *a = llm_mmproj_audio (p);
-  if (a == NULL) {
-    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_NOT_MMPROJ,
-        "the projector file has no audio tower");
-    return FALSE;
-  }
+  g_return_val_if_fail (enc != NULL && mel != NULL && spec != NULL, FALSE);
+  const LlmMmprojAudio *a = enc->a;
   const guint frames = llm_audio_chunk_frames (a, n_samples, pad_window);
   if (frames == 0) {
     g_set_error (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_INVALID,
@@ -183,14 +477,27 @@ llm_audio_encode_pcm (const LlmMmproj *p, const LlmCpuKernels *kern, LlmAudioMel
         (double) a->n_frames_max * a->hop / a->sample_rate);
     return FALSE;
   }
-  float *spec = g_try_new (float, (gsize) a->n_mel * frames);
+  return llm_audio_mel_compute (mel, pcm, n_samples, frames, spec, error)
+      && llm_audio_encoder_encode (enc, spec, frames, out, n_rows, error);
+}
+
+gboolean
+llm_audio_encode_pcm (const LlmMmproj *p, const LlmCpuKernels *kern, LlmAudioMel *mel,
+    const float *pcm, gsize n_samples, gboolean pad_window, float *out, guint *n_rows,
+    GError **error)
+{
+  g_return_val_if_fail (p != NULL && kern != NULL && mel != NULL, FALSE);
+  g_autoptr (LlmAudioEncoder) enc = encoder_once (p, kern, error);
+  if (enc == NULL)
+    return FALSE;
+  float *spec = g_try_new (float, (gsize) enc->a->n_mel * enc->a->n_frames_max);
   if (spec == NULL) {
     g_set_error (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_NOMEM,
-        "out of memory for a log-mel spectrogram of %u frames", frames);
+        "out of memory for a log-mel spectrogram of %u frames", enc->a->n_frames_max);
     return FALSE;
   }
-  const gboolean ok = llm_audio_mel_compute (mel, pcm, n_samples, frames, spec, error)
-      && llm_audio_encode (p, kern, spec, frames, out, n_rows, error);
+  const gboolean ok = llm_audio_encoder_encode_pcm (enc, mel, pcm, n_samples, pad_window, spec,
+      out, n_rows, error);
   g_free (spec);
   return ok;
 }

@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "audio-mel.h"
 
-#include <libavutil/error.h>
-#include <libavutil/mem.h>
-#include <libavutil/tx.h>
-
+#include "cpu/dft.h"
 #include "cpu/mel.h"
 
 /* Past these no Whisper front end goes; they bound every buffer. */
@@ -15,11 +12,9 @@ G_DEFINE_QUARK (llm-audio-error-quark, llm_audio_error)
 
 struct _LlmAudioMel {
   guint n_mel, n_fft, hop, sample_rate;
-  AVTXContext *tx;
-  av_tx_fn fft;
-  /* av_malloc'd, as av_tx wants them aligned: the windowed frame, its
-   * n_fft / 2 + 1 complex bins, their power. */
-  float *frame, *bins, *power;
+  /* The FFT's roots of unity and scratch (cpu/dft.h); the windowed
+   * frame and the power of its n_fft / 2 + 1 bins. */
+  float *table, *scratch, *frame, *power;
   float *window;
   float *weights;
   LlmCpuMelFilter *filters;
@@ -41,20 +36,17 @@ llm_audio_mel_new (guint n_mel, guint n_fft, guint hop, guint sample_rate, GErro
   m->hop = hop;
   m->sample_rate = sample_rate;
   const gsize n_bins = n_fft / 2 + 1;
-  const float scale = 1.0f;
-  const int err = av_tx_init (&m->tx, &m->fft, AV_TX_FLOAT_RDFT, 0, (int) n_fft, &scale, 0);
-  m->frame = av_malloc (n_fft * sizeof (float));
-  m->bins = av_malloc (2 * n_bins * sizeof (float));
-  m->power = av_malloc (n_bins * sizeof (float));
-  if (err < 0 || m->frame == NULL || m->bins == NULL || m->power == NULL) {
-    char what[AV_ERROR_MAX_STRING_SIZE] = "out of memory";
-    if (err < 0)
-      av_strerror (err, what, sizeof what);
-    g_set_error (error, LLM_AUDIO_ERROR, err < 0 ? LLM_AUDIO_ERROR_FFT : LLM_AUDIO_ERROR_NOMEM,
-        "FFmpeg cannot make a %u-point real FFT: %s", n_fft, what);
+  m->table = g_try_new (float, llm_cpu_dft_table_floats (n_fft));
+  m->scratch = g_try_new (float, llm_cpu_dft_scratch_floats (n_fft));
+  m->frame = g_try_new (float, n_fft);
+  m->power = g_try_new (float, n_bins);
+  if (m->table == NULL || m->scratch == NULL || m->frame == NULL || m->power == NULL) {
+    g_set_error (error, LLM_AUDIO_ERROR, LLM_AUDIO_ERROR_NOMEM,
+        "out of memory for a %u-point FFT", n_fft);
     llm_audio_mel_free (m);
     return NULL;
   }
+  llm_cpu_dft_table (n_fft, m->table);
   m->window = g_new (float, n_fft);
   llm_cpu_hann_periodic (m->window, n_fft);
   m->weights = g_new (float, (gsize) n_mel * n_bins);
@@ -75,10 +67,10 @@ llm_audio_mel_free (LlmAudioMel *m)
 {
   if (m == NULL)
     return;
-  av_tx_uninit (&m->tx);
-  av_free (m->frame);
-  av_free (m->bins);
-  av_free (m->power);
+  g_free (m->table);
+  g_free (m->scratch);
+  g_free (m->frame);
+  g_free (m->power);
   g_free (m->window);
   g_free (m->weights);
   g_free (m->filters);
@@ -116,7 +108,7 @@ llm_audio_mel_compute (LlmAudioMel *m, const float *pcm, gsize n_samples, gsize 
         G_GSIZE_FORMAT ")", n_samples, n_frames);
     return FALSE;
   }
-  const gsize n_fft = m->n_fft, half = n_fft / 2, n_bins = half + 1;
+  const gsize n_fft = m->n_fft, half = n_fft / 2;
   const float silence = llm_cpu_mel_silence ();
   for (gsize t = 0; t < n_frames; t++) {
     const gint64 first = (gint64) (t * m->hop) - (gint64) half;
@@ -129,9 +121,7 @@ llm_audio_mel_compute (LlmAudioMel *m, const float *pcm, gsize n_samples, gsize 
     }
     for (gsize j = 0; j < n_fft; j++)
       m->frame[j] = m->window[j] * padded (pcm, n_samples, first + (gint64) j);
-    m->fft (m->tx, m->bins, m->frame, sizeof (float));
-    for (gsize k = 0; k < n_bins; k++)
-      m->power[k] = m->bins[2 * k] * m->bins[2 * k] + m->bins[2 * k + 1] * m->bins[2 * k + 1];
+    llm_cpu_dft_power (m->table, n_fft, m->frame, m->scratch, m->power);
     llm_cpu_mel_frame (m->power, m->filters, m->n_mel, out + t, n_frames);
   }
   llm_cpu_mel_normalize (out, (gsize) m->n_mel * n_frames);

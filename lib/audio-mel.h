@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Whisper's log-mel front end as llama.cpp's mtmd computes it: 16 kHz
  * mono float PCM to n_mel bins per 10 ms frame (400-sample periodic Hann
- * window, 160-sample hop, power spectrum through FFmpeg's av_tx, the
+ * window, 160-sample hop, power spectrum by a float FFT (cpu/dft.h), the
  * Slaney filterbank, log10, clamped to the maximum less 8, (x + 4) / 4).
  *
  * mtmd's padding: the signal is reflected at its start (sample -i is
@@ -27,7 +27,6 @@ GQuark llm_audio_error_quark (void);
 
 typedef enum {
   LLM_AUDIO_ERROR_INVALID,        /* sizes or lengths out of range */
-  LLM_AUDIO_ERROR_FFT,            /* FFmpeg could not make the transform */
   LLM_AUDIO_ERROR_NOMEM,
 } LlmAudioError;
 

@@ -7,13 +7,15 @@
  * backend is made and kept in one const table, so no op asks the CPU
  * anything. Matrix products split the weight rows over the workers;
  * per-row stages (norms, biases, RoPE, SwiGLU, GELU, residuals, cache
- * stores) split the rows of a batch and run inline for a decode step,
+ * stores, an audio tower's convolution rows and pooled pairs) split the
+ * rows of a batch and run inline for a decode step,
  * where waking the pool would cost more than the work; a tower's full
  * attention is split by heads and blocks of queries. */
 #include "backend.h"
 #include "forward.h"
 #include "cpu/attention.h"
 #include "cpu/attention-full.h"
+#include "cpu/audio.h"
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
 #include "cpu/threadpool.h"
@@ -724,10 +726,17 @@ gelu_rows (const void *args, guint t0, guint t1)
   const GeluArgs *a = args;
   float *x = a->x + t0 * a->width;
   const gsize n = (t1 - t0) * a->width;
-  if (a->kind == LLM_GELU_QUICK)
-    llm_cpu_gelu_quick (a->kern, x, x, n);
-  else
-    llm_cpu_gelu (a->kern, x, x, n);
+  switch (a->kind) {
+    case LLM_GELU_QUICK:
+      llm_cpu_gelu_quick (a->kern, x, x, n);
+      break;
+    case LLM_GELU_ERF:
+      llm_cpu_gelu_erf (x, n);
+      break;
+    default:
+      llm_cpu_gelu (a->kern, x, x, n);
+      break;
+  }
 }
 
 static void
@@ -735,6 +744,54 @@ cpu_gelu (LlmBackend *be, LlmBackendQueue *q, float *x, guint n, gsize width, Ll
 {
   const GeluArgs a = { CPU (be)->kern, x, width, kind };
   per_row (q, n, gelu_rows, &a);
+}
+
+typedef struct {
+  const float *x;
+  const LlmConv1dShape *shape;
+  float *rows;
+} ConvRowsArgs;
+
+static void
+conv1d_rows_rows (const void *args, guint t0, guint t1)
+{
+  const ConvRowsArgs *a = args;
+  const LlmConv1dShape *s = a->shape;
+  llm_cpu_conv1d_rows_range (a->x, s->n_ch, s->n_len, s->t_stride, s->c_stride, s->taps,
+      s->stride, s->pad, t0, t1, a->rows);
+}
+
+static void
+cpu_conv1d_rows (LlmBackend *be, LlmBackendQueue *q, const float *x,
+    const LlmConv1dShape *shape, guint n_out, float *rows)
+{
+  (void) be;
+  const ConvRowsArgs a = { x, shape, rows };
+  per_row (q, n_out, conv1d_rows_rows, &a);
+}
+
+typedef struct {
+  const float *x;
+  float *y;
+  gsize width;
+} PoolArgs;
+
+/* Output rows t0..t1: rows 2 t0 .. 2 t1 of the input. */
+static void
+pool_rows (const void *args, guint t0, guint t1)
+{
+  const PoolArgs *a = args;
+  llm_cpu_avg_pool_pairs (a->x + 2 * (gsize) t0 * a->width, a->y + (gsize) t0 * a->width,
+      2 * (gsize) (t1 - t0), a->width);
+}
+
+static void
+cpu_avg_pool_pairs (LlmBackend *be, LlmBackendQueue *q, const float *x, float *y,
+    guint n_rows, gsize width)
+{
+  (void) be;
+  const PoolArgs a = { x, y, width };
+  per_row (q, n_rows / 2, pool_rows, &a);
 }
 
 static gboolean
@@ -877,6 +934,8 @@ static const LlmBackendOps cpu_ops = {
   .gelu = cpu_gelu,
   .reserve_attention_full = cpu_reserve_attention_full,
   .attention_full = cpu_attention_full,
+  .conv1d_rows = cpu_conv1d_rows,
+  .avg_pool_pairs = cpu_avg_pool_pairs,
   .destroy = cpu_destroy,
 };
 

@@ -43,6 +43,14 @@
  *    attention_full's scratch comes from reserve_attention_full, as the
  *    others' from reserve.
  *
+ *    An audio tower (audio-encoder.c, Whisper's) is the same blocks with
+ *    GELU in its erf form, after a stem of two 1-D convolutions: each is
+ *    conv1d_rows (the rows of taps its kernel multiplies, im2col) and one
+ *    matmul by the kernel's rows, so a backend gets convolutions from its
+ *    product. Its projectors are the LM's rmsnorm, matmul and swiglu
+ *    (Ultravox's fused projection prepared as two weights, its halves),
+ *    gelu, and avg_pool_pairs (Qwen2-Audio) (3c below).
+ *
  * 4. Results. Evaluating rows of many sequences in one batch must give
  *    each sequence the logits it gets alone (the engine's tests check it
  *    bit for bit on the CPU); a backend that cannot promise bits states its
@@ -119,7 +127,18 @@ typedef struct {
 typedef enum {
   LLM_GELU_TANH,                /* the tanh approximation: SigLIP, projector MLPs */
   LLM_GELU_QUICK,               /* CLIP's x * sigmoid (1.702 x) */
+  LLM_GELU_ERF,                 /* the exact form, x / 2 (1 + erf (x / sqrt 2)): Whisper */
 } LlmGelu;
+
+/* A 1-D convolution's input read as rows (conv1d_rows): @n_ch channels
+ * of @n_len frames, value (channel c, frame t) at x[t * t_stride + c *
+ * c_stride], so a channel-major mel spectrogram and time-major
+ * activations are both read in place; output frame o reads frames o *
+ * stride + k - pad, k < taps (zeros outside [0, n_len)). */
+typedef struct {
+  gsize n_ch, n_len, t_stride, c_stride;
+  guint taps, stride, pad;
+} LlmConv1dShape;
 
 typedef struct {
   const char *name;             /* "cpu" */
@@ -140,8 +159,9 @@ typedef struct {
    * host) for this backend. @is_vector: a norm or bias row, read as floats
    * by rmsnorm, layernorm and add_bias (a tower's position embeddings too,
    * all of their values as one row). A tower's patch kernel [p, p, 3, n]
-   * comes as a matrix of n rows of 3 p^2. Called for every tensor of a model, possibly
-   * from several threads at once for different tensors. */
+   * comes as a matrix of n rows of 3 p^2, a convolution kernel [taps, in,
+   * out] as out rows of taps x in. Called for every tensor of a model,
+   * possibly from several threads at once for different tensors. */
   gboolean (*prepare_weight) (LlmBackend *be, LlmWeight *w, gboolean is_vector,
       GError **error);
   void (*release_weight) (LlmBackend *be, LlmWeight *w);
@@ -224,6 +244,19 @@ typedef struct {
    * n_head). */
   void (*attention_full) (LlmBackend *be, LlmBackendQueue *q, const LlmAttnShape *shape,
       const float *query, const float *key, const float *value, guint n, float *out);
+
+  /* --- 3c. an audio tower's own ops ---------------------------------- */
+  /* rows[o] for output frames o < @n_out of a convolution of @shape over
+   * @x: for each channel c its taps at [c * taps, c * taps + taps), the
+   * layout of ggml's kernels [taps, n_ch, out], so matmul by the kernel
+   * is the convolution. @rows holds n_out x n_ch * taps floats. */
+  void (*conv1d_rows) (LlmBackend *be, LlmBackendQueue *q, const float *x,
+      const LlmConv1dShape *shape, guint n_out, float *rows);
+
+  /* y[r] = (x[2r] + x[2r + 1]) / 2 for r < @n_rows / 2 rows of @width (an
+   * odd last row dropped, as nn.AvgPool1d (2, 2)); @y is not @x. */
+  void (*avg_pool_pairs) (LlmBackend *be, LlmBackendQueue *q, const float *x, float *y,
+      guint n_rows, gsize width);
 
   /* Releases the backend. */
   void (*destroy) (LlmBackend *be);

@@ -27,6 +27,20 @@ llm_mmproj_shape_whisper_tiny_ultravox (LlmMmprojAudioShape *s, guint n_out)
 }
 
 void
+llm_mmproj_shape_whisper_base_ultravox (LlmMmprojAudioShape *s, guint n_out)
+{
+  *s = (LlmMmprojAudioShape) { "ultravox", 80, 512, 2048, 6, 8, 1500, n_out, 8, n_out, NULL,
+    NULL };
+}
+
+void
+llm_mmproj_shape_whisper_small_ultravox (LlmMmprojAudioShape *s, guint n_out)
+{
+  *s = (LlmMmprojAudioShape) { "ultravox", 80, 768, 3072, 12, 12, 1500, n_out, 8, n_out, NULL,
+    NULL };
+}
+
+void
 llm_mmproj_shape_audio_tiny (LlmMmprojAudioShape *s, const char *type, guint n_out)
 {
   const gboolean qwen2a = g_strcmp0 (type, "qwen2a") == 0;

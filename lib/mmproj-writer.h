@@ -43,6 +43,11 @@ typedef struct {
  * wide feed-forward, 30 s of positions) with Ultravox's projector
  * (frames stacked by 8, SwiGLU as wide as @n_out) to @n_out. */
 void llm_mmproj_shape_whisper_tiny_ultravox (LlmMmprojAudioShape *s, guint n_out);
+/* The same projector on Whisper-base's encoder (6 layers of 512, 8
+ * heads, feed-forward 2048) and Whisper-small's (12 layers of 768, 12
+ * heads, 3072): the benchmarks' larger towers. */
+void llm_mmproj_shape_whisper_base_ultravox (LlmMmprojAudioShape *s, guint n_out);
+void llm_mmproj_shape_whisper_small_ultravox (LlmMmprojAudioShape *s, guint n_out);
 
 /* The tests' small tower of @type ("ultravox", "qwen2a", "voxtral"): 80
  * mel bins (the real front end's), 64 wide, 2 layers of 4 heads,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu/vision.h"
+#include "encoder-weights.h"
 #include "ggml-type.h"
 #include "token-compress.h"
 #include "workers.h"
@@ -29,8 +30,7 @@ struct _LlmVisionEncoder {
   char *backend_name;
 
   /* The weights as the backend holds them; NULL where the file has none. */
-  LlmWeight *all;
-  guint n_all;
+  LlmEncoderWeights weights;
   const LlmWeight *patch_w, *patch_b, *class_embd, *pos_embd;
   const LlmWeight *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b;
   const LlmWeight *proj0_w, *proj0_b, *proj2_w, *proj2_b;
@@ -60,48 +60,14 @@ llm_vision_encoder_options_init (LlmVisionEncoderOptions *opts)
 
 /* --- weights --------------------------------------------------------- */
 
-/* @src prepared for the backend in the next slot, or NULL when the file
- * has none (or on an error, then set). A matrix's rows are its last
- * dimension (the patch kernel [p, p, 3, n_embd] too); a vector is all of
- * its values in one row (the position embeddings [n_embd, n_positions]
- * are added as one). */
-static const LlmWeight *
-prepare (LlmVisionEncoder *enc, const LlmMmprojWeight *src, gboolean vector, GError **error)
-{
-  const LlmGgufTensor *t = src->t;
-  if (t == NULL || (error != NULL && *error != NULL))
-    return NULL;
-  const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
-  uint32_t block = 1, block_bytes = 0;
-  if (!vector && (!llm_matmul_supports (t->type) || !llm_type_info (t->type, &block,
-              &block_bytes) || in % block != 0)) {
-    g_set_error (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_INVALID,
-        "tensor %s: the CPU kernels cannot multiply %s rows of %" G_GSIZE_FORMAT " values",
-        t->name, llm_type_name (t->type), in);
-    return NULL;
-  }
-  LlmWeight *w = &enc->all[enc->n_all++];
-  *w = (LlmWeight) {
-    .type = t->type, .n = (guint32) (vector ? t->n_elems : in), .rows = vector ? 1 : out,
-    .row_bytes = vector ? t->size : t->size / out, .host = t->data,
-  };
-  if (!enc->ops->prepare_weight (enc->be, w, vector, error)) {
-    g_prefix_error (error, "tensor %s: ", t->name);
-    w->host = NULL;             /* nothing to release */
-    return NULL;
-  }
-  return w;
-}
-
 static gboolean
 prepare_all (LlmVisionEncoder *enc, GError **error)
 {
   const LlmMmprojVision *v = enc->v;
-  GError *err = NULL;
-  enc->all = g_new0 (LlmWeight, 16 * (gsize) v->n_layer + 12);
+  llm_encoder_weights_init (&enc->weights, enc->be, 16 * v->n_layer + 12);
   enc->layers = g_new0 (Layer, v->n_layer);
-#define M(w) prepare (enc, &(w), FALSE, &err)
-#define V(w) prepare (enc, &(w), TRUE, &err)
+#define M(w) llm_encoder_weights_add (&enc->weights, &(w), FALSE)
+#define V(w) llm_encoder_weights_add (&enc->weights, &(w), TRUE)
   enc->patch_w = M (v->patch_w);
   enc->patch_b = V (v->patch_b);
   enc->class_embd = V (v->class_embd);
@@ -137,11 +103,7 @@ prepare_all (LlmVisionEncoder *enc, GError **error)
   }
 #undef M
 #undef V
-  if (err != NULL) {
-    g_propagate_error (error, err);
-    return FALSE;
-  }
-  return TRUE;
+  return llm_encoder_weights_check (&enc->weights, error);
 }
 
 /* --- buffers --------------------------------------------------------- */
@@ -235,9 +197,7 @@ llm_vision_encoder_free (LlmVisionEncoder *enc)
   if (enc == NULL)
     return;
   if (enc->be != NULL) {
-    for (guint i = 0; i < enc->n_all; i++)
-      if (enc->all[i].host != NULL)
-        enc->ops->release_weight (enc->be, &enc->all[i]);
+    llm_encoder_weights_clear (&enc->weights);
     float *bufs[] = { enc->patches, enc->x, enc->h, enc->qb, enc->kb, enc->vb, enc->att,
       enc->wide, enc->out };
     for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
@@ -246,7 +206,6 @@ llm_vision_encoder_free (LlmVisionEncoder *enc)
     llm_backend_unref (enc->be);
   }
   llm_workers_unref (enc->workers);
-  g_free (enc->all);
   g_free (enc->layers);
   g_free (enc->planes);
   g_free (enc->host_patches);

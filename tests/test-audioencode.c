@@ -319,6 +319,45 @@ START_TEST (test_padded_chunks_give_the_windows_rows)
 }
 END_TEST
 
+/* The first chunk's buffer of a 1 s tone through an encoder of
+ * @n_threads workers. */
+static GstBuffer *
+first_chunk_with_threads (guint n_threads)
+{
+  GstHarness *h = harness_new (MONO_F32, "chunk-duration", 1.0, "pad-chunks", FALSE,
+      "n-threads", n_threads, NULL);
+  guint got = G_MAXUINT;
+  g_object_get (h->element, "n-threads", &got, NULL);
+  ck_assert_uint_eq (got, n_threads);
+  push_mono (h, 1.0, 0, 0.5);
+  GstBuffer *buf = gst_harness_try_pull (h);
+  ck_assert (buf != NULL);
+  gst_harness_teardown (h);
+  return buf;
+}
+
+START_TEST (test_n_threads_gives_the_same_rows)
+{
+  GstElement *el = gst_element_factory_make ("llmaudioencode", NULL);
+  guint n_threads = G_MAXUINT;
+  g_object_get (el, "n-threads", &n_threads, NULL);
+  ck_assert_uint_eq (n_threads, 0);   /* one per core */
+  gst_object_unref (el);
+
+  GstBuffer *one = first_chunk_with_threads (1), *two = first_chunk_with_threads (2);
+  ck_assert_uint_eq (gst_buffer_get_size (one), (gsize) rows_for (1.0) * N_OUT * sizeof (float));
+  ck_assert_uint_eq (gst_buffer_get_size (two), gst_buffer_get_size (one));
+  GstMapInfo m1, m2;
+  gst_buffer_map (one, &m1, GST_MAP_READ);
+  gst_buffer_map (two, &m2, GST_MAP_READ);
+  ck_assert_msg (memcmp (m1.data, m2.data, m1.size) == 0, "1 and 2 threads differ");
+  gst_buffer_unmap (one, &m1);
+  gst_buffer_unmap (two, &m2);
+  gst_buffer_unref (one);
+  gst_buffer_unref (two);
+}
+END_TEST
+
 /* Sets @el to @state with a bus; returns the result and the ERROR message
  * posted, if any. */
 static GstStateChangeReturn
@@ -472,6 +511,7 @@ audioencode_suite (void)
   tcase_add_test (tc, test_flush_drops_the_audio_held);
   tcase_add_test (tc, test_a_discontinuity_or_a_gap_starts_the_count_again);
   tcase_add_test (tc, test_padded_chunks_give_the_windows_rows);
+  tcase_add_test (tc, test_n_threads_gives_the_same_rows);
   tcase_add_test (tc, test_a_bad_projector_file_is_an_error_at_ready);
   tcase_add_test (tc, test_a_device_that_is_not_there_is_named);
   tcase_add_test (tc, test_chunks_must_fit_the_window);

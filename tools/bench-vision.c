@@ -42,13 +42,6 @@ bench_vision_write_image (const char *mmproj, const char *path, GError **error)
   return g_file_set_contents (path, (const char *) hwc, n * sizeof *hwc, error);
 }
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  const double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
 gboolean
 bench_vision_run (const BenchVisionSetting *s, GError **error)
 {
@@ -93,9 +86,7 @@ bench_vision_run (const BenchVisionSetting *s, GError **error)
         g_string_append_printf (l, "%s%.3f", r ? "," : "", m[r]);
       list = g_string_free (l, FALSE);
     }
-    qsort (m, s->rounds, sizeof *m, cmp_double);
-    const double med = s->rounds % 2 ? m[s->rounds / 2]
-        : 0.5 * (m[s->rounds / 2 - 1] + m[s->rounds / 2]);
+    const double med = bench_median_sort (m, s->rounds);
     if (s->json)
       g_print ("{\"mmproj\": \"%s\", \"type\": \"%s\", \"image_size\": %u, \"layers_run\": %u, "
           "\"tokens\": %u, \"backend\": \"%s\", \"threads\": %d, \"rounds\": %u, "

@@ -31,6 +31,8 @@ G_BEGIN_DECLS
 LlmEngine *bench_engine_new (LlmModel *model, int n_threads, GError **error);
 /* CLOCK_MONOTONIC in milliseconds. */
 double bench_now_ms (void);
+/* Sorts @v (@n >= 1 values) and returns their median. */
+double bench_median_sort (double *v, guint n);
 /* Nearest-rank percentile @p (0..100) of @n values; sorts @v. NAN when
  * @n is 0. */
 double bench_percentile (double *v, guint n, double p);
@@ -214,6 +216,23 @@ gboolean bench_vision_run (const BenchVisionSetting *s, GError **error);
 /* Writes the image bench_vision_run encodes, normalised for @mmproj and
  * interleaved as llama.cpp's mtmd reads it (tools/mtmd-time.cpp). */
 gboolean bench_vision_write_image (const char *mmproj, const char *path, GError **error);
+/* --- bench-audio.c --- */
+
+typedef struct {
+  const char *mmproj;
+  const char *pcm;            /* 16 kHz mono F32 samples, or NULL: a test signal */
+  const guint *threads;       /* thread counts to measure, in turn each round */
+  guint n_threads;
+  guint rounds;               /* timed windows per thread count, >= 1 */
+  gboolean json;              /* one JSON object per thread count, no table */
+} BenchAudioSetting;
+
+/* Measures the audio encoder of @s->mmproj on the first 30 s window of
+ * the samples at each thread count and prints a table (or JSON): ms per
+ * window and seconds of window encoded per second. FALSE with @error when
+ * the file, the samples or an encoder fails. */
+gboolean bench_audio_run (const BenchAudioSetting *s, GError **error);
+
 
 /* --- bench-packed.c: the packed-kernel benchmarks' common part --- */
 

@@ -49,6 +49,7 @@ typedef struct {
   int bandwidth_mib;
   char *make_shape, *make_type, *output;
   char *vision, *vision_image;
+  char *audio, *audio_pcm;
 } Options;
 
 typedef struct {
@@ -82,6 +83,15 @@ bench_now_ms (void)
   struct timespec ts;
   clock_gettime (CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double (const void *a, const void *b);
+
+double
+bench_median_sort (double *v, guint n)
+{
+  qsort (v, n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static Stat
@@ -1149,7 +1159,15 @@ static const char *summary =
     "  gst-llm-bench --vision MMPROJ [-t 1,2] [-r 5] [--json]\n"
     "encodes one image at a time at each thread count, the counts taking turns\n"
     "within each of -r rounds after an untimed image: median images/s.\n"
-    "tools/compare-vision-llama-cpp.sh runs llama.cpp's mtmd on the same file.";
+    "tools/compare-vision-llama-cpp.sh runs llama.cpp's mtmd on the same file.\n"
+    "\n"
+    "Audio encoders:\n"
+    "  gst-llm-bench --audio MMPROJ [--audio-pcm FILE] [-t 1,2] [-r 5] [--json]\n"
+    "encodes the first 30 s window of the samples (16 kHz mono F32; default a test\n"
+    "signal) at each thread count, in turn within each of -r rounds after an untimed\n"
+    "window: median ms per window and times real time. Make a file with\n"
+    "gst-llm-make-mmproj whisper-tiny-ultravox --n-out 576 -o F;\n"
+    "tools/compare-audio-llama-cpp.sh runs llama.cpp's mtmd on the same file.";
 
 static int bench_main (const Options *opt);
 
@@ -1232,6 +1250,11 @@ main (int argc, char **argv)
       "The vision encoder of this mmproj file, images/s at each -t, instead", "MMPROJ" },
     { "vision-image", 0, 0, G_OPTION_ARG_FILENAME, &o.vision_image,
       "With --vision: also write the image it encodes, normalised, for llama.cpp", "FILE" },
+    { "audio", 0, 0, G_OPTION_ARG_FILENAME, &o.audio,
+      "The audio encoder of this mmproj file, ms per 30 s window at each -t, instead",
+      "MMPROJ" },
+    { "audio-pcm", 0, 0, G_OPTION_ARG_FILENAME, &o.audio_pcm,
+      "With --audio: the samples (16 kHz mono F32) whose first window it encodes", "FILE" },
     { NULL }
   };
 
@@ -1263,6 +1286,8 @@ main (int argc, char **argv)
   g_free (o.output);
   g_free (o.vision);
   g_free (o.vision_image);
+  g_free (o.audio);
+  g_free (o.audio_pcm);
   return status;
 }
 
@@ -1290,6 +1315,24 @@ bench_main (const Options *opt)
     }
     if (!bench_make_model (o.make_shape, o.make_type, o.output, (guint64) o.seed,
             (int) g_array_index (threads, guint, 0), TRUE, &error)) {
+      g_printerr ("gst-llm-bench: %s\n", error->message);
+      return 1;
+    }
+    return 0;
+  }
+  if (o.audio != NULL) {
+    if (o.reps < 1) {
+      g_printerr ("gst-llm-bench: -r must be at least 1\n");
+      return 2;
+    }
+    g_autoptr (GArray) at = g_array_new (FALSE, FALSE, sizeof (guint));
+    if (!parse_uint_list (o.thread_counts, "1,2", "--threads", at, &error))
+      return usage_error (error);
+    const BenchAudioSetting as = {
+      .mmproj = o.audio, .pcm = o.audio_pcm, .threads = (const guint *) at->data,
+      .n_threads = at->len, .rounds = (guint) o.reps, .json = o.json,
+    };
+    if (!bench_audio_run (&as, &error)) {
       g_printerr ("gst-llm-bench: %s\n", error->message);
       return 1;
     }

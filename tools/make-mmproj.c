@@ -11,9 +11,13 @@
  * clip-small (224 pixels, 16-pixel patches, 4 layers of 192: the same
  * graphs at a size two cores encode many times a second; siglip-small
  * tiles images at a long side of 896, as SmolVLM does at 2048), and
- * whisper-tiny-ultravox (Whisper-tiny's encoder with Ultravox's
- * projector, an audio tower). --layers N: a vision tower of N layers at
- * its shape's widths. */
+ * whisper-tiny-ultravox, whisper-base-ultravox and whisper-small-ultravox
+ * (Whisper-tiny's, -base's or -small's encoder with Ultravox's projector,
+ * an audio tower). --stack N stacks N frames per row instead of
+ * Ultravox's 8: llama.cpp at the commit we compare with aborts on a 30 s
+ * window of stack 8 (it counts 187 rows where its graph makes 188), so
+ * tools/compare-audio-llama-cpp.sh measures files of stack 4.
+ * --layers N: a vision tower of N layers at its shape's widths. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +45,7 @@ int
 main (int argc, char **argv)
 {
   const char *shape = NULL, *lm = NULL, *out = NULL;
-  guint n_out = 0, layers = 0;
+  guint n_out = 0, layers = 0, stack = 0;
   guint64 seed = 1;
   for (int i = 1; i < argc; i++) {
     if (strcmp (argv[i], "--lm") == 0 && i + 1 < argc)
@@ -50,6 +54,8 @@ main (int argc, char **argv)
       n_out = (guint) strtoul (argv[++i], NULL, 10);
     else if (strcmp (argv[i], "--layers") == 0 && i + 1 < argc)
       layers = (guint) strtoul (argv[++i], NULL, 10);
+    else if (strcmp (argv[i], "--stack") == 0 && i + 1 < argc)
+      stack = (guint) strtoul (argv[++i], NULL, 10);
     else if (strcmp (argv[i], "-o") == 0 && i + 1 < argc)
       out = argv[++i];
     else if (strcmp (argv[i], "--seed") == 0 && i + 1 < argc)
@@ -63,8 +69,9 @@ main (int argc, char **argv)
   }
   if (shape == NULL || out == NULL || (lm == NULL && n_out == 0)) {
     g_printerr ("usage: gst-llm-make-mmproj smolvlm|llava|siglip-small|clip-small|"
-        "whisper-tiny-ultravox (--lm MODEL.gguf | --n-out N) -o FILE [--seed N] "
-        "[--layers N]\n");
+        "whisper-tiny-ultravox|whisper-base-ultravox|whisper-small-ultravox\n"
+        "    (--lm MODEL.gguf | --n-out N) -o FILE [--seed N] [--stack N]\n"
+        "    [--layers N]\n");
     return 2;
   }
   GError *error = NULL;
@@ -80,8 +87,19 @@ main (int argc, char **argv)
   LlmMmprojShape vision;
   LlmMmprojAudioShape audio;
   gboolean ok;
-  if (strcmp (shape, "whisper-tiny-ultravox") == 0) {
-    llm_mmproj_shape_whisper_tiny_ultravox (&audio, n_out);
+  if (g_str_has_prefix (shape, "whisper-") && g_str_has_suffix (shape, "-ultravox")) {
+    if (strcmp (shape, "whisper-tiny-ultravox") == 0)
+      llm_mmproj_shape_whisper_tiny_ultravox (&audio, n_out);
+    else if (strcmp (shape, "whisper-base-ultravox") == 0)
+      llm_mmproj_shape_whisper_base_ultravox (&audio, n_out);
+    else if (strcmp (shape, "whisper-small-ultravox") == 0)
+      llm_mmproj_shape_whisper_small_ultravox (&audio, n_out);
+    else {
+      g_printerr ("gst-llm-make-mmproj: unknown shape %s\n", shape);
+      return 2;
+    }
+    if (stack > 0)
+      audio.stack = stack;
     ok = llm_mmproj_write_random_towers (NULL, &audio, seed, out, &error);
   } else if (vision_shape (shape, n_out, &vision)) {
     /* Fewer layers at the real widths: quick files for tests. */

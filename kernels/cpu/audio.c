@@ -16,7 +16,16 @@ void
 llm_cpu_conv1d_rows (const float *x, size_t n_ch, size_t n_len, size_t t_stride,
     size_t c_stride, size_t taps, size_t stride, size_t pad, size_t n_out, float *rows)
 {
-  for (size_t o = 0; o < n_out; o++) {
+  llm_cpu_conv1d_rows_range (x, n_ch, n_len, t_stride, c_stride, taps, stride, pad, 0, n_out,
+      rows);
+}
+
+void
+llm_cpu_conv1d_rows_range (const float *x, size_t n_ch, size_t n_len, size_t t_stride,
+    size_t c_stride, size_t taps, size_t stride, size_t pad, size_t o0, size_t o1,
+    float *rows)
+{
+  for (size_t o = o0; o < o1; o++) {
     float *row = rows + o * n_ch * taps;
     for (size_t k = 0; k < taps; k++) {
       /* Frame o * stride + k - pad, kept unsigned: before 0 it wraps past
@@ -42,31 +51,6 @@ llm_cpu_gelu_erf (float *x, size_t n)
   for (size_t i = 0; i < n; i++) {
     const float v = x[i];
     x[i] = 0.5f * v * (1.0f + erff (v * k));
-  }
-}
-
-void
-llm_cpu_rmsnorm (const float *x, const float *w, float *y, size_t n, float eps)
-{
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++)
-    sum += (double) (x[i] * x[i]);
-  const float mean = (float) (sum / (double) n);
-  const float scale = 1.0f / sqrtf (mean + eps);
-  for (size_t i = 0; i < n; i++) {
-    float v = x[i] * scale;
-    if (w != NULL)
-      v *= w[i];
-    y[i] = v;
-  }
-}
-
-void
-llm_cpu_swiglu_second_half (const float *x, float *y, size_t n)
-{
-  for (size_t i = 0; i < n; i++) {
-    const float g = x[n + i];
-    y[i] = x[i] * (g / (1.0f + expf (-g)));
   }
 }
 

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The operations of Whisper-style audio encoders around their matrix
- * products: the rows a 1-D convolution multiplies by its kernel, GELU in
- * its exact (erf) form, RMS norm, SwiGLU, and pairs of frames averaged,
- * each computed in float as ggml computes it, so the same file gives
- * llama.cpp's embeddings. Pure C, no GLib. */
+ * products that the LM's kernels (ops.h) do not already have: the rows a
+ * 1-D convolution multiplies by its kernel, GELU in its exact (erf) form
+ * and pairs of frames averaged, each computed in float as ggml computes
+ * it, so the same file gives llama.cpp's embeddings (Ultravox's RMS norms
+ * and SwiGLU are the LM's llm_rmsnorm and llm_cpu_swiglu). Pure C, no
+ * GLib. */
 #pragma once
 
 #include <stddef.h>
@@ -25,21 +27,17 @@ void llm_cpu_conv1d_rows (const float *x, size_t n_ch, size_t n_len, size_t t_st
 
 /* Frames a convolution of @taps taps with @stride and @pad on each side
  * gives of @n_len: (n_len + 2 pad - taps) / stride + 1, 0 if none fits. */
+/* Rows [@o0, @o1) of llm_cpu_conv1d_rows' output, row o at rows + o *
+ * n_ch * taps: a worker's share. */
+void llm_cpu_conv1d_rows_range (const float *x, size_t n_ch, size_t n_len, size_t t_stride,
+    size_t c_stride, size_t taps, size_t stride, size_t pad, size_t o0, size_t o1,
+    float *rows);
+
 size_t llm_cpu_conv1d_out_len (size_t n_len, size_t taps, size_t stride, size_t pad);
 
 /* In place over @n floats: x / 2 * (1 + erf (x / sqrt 2)) in float
  * (ggml_gelu_erf; Whisper's GELU). */
 void llm_cpu_gelu_erf (float *x, size_t n);
-
-/* RMS norm of @n floats as ggml_rms_norm then ggml_mul: the mean of the
- * squares summed in double, y = (x * (1 / sqrt (mean + eps))) * w in
- * float. @w may be NULL (1). @y may be @x. */
-void llm_cpu_rmsnorm (const float *x, const float *w, float *y, size_t n, float eps);
-
-/* SwiGLU of one row of 2 @n floats whose second half is the gate, as
- * Ultravox's projector splits it (ggml_swiglu_swapped): y[i] = x[i] *
- * silu (x[n + i]), silu (g) = g / (1 + exp (-g)). @y may be @x. */
-void llm_cpu_swiglu_second_half (const float *x, float *y, size_t n);
 
 /* Averages of consecutive pairs of @n_rows rows of @width floats:
  * n_rows / 2 rows (an odd last row is dropped, as nn.AvgPool1d (2, 2) and

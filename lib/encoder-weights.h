@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The weights of a multimodal tower (vision-encoder.c, audio-encoder.c)
+ * as a backend holds them: each tensor of the mmproj file prepared once
+ * (backend.h, section 2) into a fixed set the encoder owns, and released
+ * together. GLib only. */
+#pragma once
+
+#include <glib.h>
+
+#include "backend.h"
+#include "mmproj.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  LlmBackend *be;               /* borrowed */
+  LlmWeight *all;               /* [cap] */
+  guint n_all, cap;
+  GError *error;                /* the first failure; later adds do nothing */
+} LlmEncoderWeights;
+
+/* Room for @cap weights on @be. */
+void llm_encoder_weights_init (LlmEncoderWeights *w, LlmBackend *be, guint cap);
+
+/* @src prepared for the backend, or NULL when the file has none (or after
+ * a failure, kept in w->error). A matrix's rows are its last dimension
+ * (a patch kernel [p, p, 3, n] or a convolution kernel [taps, in, out]
+ * too); a vector (@vector) is all of its values as one row, as the
+ * norms, biases and position embeddings are read. Fails for a matrix
+ * type or row width the CPU kernels cannot multiply
+ * (LLM_MMPROJ_ERROR_INVALID) and for memory. */
+const LlmWeight *llm_encoder_weights_add (LlmEncoderWeights *w, const LlmMmprojWeight *src,
+    gboolean vector);
+
+/* The same for @n rows of a matrix (values of a vector) from @first on:
+ * one half of a fused projection (Ultravox's SwiGLU input and gate). */
+const LlmWeight *llm_encoder_weights_add_part (LlmEncoderWeights *w,
+    const LlmMmprojWeight *src, gboolean vector, gsize first, gsize n);
+
+/* Moves the first failure to @error: TRUE when there was none. */
+gboolean llm_encoder_weights_check (LlmEncoderWeights *w, GError **error);
+
+/* Releases every weight added and the set. */
+void llm_encoder_weights_clear (LlmEncoderWeights *w);
+
+G_END_DECLS

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The audio encoder of one mmproj file through gst-llm (gst-llm-bench
+# --audio) and through llama.cpp's mtmd (tools/mtmd-audio-time.cpp, built
+# against the cached native build by tools/build-mtmd-program.sh), on the
+# first 30 s window of the same samples (tests/data/media/jfk.wav, 11 s,
+# decoded once to floats both read), at the same thread counts,
+# interleaved: every round runs ours, then theirs, at each thread count,
+# each process encoding -k timed windows after an untimed one, so a
+# neighbour's load on a shared machine falls on both alike. Each side
+# times its encoder alone, the log-mel front end made once before. Prints
+# the medians over all timed windows.
+#
+#   tools/compare-audio-llama-cpp.sh [-b BUILD_DIR] [-t 1,2] [-r ROUNDS]
+#       [-k WINDOWS] [--wav FILE] [--flash auto|on|off] [--path native|avx2]
+#       [--max-others PCT] [--idle-wait S] [--retries N] MMPROJ
+#
+#   -t        thread counts (default 1,2)
+#   -r        rounds (default 5); -k windows per process and round (default 2)
+#   --wav     16 kHz mono 16-bit PCM WAV (default tests/data/media/jfk.wav)
+#   --flash   llama.cpp's flash attention: auto (default: what
+#             llama-mtmd-cli runs; on for the CPU), on or off
+#   --path    native: gst-llm's kernels as it picks them (AVX-512 here)
+#             against llama.cpp's native build; avx2: LLM_NO_AVX512=1
+#             LLM_NO_AVX_VNNI=1 for gst-llm against llama.cpp's AVX2-only
+#             build (tools/build-llama-cpp.sh --variant avx2 --mtmd, made
+#             when missing): what an AVX2-only CPU such as Zen 3 runs
+#   --max-others PCT  each run first waits (at most --idle-wait S, default
+#             300) until other processes use under PCT % of one CPU, and
+#             runs again (at most --retries N, default 3) when they took
+#             more while it ran (default 10; 0: no check). llama.cpp's
+#             spinning OpenMP threads lose half their speed to a neighbour
+#             on one of two cores; the table says what others took.
+#
+# Make a file with: gst-llm-make-mmproj whisper-tiny-ultravox --n-out 576
+# --stack 4 -o F (llama.cpp at the commit we compare with aborts on a
+# 30 s window of Ultravox's stack of 8: it counts 187 rows, its graph
+# makes 188).
+# Needs python3 for the summary.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+threads=1,2
+rounds=5
+images=2
+wav=$top/tests/data/media/jfk.wav
+flash=auto
+path=native
+max_others=10
+idle_wait=300
+retries=3
+while [ $# -gt 1 ]; do
+  case "$1" in
+    --max-others) max_others=$2; shift 2 ;;
+    --idle-wait) idle_wait=$2; shift 2 ;;
+    --retries) retries=$2; shift 2 ;;
+    -b) build=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
+    -k) images=$2; shift 2 ;;
+    --wav) wav=$2; shift 2 ;;
+    --flash) flash=$2; shift 2 ;;
+    --path) path=$2; shift 2 ;;
+    *) echo "compare-audio-llama-cpp: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ $# -eq 1 ] || { sed -n '/^#   tools\/compare-audio/,/^# Needs/p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+mmproj=$1
+bench=$build/tools/gst-llm-bench
+[ -x "$bench" ] || { echo "compare-audio-llama-cpp: no $bench (meson compile -C $build)" >&2; exit 1; }
+ours_env=()
+if [ "$path" = avx2 ]; then ours_env=(LLM_NO_AVX512=1 LLM_NO_AVX_VNNI=1); fi
+
+timer=$("$top/tools/build-mtmd-program.sh" "$top/tools/mtmd-audio-time.cpp" --variant "$path")
+llama_dir=$(dirname "$timer")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The samples both encode: the WAV's 16-bit PCM as floats s / 32768, as
+# mtmd's decoder gives them.
+python3 - "$wav" "$tmp/pcm.f32" <<'PY'
+import array, sys, wave
+w = wave.open(sys.argv[1])
+if (w.getnchannels(), w.getframerate(), w.getsampwidth()) != (1, 16000, 2):
+    sys.exit(f"{sys.argv[1]}: not 16 kHz mono 16-bit PCM")
+pcm = array.array('h', w.readframes(w.getnframes()))
+if sys.byteorder == 'big':
+    pcm.byteswap()
+open(sys.argv[2], 'wb').write(array.array('f', (s / 32768.0 for s in pcm)).tobytes())
+PY
+
+: > "$tmp/results"
+# Other processes' load: all busy ticks in /proc/stat less ours.
+hz=$(getconf CLK_TCK)
+cpu_busy () {
+  local _c u n s _i _w q sq _r
+  read -r _c u n s _i _w q sq _r < /proc/stat
+  echo $((u + n + s + q + sq))
+}
+own_ticks () {  # this script's and its reaped children's ticks
+  local f
+  f=$(cat "/proc/$$/stat")
+  f=${f##*) }
+  # shellcheck disable=SC2086
+  set -- $f
+  echo $((${12} + ${13} + ${14} + ${15}))
+}
+wait_quiet () {  # until others use under --max-others % for 2 s in a row
+  [ "$max_others" != 0 ] || return 0
+  local waited=0 quiet=0 b0 b1
+  while [ "$quiet" -lt 2 ]; do
+    b0=$(cpu_busy); sleep 1; b1=$(cpu_busy)
+    if [ $((100 * (b1 - b0))) -le $((max_others * hz)) ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    waited=$((waited + 1))
+    if [ "$waited" -ge "$idle_wait" ]; then
+      echo "compare-audio-llama-cpp: not quiet within ${idle_wait}s; measuring anyway" >&2
+      return 0
+    fi
+  done
+}
+# run WHO THREADS CMD...: CMD prints "seconds S" lines; they go to results
+# with what others took meanwhile, rerun while that is over the limit.
+run () {
+  local who=$1 t=$2; shift 2
+  local try=0 t0 t1 b0 b1 o0 o1 pct
+  while :; do
+    wait_quiet
+    t0=$(date +%s%N); b0=$(cpu_busy); o0=$(own_ticks)
+    "$@" > "$tmp/run.out"
+    t1=$(date +%s%N); b1=$(cpu_busy); o1=$(own_ticks)
+    pct=$(( ((b1 - b0) - (o1 - o0)) * 100 * 1000000000 / ((t1 - t0) * hz + 1) ))
+    [ "$pct" -ge 0 ] || pct=0
+    if [ "$max_others" = 0 ] || [ "$pct" -le "$max_others" ] || [ "$try" -ge "$retries" ]; then
+      sed -n "s/^seconds \([0-9.]*\).*/$who $t \1 $pct/p" "$tmp/run.out" >> "$tmp/results"
+      return 0
+    fi
+    echo "compare-audio-llama-cpp: $who, $t threads: others took ${pct}% of a CPU; once more" >&2
+    try=$((try + 1))
+  done
+}
+ours () {  # gst-llm-bench's JSON as "seconds S" lines
+  env "${ours_env[@]}" "$bench" --audio "$mmproj" --audio-pcm "$tmp/pcm.f32" -t "$1" \
+      -r "$images" --json \
+      | python3 -c "import json,sys
+o = json.load(sys.stdin)
+print('backend', o['backend'])
+for ms in o['ms']: print('seconds', ms / 1e3)"
+}
+theirs () {
+  "$timer" "$mmproj" "$tmp/pcm.f32" "$1" "$images" "$flash" 2> "$tmp/llama.log"
+  sed -n 's/.*flash attention is \([a-z]*\).*/flash \1/p' "$tmp/llama.log" | tail -n1
+}
+for r in $(seq 1 "$rounds"); do
+  for t in ${threads//,/ }; do
+    run ours "$t" ours "$t"
+    grep '^backend' "$tmp/run.out" > "$tmp/backend" || true
+    run llama.cpp "$t" theirs "$t"
+    grep '^flash' "$tmp/run.out" > "$tmp/flash" || true
+  done
+  echo "round $r of $rounds done" >&2
+done
+
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n1)
+python3 - "$tmp/results" "$mmproj" "$cpu" "$(sed -n 's/^commit=//p' "$llama_dir/build-info")" \
+    "$(cut -d' ' -f2 "$tmp/flash" 2>/dev/null || echo "$flash")" "$rounds" "$images" "$path" \
+    "$(cut -d' ' -f2 "$tmp/backend")" <<'PY'
+import statistics, sys
+res, mmproj, cpu, commit, flash, rounds, images, path, backend = sys.argv[1:]
+rows = [l.split() for l in open(res) if l.strip()]
+print(f"{mmproj}\nCPU: {cpu}; gst-llm {backend} (--path {path}); llama.cpp {commit[:12]} "
+      f"{path} build, flash attention {flash}\nmedian over {rounds} interleaved rounds x {images} "
+      f"30 s windows per process (range); x real time: seconds of window per second\n")
+print("| threads | gst-llm x real time | llama.cpp x real time | gst-llm ms/window | llama.cpp ms/window | ratio | others' CPU % |")
+print("|---|---|---|---|---|---|---|")
+for t in sorted({int(r[1]) for r in rows}):
+    g = [float(r[2]) for r in rows if r[0] == 'ours' and int(r[1]) == t]
+    l = [float(r[2]) for r in rows if r[0] == 'llama.cpp' and int(r[1]) == t]
+    mg, ml = statistics.median(g), statistics.median(l)
+    o = max(int(r[3]) for r in rows if int(r[1]) == t)
+    print(f"| {t} | {30 / mg:.1f} | {30 / ml:.1f} | {mg * 1e3:.0f} ({min(g) * 1e3:.0f}-{max(g) * 1e3:.0f})"
+          f" | {ml * 1e3:.0f} ({min(l) * 1e3:.0f}-{max(l) * 1e3:.0f}) | {ml / mg:.2f} | {o} |")
+print("\nratio: gst-llm's speed over llama.cpp's; others' CPU: the most other processes "
+      "took during a run, % of one CPU")
+PY
