@@ -89,34 +89,9 @@ open(sys.argv[2], 'wb').write(array.array('f', (s / 32768.0 for s in pcm)).tobyt
 PY
 
 : > "$tmp/results"
-# Other processes' load: all busy ticks in /proc/stat less ours.
-hz=$(getconf CLK_TCK)
-cpu_busy () {
-  local _c u n s _i _w q sq _r
-  read -r _c u n s _i _w q sq _r < /proc/stat
-  echo $((u + n + s + q + sq))
-}
-own_ticks () {  # this script's and its reaped children's ticks
-  local f
-  f=$(cat "/proc/$$/stat")
-  f=${f##*) }
-  # shellcheck disable=SC2086
-  set -- $f
-  echo $((${12} + ${13} + ${14} + ${15}))
-}
-wait_quiet () {  # until others use under --max-others % for 2 s in a row
-  [ "$max_others" != 0 ] || return 0
-  local waited=0 quiet=0 b0 b1
-  while [ "$quiet" -lt 2 ]; do
-    b0=$(cpu_busy); sleep 1; b1=$(cpu_busy)
-    if [ $((100 * (b1 - b0))) -le $((max_others * hz)) ]; then quiet=$((quiet + 1)); else quiet=0; fi
-    waited=$((waited + 1))
-    if [ "$waited" -ge "$idle_wait" ]; then
-      echo "compare-audio-llama-cpp: not quiet within ${idle_wait}s; measuring anyway" >&2
-      return 0
-    fi
-  done
-}
+quiet_name=compare-audio-llama-cpp
+# shellcheck source=tools/quiet-machine.sh
+. "$top/tools/quiet-machine.sh"
 # run WHO THREADS CMD...: CMD prints "seconds S" lines; they go to results
 # with what others took meanwhile, rerun while that is over the limit.
 run () {
