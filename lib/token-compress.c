@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ggml-type.h"
+#include "cpu/matmul.h"
+
 G_DEFINE_QUARK (llm-token-compress-error-quark, llm_token_compress_error)
 
 /* FALSE with @error unless @n_rows rows of @dim floats can be addressed:
@@ -122,7 +125,37 @@ typedef struct {
   Ranked *rank;        /* |A| */
   gboolean *merged;    /* |A| */
   guint *head, *next;  /* |B| and |A|: the A rows folding into each B row */
+  float *dots;         /* |A| x |B| products of a large round, or NULL */
+  guint8 *act;         /* A's rows as the product kernels read them */
 } MergeScratch;
+
+/* Rounds this large (an image tower's rows) take their |A| x |B| dot
+ * products from the matrix kernels the language model uses, treating B's
+ * rows (every other row: a stride of two) as a weight matrix: a CLIP-L
+ * tower merging after each of its 23 layers spent a second of scalar dots
+ * otherwise, more than the merging saved. */
+#define KERNEL_WORK (1u << 20)
+
+static gboolean
+kernel_dots (const float *rows, guint n_a, guint n_b, guint dim, MergeScratch *s)
+{
+  if ((gsize) n_a * n_b * dim < KERNEL_WORK || dim % 32 != 0
+      || !llm_matmul_supports (LLM_TYPE_F32))
+    return FALSE;
+  const LlmCpuKernels *kern = llm_cpu_kernels_best ();
+  const gsize act = llm_matmul_act_bytes (LLM_TYPE_F32, dim);
+  if (s->dots == NULL) {
+    s->dots = g_try_new (float, (gsize) n_a * n_b);
+    s->act = g_try_malloc ((gsize) n_a * act);
+    if (s->dots == NULL || s->act == NULL)
+      return FALSE;
+  }
+  for (guint k = 0; k < n_a; k++)
+    llm_matmul_convert (kern, LLM_TYPE_F32, rows + (gsize) (2 * k) * dim, dim, s->act + k * act);
+  llm_matmul (kern, LLM_TYPE_F32, rows + dim, (gsize) 2 * dim * sizeof (float), dim, 0, n_b,
+      s->act, act, n_a, s->dots, n_b);
+  return TRUE;
+}
 
 /* The similarity the pairing ranks by; a zero row is similar to no other
  * row (as llm_token_cosine says for a zero and a non-zero row), and to
@@ -154,13 +187,18 @@ merge_round (float *rows, float *sizes, guint *pos, guint n, guint dim, guint r,
     s->inv_norm[i] = (sq > 0.0 && isfinite (sq)) ? (float) (1.0 / sqrt (sq)) : 0.f;
   }
 
+  const gboolean kernels = kernel_dots (rows, n_a, n_b, dim, s);
   for (guint k = 0; k < n_a; k++) {
     const float *a = rows + (gsize) (2 * k) * dim;
     float best = -INFINITY;
     guint best_m = 0;
     for (guint m = 0; m < n_b; m++) {
-      float sim = pair_similarity (a, s->inv_norm[2 * k], rows + (gsize) (2 * m + 1) * dim,
-          s->inv_norm[2 * m + 1], dim);
+      const float inv_a = s->inv_norm[2 * k], inv_b = s->inv_norm[2 * m + 1];
+      float sim;
+      if (!kernels || inv_a == 0.f || inv_b == 0.f)
+        sim = pair_similarity (a, inv_a, rows + (gsize) (2 * m + 1) * dim, inv_b, dim);
+      else
+        sim = rank_score (s->dots[(gsize) k * n_b + m] * inv_a * inv_b);
       if (sim > best) {
         best = sim;
         best_m = m;
@@ -266,6 +304,8 @@ llm_token_merge (const float *rows, guint n_rows, guint dim, const float *sizes,
     g_free (s.merged);
     g_free (s.head);
     g_free (s.next);
+    g_free (s.dots);
+    g_free (s.act);
   }
   if (!out_pos)
     g_free (pos);

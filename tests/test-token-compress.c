@@ -78,6 +78,31 @@ static const float four_rows[] = {
   2, 0.2f,
 };
 
+/* Rows as many as an image tower's take their products from the matrix
+ * kernels: 256 rows of 64 in twins (rows 2k and 2k+1 equal, the twins
+ * otherwise random) fold each twin into the other, keeping 128 rows of
+ * size 2 equal to the twins. */
+START_TEST (test_merge_of_many_rows_pairs_their_twins)
+{
+  enum { N = 256, DIM = 64 };
+  g_autofree float *rows = g_new (float, N * DIM), *out = g_new (float, N * DIM);
+  g_autofree float *sizes = g_new (float, N);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (11);
+  for (guint k = 0; k < N / 2; k++)
+    for (guint j = 0; j < DIM; j++)
+      rows[(2 * k) * DIM + j] = rows[(2 * k + 1) * DIM + j] = (float) g_rand_double_range (rand,
+          -1, 1);
+  guint n = 0;
+  GError *error = NULL;
+  ck_assert (llm_token_merge (rows, N, DIM, NULL, N / 2, out, sizes, NULL, &n, &error));
+  ck_assert_uint_eq (n, N / 2);
+  for (guint k = 0; k < N / 2; k++) {
+    ck_assert_float_eq (sizes[k], 2.0f);
+    ck_assert_mem_eq (out + k * DIM, rows + (2 * k + 1) * DIM, DIM * sizeof (float));
+  }
+}
+END_TEST
+
 START_TEST (test_merge_folds_the_most_similar_pair_first)
 {
   float out[8], sizes[4];
@@ -515,6 +540,7 @@ token_compress_suite (void)
   tcase_add_test (tc, test_target_ratio_and_max_tokens_smaller_wins);
   tcase_add_test (tc, test_target_keeps_at_least_one_row);
   tcase_add_test (tc, test_cosine_of_zero_rows);
+  tcase_add_test (tc, test_merge_of_many_rows_pairs_their_twins);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("merge");
