@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "llm-check.h"
+#include "vision-reference.h"
 #include "audio-chunker.h"
 #include "audio-encoder.h"
 #include "audio-mel.h"
@@ -672,45 +673,12 @@ END_TEST
 
 /* --- the encoder against a double reference ------------------------------- */
 
-static double *
-weights (const LlmMmprojWeight *w)
-{
-  const LlmGgufTensor *t = w->t;
-  if (t == NULL)
-    return NULL;
-  const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
-  g_autofree float *f = g_new (float, t->n_elems);
-  for (gsize r = 0; r < out; r++)
-    llm_dequantize_row (t->type, t->data, t->size / out, in, r, f + r * in);
-  double *d = g_new (double, t->n_elems);
-  for (gsize i = 0; i < t->n_elems; i++)
-    d[i] = f[i];
-  return d;
-}
-
-static void
-ref_linear (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const double *x, gsize n,
-    double *y)
-{
-  const LlmGgufTensor *t = w->t;
-  const gsize out = t->ne[t->n_dims - 1], in = t->n_elems / out;
-  g_autofree double *W = weights (w);
-  g_autofree double *B = weights (b);
-  for (gsize r = 0; r < n; r++)
-    for (gsize o = 0; o < out; o++) {
-      double acc = B ? B[o] : 0.0;
-      for (gsize i = 0; i < in; i++)
-        acc += W[o * in + i] * x[r * in + i];
-      y[r * out + o] = acc;
-    }
-}
-
 static void
 ref_norm (const LlmMmprojWeight *w, const LlmMmprojWeight *b, double *x, gsize n, gsize e,
     double eps, gboolean rms)
 {
-  g_autofree double *W = weights (w);
-  g_autofree double *B = weights (b);
+  g_autofree double *W = llm_test_ref_weights (w);
+  g_autofree double *B = llm_test_ref_weights (b);
   for (gsize r = 0; r < n; r++) {
     double *row = x + r * e, mean = 0, var = 0;
     if (!rms) {
@@ -739,8 +707,8 @@ static void
 ref_conv (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const double *x, gsize ch,
     gsize len, gsize ts, gsize cs, gsize stride, gsize n_out, double *y)
 {
-  g_autofree double *W = weights (w);
-  g_autofree double *B = weights (b);
+  g_autofree double *W = llm_test_ref_weights (w);
+  g_autofree double *B = llm_test_ref_weights (b);
   const gsize oc_n = w->t->ne[2];
   for (gsize o = 0; o < n_out; o++)
     for (gsize oc = 0; oc < oc_n; oc++) {
@@ -769,7 +737,7 @@ ref_encode (const LlmMmprojAudio *a, const float *mel, gsize n_frames, gsize *n_
   const gsize wide = MAX (MAX (ff, e * a->stack_factor), 2 * a->n_proj_hidden + a->n_out);
   g_autofree double *x = g_new0 (double, (P + a->stack_factor) * wide);
   ref_conv (&a->conv2_w, &a->conv2_b, c1, e, n_frames, e, 1, 2, P, x);
-  g_autofree double *pos = weights (&a->pos_embd);
+  g_autofree double *pos = llm_test_ref_weights (&a->pos_embd);
   for (gsize i = 0; i < P * e; i++)
     x[i] += pos[i];
   g_autofree double *h = g_new (double, P * wide), *q = g_new (double, P * e);
@@ -779,9 +747,9 @@ ref_encode (const LlmMmprojAudio *a, const float *mel, gsize n_frames, gsize *n_
     const LlmMmprojLayer *ly = &a->layers[l];
     memcpy (h, x, P * e * sizeof *h);
     ref_norm (&ly->ln1_w, &ly->ln1_b, h, P, e, a->eps, FALSE);
-    ref_linear (&ly->q_w, &ly->q_b, h, P, q);
-    ref_linear (&ly->k_w, &ly->k_b, h, P, k);
-    ref_linear (&ly->v_w, &ly->v_b, h, P, v);
+    llm_test_ref_linear (&ly->q_w, &ly->q_b, h, P, q);
+    llm_test_ref_linear (&ly->k_w, &ly->k_b, h, P, k);
+    llm_test_ref_linear (&ly->v_w, &ly->v_b, h, P, v);
     for (guint hh = 0; hh < a->n_head; hh++)
       for (gsize i = 0; i < P; i++) {
         double max = -INFINITY, sum = 0;
@@ -801,15 +769,15 @@ ref_encode (const LlmMmprojAudio *a, const float *mel, gsize n_frames, gsize *n_
           o[i * e + hh * hd + t] = acc;
         }
       }
-    ref_linear (&ly->o_w, &ly->o_b, o, P, h);
+    llm_test_ref_linear (&ly->o_w, &ly->o_b, o, P, h);
     for (gsize i = 0; i < P * e; i++)
       x[i] += h[i];
     memcpy (h, x, P * e * sizeof *h);
     ref_norm (&ly->ln2_w, &ly->ln2_b, h, P, e, a->eps, FALSE);
-    ref_linear (&ly->up_w, &ly->up_b, h, P, o);
+    llm_test_ref_linear (&ly->up_w, &ly->up_b, h, P, o);
     for (gsize i = 0; i < P * ff; i++)
       o[i] = gelu (o[i]);
-    ref_linear (&ly->down_w, &ly->down_b, o, P, h);
+    llm_test_ref_linear (&ly->down_w, &ly->down_b, o, P, h);
     for (gsize i = 0; i < P * e; i++)
       x[i] += h[i];
   }
@@ -829,21 +797,21 @@ ref_encode (const LlmMmprojAudio *a, const float *mel, gsize n_frames, gsize *n_
   const gsize H = a->n_proj_hidden;
   if (a->type == LLM_MMPROJ_ULTRAVOX) {
     ref_norm (&a->norm_pre_w, &(LlmMmprojWeight) { NULL }, x, rows, s * e, 1e-6, TRUE);
-    ref_linear (&a->proj1_w, &a->proj1_b, x, rows, o);
+    llm_test_ref_linear (&a->proj1_w, &a->proj1_b, x, rows, o);
     for (gsize r = 0; r < rows; r++)
       for (gsize i = 0; i < H; i++) {
         const double g = o[r * 2 * H + H + i];
         h[r * H + i] = o[r * 2 * H + i] * g / (1 + exp (-g));
       }
     ref_norm (&a->norm_mid_w, &(LlmMmprojWeight) { NULL }, h, rows, H, 1e-6, TRUE);
-    ref_linear (&a->proj2_w, &a->proj2_b, h, rows, out);
+    llm_test_ref_linear (&a->proj2_w, &a->proj2_b, h, rows, out);
   } else if (a->type == LLM_MMPROJ_VOXTRAL) {
-    ref_linear (&a->proj1_w, &a->proj1_b, x, rows, o);
+    llm_test_ref_linear (&a->proj1_w, &a->proj1_b, x, rows, o);
     for (gsize i = 0; i < rows * H; i++)
       o[i] = gelu (o[i]);
-    ref_linear (&a->proj2_w, &a->proj2_b, o, rows, out);
+    llm_test_ref_linear (&a->proj2_w, &a->proj2_b, o, rows, out);
   } else {
-    ref_linear (&a->proj1_w, &a->proj1_b, x, rows, out);
+    llm_test_ref_linear (&a->proj1_w, &a->proj1_b, x, rows, out);
   }
   *n_rows = rows;
   return out;

@@ -42,8 +42,8 @@ parallel_rows (gsize n, RowsFn fn, gpointer ctx)
 
 /* --- the operations --------------------------------------------------- */
 
-static double *
-weights (const LlmMmprojWeight *w)
+double *
+llm_test_ref_weights (const LlmMmprojWeight *w)
 {
   const LlmGgufTensor *t = w->t;
   if (t == NULL)
@@ -96,14 +96,14 @@ linear_rows (gpointer ctx, gsize o_begin, gsize o_end)
   }
 }
 
-static void
-ref_linear (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const double *x, gsize n,
-    double *y)
+void
+llm_test_ref_linear (const LlmMmprojWeight *w, const LlmMmprojWeight *b, const double *x,
+    gsize n, double *y)
 {
   const LlmGgufTensor *t = w->t;
   const gsize out = t->ne[MAX (t->n_dims, 1) - 1], in = t->n_elems / out;
-  g_autofree double *W = weights (w);
-  g_autofree double *B = weights (b);
+  g_autofree double *W = llm_test_ref_weights (w);
+  g_autofree double *B = llm_test_ref_weights (b);
   Linear l = { W, B, x, in, out, n, y };
   parallel_rows (out, linear_rows, &l);
 }
@@ -112,8 +112,8 @@ static void
 ref_norm (const LlmMmprojWeight *w, const LlmMmprojWeight *b, double *x, gsize n, gsize e,
     double eps)
 {
-  g_autofree double *W = weights (w);
-  g_autofree double *B = weights (b);
+  g_autofree double *W = llm_test_ref_weights (w);
+  g_autofree double *B = llm_test_ref_weights (b);
   for (gsize r = 0; r < n; r++) {
     double *row = x + r * e, mean = 0, var = 0;
     for (gsize i = 0; i < e; i++)
@@ -189,12 +189,12 @@ llm_test_vision_reference (const LlmMmprojVision *v, const guint8 *rgb, gsize st
   g_autofree double *x = g_new0 (double, n * e), *h = g_new0 (double, n * e);
   g_autofree double *q = g_new0 (double, n * e), *k = g_new0 (double, n * e);
   g_autofree double *val = g_new0 (double, n * e), *tmp = g_new0 (double, n * wide);
-  ref_linear (&v->patch_w, &v->patch_b, patches, np, x + first * e);
+  llm_test_ref_linear (&v->patch_w, &v->patch_b, patches, np, x + first * e);
   if (first) {
-    g_autofree double *cls = weights (&v->class_embd);
+    g_autofree double *cls = llm_test_ref_weights (&v->class_embd);
     memcpy (x, cls, e * sizeof *x);
   }
-  g_autofree double *pos = weights (&v->pos_embd);
+  g_autofree double *pos = llm_test_ref_weights (&v->pos_embd);
   for (gsize i = 0; i < n * e; i++)
     x[i] += pos[i];
   if (v->pre_ln_w.t)
@@ -203,20 +203,20 @@ llm_test_vision_reference (const LlmMmprojVision *v, const guint8 *rgb, gsize st
     const LlmMmprojLayer *ly = &v->layers[l];
     memcpy (h, x, n * e * sizeof *h);
     ref_norm (&ly->ln1_w, &ly->ln1_b, h, n, e, v->eps);
-    ref_linear (&ly->q_w, &ly->q_b, h, n, q);
-    ref_linear (&ly->k_w, &ly->k_b, h, n, k);
-    ref_linear (&ly->v_w, &ly->v_b, h, n, val);
+    llm_test_ref_linear (&ly->q_w, &ly->q_b, h, n, q);
+    llm_test_ref_linear (&ly->k_w, &ly->k_b, h, n, k);
+    llm_test_ref_linear (&ly->v_w, &ly->v_b, h, n, val);
     Attention a = { q, k, val, tmp, n, e, hd, v->n_head };
     parallel_rows (v->n_head * n, attention_rows, &a);
-    ref_linear (&ly->o_w, &ly->o_b, tmp, n, h);
+    llm_test_ref_linear (&ly->o_w, &ly->o_b, tmp, n, h);
     for (gsize i = 0; i < n * e; i++)
       x[i] += h[i];
     memcpy (h, x, n * e * sizeof *h);
     ref_norm (&ly->ln2_w, &ly->ln2_b, h, n, e, v->eps);
-    ref_linear (&ly->up_w, &ly->up_b, h, n, tmp);
+    llm_test_ref_linear (&ly->up_w, &ly->up_b, h, n, tmp);
     for (gsize i = 0; i < n * v->n_ff; i++)
       tmp[i] = v->gelu ? gelu_tanh (tmp[i]) : tmp[i] / (1 + exp (-1.702 * tmp[i]));
-    ref_linear (&ly->down_w, &ly->down_b, tmp, n, h);
+    llm_test_ref_linear (&ly->down_w, &ly->down_b, tmp, n, h);
     for (gsize i = 0; i < n * e; i++)
       x[i] += h[i];
   }
@@ -233,13 +233,13 @@ llm_test_vision_reference (const LlmMmprojVision *v, const guint8 *rgb, gsize st
           for (gsize j = 0; j < sf; j++)
             memcpy (shuf + (by * bw + bx) * e * sf * sf + e * (kk * sf + j),
                 image + ((by * sf + kk) * side + bx * sf + j) * e, e * sizeof *shuf);
-    ref_linear (&v->proj0_w, &v->proj0_b, shuf, v->n_tokens, out);
+    llm_test_ref_linear (&v->proj0_w, &v->proj0_b, shuf, v->n_tokens, out);
   } else {
     g_autofree double *mid = g_new (double, np * hidden);
-    ref_linear (&v->proj0_w, &v->proj0_b, image, np, mid);
+    llm_test_ref_linear (&v->proj0_w, &v->proj0_b, image, np, mid);
     for (gsize i = 0; i < np * hidden; i++)
       mid[i] = gelu_tanh (mid[i]);
-    ref_linear (&v->proj2_w, &v->proj2_b, mid, np, out);
+    llm_test_ref_linear (&v->proj2_w, &v->proj2_b, mid, np, out);
   }
   return out;
 }
