@@ -12,11 +12,6 @@
 #define ULTRAVOX_EPS 1e-6f
 #define TAPS 3
 
-typedef struct {
-  const LlmWeight *ln1_w, *ln1_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
-  const LlmWeight *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
-} Layer;
-
 struct _LlmAudioEncoder {
   const LlmMmprojAudio *a;
   LlmAudioEncoderOptions opts;
@@ -33,7 +28,7 @@ struct _LlmAudioEncoder {
   const LlmWeight *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b;
   const LlmWeight *norm_pre_w, *proj1_w, *proj1_b, *gate_w, *gate_b, *norm_mid_w;
   const LlmWeight *proj2_w, *proj2_b;
-  Layer *layers;
+  LlmEncoderLayer *layers;
 
   LlmAttnShape shape;
   guint max_frames, max_pos, max_rows;  /* a whole window's */
@@ -59,7 +54,7 @@ prepare_all (LlmAudioEncoder *enc, GError **error)
   const LlmMmprojAudio *a = enc->a;
   LlmEncoderWeights *w = &enc->weights;
   llm_encoder_weights_init (w, enc->be, 16 * a->n_layer + 20);
-  enc->layers = g_new0 (Layer, a->n_layer);
+  enc->layers = g_new0 (LlmEncoderLayer, a->n_layer);
 #define M(t) llm_encoder_weights_add (w, &(t), FALSE)
 #define V(t) llm_encoder_weights_add (w, &(t), TRUE)
   enc->conv1_w = M (a->conv1_w);
@@ -90,7 +85,7 @@ prepare_all (LlmAudioEncoder *enc, GError **error)
   }
   for (guint32 l = 0; l < a->n_layer; l++) {
     const LlmMmprojLayer *src = &a->layers[l];
-    Layer *ly = &enc->layers[l];
+    LlmEncoderLayer *ly = &enc->layers[l];
     ly->ln1_w = V (src->ln1_w);
     ly->ln1_b = V (src->ln1_b);
     ly->q_w = M (src->q_w);
@@ -282,36 +277,6 @@ linear (LlmAudioEncoder *enc, LlmBackendQueue *q, const float *x, guint n, const
     enc->ops->add_bias (enc->be, q, y, b, n);
 }
 
-/* @n rows of x through one pre-norm block: x += attn (ln1 (x)); x +=
- * ffn (ln2 (x)), the feed-forward up, GELU (erf), down. */
-static void
-layer (LlmAudioEncoder *enc, LlmBackendQueue *q, const Layer *ly, guint n)
-{
-  const LlmBackendOps *ops = enc->ops;
-  LlmBackend *be = enc->be;
-  const gsize e = enc->a->n_embd;
-  const float eps = enc->a->eps;
-
-  ops->layernorm (be, q, enc->x, ly->ln1_w, ly->ln1_b, enc->h, n, e, eps);
-  const LlmWeight *qkv[] = { ly->q_w, ly->k_w, ly->v_w };
-  float *const qkv_out[] = { enc->qb, enc->kb, enc->vb };
-  ops->matmul (be, q, enc->h, n, qkv, qkv_out, 3);
-  /* Whisper's keys have no bias. */
-  const LlmWeight *qkv_b[] = { ly->q_b, ly->k_b, ly->v_b };
-  for (guint i = 0; i < 3; i++)
-    if (qkv_b[i] != NULL)
-      ops->add_bias (be, q, qkv_out[i], qkv_b[i], n);
-  ops->attention_full (be, q, &enc->shape, enc->qb, enc->kb, enc->vb, n, enc->att);
-  linear (enc, q, enc->att, n, ly->o_w, ly->o_b, enc->h);
-  ops->add (be, q, enc->x, enc->h, n, e);
-
-  ops->layernorm (be, q, enc->x, ly->ln2_w, ly->ln2_b, enc->h, n, e, eps);
-  linear (enc, q, enc->h, n, ly->up_w, ly->up_b, enc->wide);
-  ops->gelu (be, q, enc->wide, n, enc->a->n_ff, LLM_GELU_ERF);
-  linear (enc, q, enc->wide, n, ly->down_w, ly->down_b, enc->h);
-  ops->add (be, q, enc->x, enc->h, n, e);
-}
-
 /* @n rows of x after the post-layernorm to the LM's width in out. */
 static void
 project (LlmAudioEncoder *enc, LlmBackendQueue *q, guint n)
@@ -403,8 +368,10 @@ llm_audio_encoder_encode (LlmAudioEncoder *enc, const float *mel, guint n_frames
   if (enc->pre_ln_w != NULL)
     ops->layernorm (be, q, enc->x, enc->pre_ln_w, enc->pre_ln_b, enc->x, n_pos, e, a->eps);
 
+  const LlmEncoderRows rows = { enc->x, enc->h, enc->qb, enc->kb, enc->vb, enc->att, enc->wide };
   for (guint32 l = 0; l < a->n_layer; l++)
-    layer (enc, q, &enc->layers[l], n_pos);
+    llm_encoder_block (enc->be, q, &enc->layers[l], &rows, &enc->shape, n_pos,
+        enc->a->n_embd, enc->a->n_ff, enc->a->eps, LLM_GELU_ERF);
 
   guint n = n_pos;
   if (a->avg_pool) {

@@ -81,3 +81,37 @@ llm_encoder_weights_clear (LlmEncoderWeights *w)
   g_free (w->all);
   *w = (LlmEncoderWeights) { 0 };
 }
+
+static void
+linear (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n, const LlmWeight *w,
+    const LlmWeight *b, float *y)
+{
+  be->ops->matmul (be, q, x, n, &w, &y, 1);
+  if (b != NULL)
+    be->ops->add_bias (be, q, y, b, n);
+}
+
+void
+llm_encoder_block (LlmBackend *be, LlmBackendQueue *q, const LlmEncoderLayer *ly,
+    const LlmEncoderRows *r, const LlmAttnShape *shape, guint n, gsize width, gsize n_ff,
+    float eps, LlmGelu gelu)
+{
+  const LlmBackendOps *ops = be->ops;
+  ops->layernorm (be, q, r->x, ly->ln1_w, ly->ln1_b, r->h, n, width, eps);
+  const LlmWeight *qkv[] = { ly->q_w, ly->k_w, ly->v_w };
+  float *const qkv_out[] = { r->q, r->k, r->v };
+  ops->matmul (be, q, r->h, n, qkv, qkv_out, 3);
+  const LlmWeight *qkv_b[] = { ly->q_b, ly->k_b, ly->v_b };
+  for (guint i = 0; i < 3; i++)
+    if (qkv_b[i] != NULL)
+      ops->add_bias (be, q, qkv_out[i], qkv_b[i], n);
+  ops->attention_full (be, q, shape, r->q, r->k, r->v, n, r->att);
+  linear (be, q, r->att, n, ly->o_w, ly->o_b, r->h);
+  ops->add (be, q, r->x, r->h, n, width);
+
+  ops->layernorm (be, q, r->x, ly->ln2_w, ly->ln2_b, r->h, n, width, eps);
+  linear (be, q, r->h, n, ly->up_w, ly->up_b, r->wide);
+  ops->gelu (be, q, r->wide, n, n_ff, gelu);
+  linear (be, q, r->wide, n, ly->down_w, ly->down_b, r->h);
+  ops->add (be, q, r->x, r->h, n, width);
+}

@@ -43,4 +43,23 @@ gboolean llm_encoder_weights_check (LlmEncoderWeights *w, GError **error);
 /* Releases every weight added and the set. */
 void llm_encoder_weights_clear (LlmEncoderWeights *w);
 
+/* One pre-norm transformer block of a tower, as both encoders hold it. */
+typedef struct {
+  const LlmWeight *ln1_w, *ln1_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
+  const LlmWeight *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
+} LlmEncoderLayer;
+
+/* The backend buffers a block runs in: x (the rows, updated), and
+ * scratch h, q, k, v, att (n x width) and wide (n x n_ff). */
+typedef struct {
+  float *x, *h, *q, *k, *v, *att, *wide;
+} LlmEncoderRows;
+
+/* @n rows of r->x through @ly: x += attn (ln1 (x)); x += down (GELU (up
+ * (ln2 (x)))), every stage a call into @be's table; full (not causal)
+ * attention of @shape; absent biases are skipped (Whisper's keys). */
+void llm_encoder_block (LlmBackend *be, LlmBackendQueue *q, const LlmEncoderLayer *ly,
+    const LlmEncoderRows *r, const LlmAttnShape *shape, guint n, gsize width, gsize n_ff,
+    float eps, LlmGelu gelu);
+
 G_END_DECLS

@@ -16,11 +16,6 @@
 #include "token-compress.h"
 #include "workers.h"
 
-typedef struct {
-  const LlmWeight *ln1_w, *ln1_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
-  const LlmWeight *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
-} Layer;
-
 struct _LlmVisionEncoder {
   const LlmMmprojVision *v;
   LlmVisionEncoderOptions opts;
@@ -34,7 +29,7 @@ struct _LlmVisionEncoder {
   const LlmWeight *patch_w, *patch_b, *class_embd, *pos_embd;
   const LlmWeight *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b;
   const LlmWeight *proj0_w, *proj0_b, *proj2_w, *proj2_b;
-  Layer *layers;
+  LlmEncoderLayer *layers;
 
   LlmAttnShape shape;
   gsize n, e, np, pk, hidden;   /* rows, width, patches, patch values, MLP width */
@@ -65,7 +60,7 @@ prepare_all (LlmVisionEncoder *enc, GError **error)
 {
   const LlmMmprojVision *v = enc->v;
   llm_encoder_weights_init (&enc->weights, enc->be, 16 * v->n_layer + 12);
-  enc->layers = g_new0 (Layer, v->n_layer);
+  enc->layers = g_new0 (LlmEncoderLayer, v->n_layer);
 #define M(w) llm_encoder_weights_add (&enc->weights, &(w), FALSE)
 #define V(w) llm_encoder_weights_add (&enc->weights, &(w), TRUE)
   enc->patch_w = M (v->patch_w);
@@ -83,7 +78,7 @@ prepare_all (LlmVisionEncoder *enc, GError **error)
   /* Only the layers that run. */
   for (guint32 l = 0; l < v->n_layers_run; l++) {
     const LlmMmprojLayer *src = &v->layers[l];
-    Layer *ly = &enc->layers[l];
+    LlmEncoderLayer *ly = &enc->layers[l];
     ly->ln1_w = V (src->ln1_w);
     ly->ln1_b = V (src->ln1_b);
     ly->q_w = M (src->q_w);
@@ -259,34 +254,6 @@ linear (LlmVisionEncoder *enc, LlmBackendQueue *q, const float *x, guint n, cons
     enc->ops->add_bias (enc->be, q, y, b, n);
 }
 
-static void
-layer (LlmVisionEncoder *enc, LlmBackendQueue *q, const Layer *ly)
-{
-  const LlmBackendOps *ops = enc->ops;
-  LlmBackend *be = enc->be;
-  const guint n = (guint) enc->n;
-  const gsize e = enc->e;
-  const float eps = enc->v->eps;
-
-  ops->layernorm (be, q, enc->x, ly->ln1_w, ly->ln1_b, enc->h, n, e, eps);
-  const LlmWeight *qkv[] = { ly->q_w, ly->k_w, ly->v_w };
-  float *const qkv_out[] = { enc->qb, enc->kb, enc->vb };
-  ops->matmul (be, q, enc->h, n, qkv, qkv_out, 3);
-  const LlmWeight *qkv_b[] = { ly->q_b, ly->k_b, ly->v_b };
-  for (guint i = 0; i < 3; i++)
-    if (qkv_b[i] != NULL)
-      ops->add_bias (be, q, qkv_out[i], qkv_b[i], n);
-  ops->attention_full (be, q, &enc->shape, enc->qb, enc->kb, enc->vb, n, enc->att);
-  linear (enc, q, enc->att, n, ly->o_w, ly->o_b, enc->h);
-  ops->add (be, q, enc->x, enc->h, n, e);
-
-  ops->layernorm (be, q, enc->x, ly->ln2_w, ly->ln2_b, enc->h, n, e, eps);
-  linear (enc, q, enc->h, n, ly->up_w, ly->up_b, enc->wide);
-  ops->gelu (be, q, enc->wide, n, enc->v->n_ff, enc->v->gelu ? LLM_GELU_TANH : LLM_GELU_QUICK);
-  linear (enc, q, enc->wide, n, ly->down_w, ly->down_b, enc->h);
-  ops->add (be, q, enc->x, enc->h, n, e);
-}
-
 /* The image's rows (after the class row, if any) to the LM's tokens. */
 static void
 project (LlmVisionEncoder *enc, LlmBackendQueue *q, const float *image)
@@ -415,7 +382,10 @@ llm_vision_encoder_encode (LlmVisionEncoder *enc, const guint8 *rgb, gsize strid
     ops->layernorm (be, q, enc->x, enc->pre_ln_w, enc->pre_ln_b, enc->x, n, e, v->eps);
 
   for (guint32 l = 0; l < v->n_layers_run; l++) {
-    layer (enc, q, &enc->layers[l]);
+    const LlmEncoderRows rows = { enc->x, enc->h, enc->qb, enc->kb, enc->vb, enc->att,
+      enc->wide };
+    llm_encoder_block (be, q, &enc->layers[l], &rows, &enc->shape, (guint) enc->n, e, v->n_ff,
+        v->eps, v->gelu ? LLM_GELU_TANH : LLM_GELU_QUICK);
     if (enc->merge_r > 0)
       merge_rows (enc, q, first);
   }
