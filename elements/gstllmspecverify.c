@@ -30,9 +30,11 @@
  * token is, to notice when they start to succeed). `fixed` always asks
  * for #GstLlmSpecVerify:draft-max.
  *
- * Under a window KV policy a step checks only as many tokens as the
- * window has room for before it evicts (an eviction cannot be taken
- * back), so once the window is full it decodes one token a step.
+ * Under a window KV policy a step checks only as many tokens as plain
+ * steps would add before their next eviction (an eviction cannot be
+ * taken back); a step that starts on a full window evicts as a plain step
+ * would and checks as many tokens as that freed, a quarter of the window.
+ * So a window costs about one shortened step per eviction.
  *
  * `llm-stats` adds `draft-method`, `draft-tokens` (proposals checked),
  * `accepted-tokens`, `acceptance-rate`, `mean-accepted-length` (tokens

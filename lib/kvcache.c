@@ -487,6 +487,26 @@ evict (LlmKvCache *kv, guint32 count)
   kv->n_evicted += count;
 }
 
+/* Positions a window policy evicts to make room for @needed more. */
+static guint32
+evict_count (const LlmKvCache *kv, guint32 needed)
+{
+  const guint32 kept = MIN (kv->sink, kv->n);
+  const guint32 chunk = MAX (1u, (kv->capacity - kv->sink) / 4);
+  return MIN (MAX (needed, chunk), kv->n - kept);
+}
+
+guint32
+llm_kv_cache_rows_as_steps (const LlmKvCache *kv, guint32 n_new)
+{
+  g_return_val_if_fail (kv != NULL, 1);
+  const guint32 room = kv->n < kv->capacity ? kv->capacity - kv->n : 0;
+  guint32 rows = room;
+  if (room == 0 && kv->config.policy != LLM_KV_POLICY_FULL)
+    rows = evict_count (kv, 1);
+  return MAX (1u, MIN (n_new, rows));
+}
+
 gboolean
 llm_kv_cache_reserve (LlmKvCache *kv, guint32 n_new, GError **error)
 {
@@ -514,9 +534,7 @@ llm_kv_cache_reserve (LlmKvCache *kv, guint32 n_new, GError **error)
       return FALSE;
     }
 
-    const guint32 needed = (guint32) ((guint64) kv->n + n_new - kv->capacity);
-    const guint32 chunk = MAX (1u, (kv->capacity - kv->sink) / 4);
-    n_evict = MIN (MAX (needed, chunk), kv->n - kept);
+    n_evict = evict_count (kv, (guint32) ((guint64) kv->n + n_new - kv->capacity));
   }
 
   /* Allocate (and copy shared blocks) before evicting, so running out of

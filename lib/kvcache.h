@@ -77,6 +77,13 @@ gsize llm_kv_cache_bytes (const LlmKvCache *kv);
 /* Positions dropped by the window policies so far. */
 guint64 llm_kv_cache_n_evicted (const LlmKvCache *kv);
 
+/* The most of @n_new positions (at least 1) that one reservation can take
+ * leaving the cache as @n_new reservations of one position each would:
+ * all of them when they fit, those before the next eviction when some do,
+ * and when the cache is full, as many as the eviction the first of them
+ * makes frees (a chunk evicts the same positions whoever asks). */
+guint32 llm_kv_cache_rows_as_steps (const LlmKvCache *kv, guint32 n_new);
+
 /* Makes room for @n_new positions after the current ones, evicting and
  * shifting per the policy. On return the new tokens get cache positions
  * llm_kv_cache_n() .. +n_new-1. FULL without room: LLM_KV_ERROR_FULL. */

@@ -247,16 +247,14 @@ llm_session_feed_embd (LlmSession *s, const gint32 *ids, const float *embd, guin
   return ok;
 }
 
-/* What llm_session_verify can check in one forward without a window
- * policy evicting: a verification must leave the cache as the steps it
- * stands for would, and an eviction cannot be rolled back. */
+/* What llm_session_verify can check in one forward: a verification must
+ * leave the cache as the steps it stands for would, and an eviction cannot
+ * be rolled back, so it stops where a step would evict, or checks what the
+ * eviction its first row makes leaves room for. */
 static guint
 verify_room (LlmSession *s, guint n)
 {
-  LlmKvCache *kv = llm_seq_kv (s->seq);
-  const guint32 cached = llm_kv_cache_n (kv), capacity = llm_kv_cache_capacity (kv);
-  const guint room = cached < capacity ? capacity - cached : 0;
-  return MAX (1, MIN (n, room));
+  return llm_kv_cache_rows_as_steps (llm_seq_kv (s->seq), n);
 }
 
 static gboolean

@@ -275,10 +275,13 @@ check_lossless (LlmModel *m, const char *file, const char *name, const LlmKvConf
     for (guint k = 0; k < N_GEN; k++)
       ck_assert_msg (ids[k] == plain[k], "%s, draft kind %d, penalty %.2f: token %u is %d, "
           "plain decoding gives %d", name, kind, penalty, k, ids[k], plain[k]);
-    /* The drafts did what they were made for (a full window checks one
-     * token a step: see llm_session_verify). */
-    if (kind == DRAFT_ORACLE && compare_cache)
-      ck_assert_uint_le (verifications, (N_GEN + DRAFT_MAX) / (DRAFT_MAX + 1) + 1);
+    /* The drafts did what they were made for; under a window, a
+     * verification also stops where a step would evict, which costs a few
+     * more (a full window that checked one token a step would need 2 a
+     * chunk). */
+    if (kind == DRAFT_ORACLE)
+      ck_assert_uint_le (verifications, (N_GEN + DRAFT_MAX) / (DRAFT_MAX + 1)
+          + (compare_cache ? 1 : 3));
     if (kind == DRAFT_WRONG)
       ck_assert_uint_ge (rejected, N_GEN - 2);
 
