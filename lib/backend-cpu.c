@@ -438,8 +438,8 @@ static void
 rmsnorm_rows (const void *args, guint t0, guint t1)
 {
   const NormArgs *a = args;
-  for (guint t = t0; t < t1; t++)
-    llm_rmsnorm (a->out + t * a->width, a->x + t * a->width, a->w, a->width, a->eps);
+  llm_rmsnorm_rows (a->out + t0 * a->width, a->x + t0 * a->width, a->w, a->width, t1 - t0,
+      a->eps);
 }
 
 static void

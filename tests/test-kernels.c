@@ -249,6 +249,37 @@ START_TEST (test_rmsnorm_may_write_over_its_input)
 }
 END_TEST
 
+START_TEST (test_rmsnorm_rows_give_each_row_its_own_bits)
+{
+  /* Every group size and the rows left over, values over 30 binary
+   * orders of magnitude: each row as llm_rmsnorm gives it alone (a row
+   * read from the wrong place, or a scale from another row's sum, shows). */
+  enum { N = 300, ROWS = 9 };
+  g_autoptr (GRand) rand = g_rand_new_with_seed (7);
+  g_autofree float *x = g_new (float, N * ROWS);
+  g_autofree float *w = g_new (float, N);
+  for (guint i = 0; i < N * ROWS; i++)
+    x[i] = (float) (g_rand_double_range (rand, -1.0, 1.0)
+        * pow (2.0, g_rand_int_range (rand, -15, 15)));
+  for (guint i = 0; i < N; i++)
+    w[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
+  g_autofree float *want = g_new (float, N * ROWS);
+  g_autofree float *got = g_new (float, N * ROWS);
+  for (guint rows = 1; rows <= ROWS; rows++)
+    for (int with_w = 0; with_w < 2; with_w++) {
+      for (guint r = 0; r < rows; r++)
+        llm_rmsnorm (want + r * N, x + r * N, with_w ? w : NULL, N, 1e-5f);
+      llm_rmsnorm_rows (got, x, with_w ? w : NULL, N, rows, 1e-5f);
+      ck_assert_msg (memcmp (got, want, rows * N * sizeof (float)) == 0,
+          "%u rows, weight %d: not llm_rmsnorm's bits", rows, with_w);
+      /* In place too. */
+      memcpy (got, x, rows * N * sizeof (float));
+      llm_rmsnorm_rows (got, got, with_w ? w : NULL, N, rows, 1e-5f);
+      ck_assert (memcmp (got, want, rows * N * sizeof (float)) == 0);
+    }
+}
+END_TEST
+
 START_TEST (test_softmax_of_1_2_3_matches_hand_values)
 {
   float x[3] = { 1, 2, 3 };
@@ -1681,6 +1712,7 @@ kernels_suite (void)
   TCase *ops = tcase_create ("ops");
   tcase_add_test (ops, test_rmsnorm_of_1_2_3_4_divides_by_root_mean_square);
   tcase_add_test (ops, test_rmsnorm_may_write_over_its_input);
+  tcase_add_test (ops, test_rmsnorm_rows_give_each_row_its_own_bits);
   tcase_add_test (ops, test_softmax_of_1_2_3_matches_hand_values);
   tcase_add_test (ops, test_softmax_of_huge_logits_does_not_overflow);
   tcase_add_test (ops, test_swiglu_is_silu_of_gate_times_up);

@@ -13,6 +13,10 @@ extern "C" {
 /* out = x / sqrt(mean(x^2) + eps) * w   (w NULL: no scale). The mean is
  * accumulated in double, as ggml does. */
 void llm_rmsnorm (float *out, const float *x, const float *w, size_t n, float eps);
+/* llm_rmsnorm of @n_rows rows of @n, @n apart, each giving the same bits
+ * as alone. */
+void llm_rmsnorm_rows (float *out, const float *x, const float *w, size_t n, size_t n_rows,
+    float eps);
 
 /* In place: x = exp(x - max) / sum, exp as exp.h's llm_exp_ref. */
 void llm_softmax (float *x, size_t n);
