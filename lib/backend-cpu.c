@@ -241,6 +241,10 @@ ensure_att_scratch (CpuBackend *c, gsize need, GError **error)
  * gate and up), in one pool run: a thread done with one weight goes on
  * to the next instead of waiting for the others at a barrier. */
 #define MAT_MAX 4
+/* Threads whose runs the others can take pieces of. */
+#define STEAL_MAX 16
+/* Pieces a thread's run is claimed in. */
+#define RUN_PIECES 8
 
 typedef struct {
   const LlmCpuKernels *kern;
@@ -252,6 +256,10 @@ typedef struct {
   /* Batches: rows are handed out @rows_per_item[i] at a time from @next[i]. */
   gsize rows_per_item[MAT_MAX];
   atomic_size_t next[MAT_MAX];
+  /* Memory-bound products: thread i's next unit of its own run (see
+   * stream_task), for @n_runs threads (0: more than STEAL_MAX). */
+  atomic_size_t run_next[STEAL_MAX];
+  guint n_runs;
 } MatTask;
 
 /* Rows [r0, r1) of weight @i by the file's or the prepared layout; the
@@ -295,27 +303,69 @@ unit_rows (const MatTask *t, guint i)
   return w->layout == LAYOUT_PREPARED ? llm_prepared_tile_rows (t->kern, w->type) : 1;
 }
 
+/* Units [u0, u1) of the products taken end to end. */
+static void
+stream_units (const MatTask *t, gsize u0, gsize u1)
+{
+  gsize base = 0;
+  for (guint i = 0; i < t->n_w && u0 < u1; i++) {
+    const gsize unit = unit_rows (t, i);
+    const gsize units = (t->w[i]->rows + unit - 1) / unit;
+    if (u0 < base + units) {
+      const gsize a = u0 - base, b = MIN (u1 - base, units);
+      rows_static (t, i, a * unit, MIN (b * unit, t->w[i]->rows));
+      u0 = base + b;
+    }
+    base += units;
+  }
+}
+
+static gsize
+total_units (const MatTask *t)
+{
+  gsize total = 0;
+  for (guint i = 0; i < t->n_w; i++)
+    total += (t->w[i]->rows + unit_rows (t, i) - 1) / unit_rows (t, i);
+  return total;
+}
+
+/* Each thread streams its own contiguous run of the units, which the
+ * prefetchers follow best, claiming it a piece at a time; a thread done
+ * with its run then takes the pieces another has not reached. A thread
+ * that started late or was slowed (by the other core's memory traffic,
+ * by the system) no longer holds the step up at the barrier: on one
+ * decode token the waiting was a tenth of the step. */
+static void
+stream_task (MatTask *t, int ith, int nth)
+{
+  const gsize total = total_units (t);
+  /* Runs as cpu_matmul laid them out, for as many threads. */
+  if ((guint) nth != t->n_runs) {
+    gsize u0, u1;
+    llm_split_range (total, ith, nth, &u0, &u1);
+    stream_units (t, u0, u1);
+    return;
+  }
+  for (int k = 0; k < nth; k++) {
+    const int j = (ith + k) % nth;
+    gsize u0, u1;
+    llm_split_range (total, j, nth, &u0, &u1);
+    const gsize piece = MAX ((gsize) 1, (u1 - u0 + RUN_PIECES - 1) / RUN_PIECES);
+    for (;;) {
+      const gsize a = atomic_fetch_add_explicit (&t->run_next[j], piece, memory_order_relaxed);
+      if (a >= u1)
+        break;
+      stream_units (t, a, MIN (a + piece, u1));
+    }
+  }
+}
+
 static void
 matmul_task (void *data, int ith, int nth)
 {
   MatTask *t = data;
   if (streams (t)) {
-    gsize total = 0;
-    for (guint i = 0; i < t->n_w; i++)
-      total += (t->w[i]->rows + unit_rows (t, i) - 1) / unit_rows (t, i);
-    gsize u0, u1;
-    llm_split_range (total, ith, nth, &u0, &u1);
-    gsize base = 0;
-    for (guint i = 0; i < t->n_w && u0 < u1; i++) {
-      const gsize unit = unit_rows (t, i);
-      const gsize units = (t->w[i]->rows + unit - 1) / unit;
-      if (u0 < base + units) {
-        const gsize a = u0 - base, b = MIN (u1 - base, units);
-        rows_static (t, i, a * unit, MIN (b * unit, t->w[i]->rows));
-        u0 = base + b;
-      }
-      base += units;
-    }
+    stream_task (t, ith, nth);
     return;
   }
   /* A batch is compute-bound: a thread that finishes early, or was
@@ -388,6 +438,16 @@ cpu_matmul (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n_tok,
       task.y[j] = ys[i];
       task.rows_per_item[j] = ((ws[i]->rows + items - 1) / items + unit - 1) / unit * unit;
       atomic_init (&task.next[j], 0);
+    }
+    const int nth = llm_threadpool_n_threads (pool);
+    task.n_runs = nth <= STEAL_MAX ? (guint) nth : 0;
+    if (task.n_runs > 0) {
+      const gsize total = total_units (&task);
+      for (int j = 0; j < nth; j++) {
+        gsize u0, u1;
+        llm_split_range (total, j, nth, &u0, &u1);
+        atomic_init (&task.run_next[j], u0);
+      }
     }
     llm_threadpool_run (pool, matmul_task, &task);
   }

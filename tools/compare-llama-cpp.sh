@@ -27,13 +27,17 @@
 # llama-bench, on this machine, as an AVX2-only CPU (Zen 3) would run them.
 #
 #   tools/compare-llama-cpp.sh [-b BUILD_DIR] [-t THREADS] [-p P[,P...]] [-n N]
-#       [-r REPS] [--rounds K] [--path native|avx2] [--llama native|avx2|prebuilt]
+#       [-d DEPTH] [-r REPS] [--rounds K] [--path native|avx2] [--llama native|avx2|prebuilt]
 #       [--fa on|off|auto] [--jobs J] [--max-others PCT] [--idle-wait S]
 #       [--retries N] [--node-dir DIR] [--json FILE] MODEL.gguf...
 #
 #   --path native   gst-llm's kernels as it picks them for this CPU (default)
 #   --path avx2     LLM_NO_AVX512=1 LLM_NO_AVX_VNNI=1 for gst-llm, and the avx2
 #                   llama-bench unless --llama says otherwise
+#   -d DEPTH        both sides first fill the cache with DEPTH tokens
+#                   (llama-bench -d, gst-llm-bench -d; untimed), so tg and pp
+#                   read DEPTH positions of attention: long-context speed.
+#                   Not with --llama prebuilt.
 #   --fa            llama-bench's flash attention (default on: what its
 #                   default, auto, resolves to on a CPU-only build; gst-llm's
 #                   attention is one fused pass too)
@@ -61,6 +65,7 @@ build=build
 threads=2
 n_prompt=128
 n_gen=64
+depth=0
 reps=3
 rounds=3
 llama=
@@ -86,6 +91,7 @@ while [ $# -gt 0 ]; do
     -t) threads=$2; shift 2 ;;
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
+    -d) depth=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --llama) llama=$2; shift 2 ;;
@@ -106,6 +112,7 @@ done
 for m in "${models[@]}"; do [ -f "$m" ] || die "no such model: $m"; done
 case "$n_prompt" in *[!0-9,]*|'') die "-p wants numbers: $n_prompt" ;; esac
 case "$n_gen" in *[!0-9]*|'') die "-n wants one number: $n_gen" ;; esac
+case "$depth" in *[!0-9]*|'') die "-d wants one number: $depth" ;; esac
 case "$fa" in on|off|auto) ;; *) die "--fa wants on, off or auto" ;; esac
 for v in "$max_others" "$idle_wait" "$retries" "$reps" "$rounds" "$threads"; do
   case "$v" in *[!0-9]*|'') die "not a number: $v" ;; esac
@@ -147,6 +154,7 @@ case "$llama" in
     ;;
   prebuilt)
     case "$n_prompt" in *,*) die "--llama prebuilt takes one -p" ;; esac
+    [ "$depth" = 0 ] || die "--llama prebuilt takes no -d"
     [ "$path" = native ] || echo "compare-llama-cpp: note: the prebuilt llama.cpp picks its own instruction set, not AVX2 alone" >&2
     command -v npm >/dev/null || die "--llama prebuilt needs npm"
     ;;
@@ -173,7 +181,7 @@ trap cleanup EXIT
     bi="$(dirname "$llama_bench")/build-info"
     echo "llama.cpp: $llama_bench"
     sed -n 's/^\(commit\|commit_date\|variant\|compiler\|cmake_flags\|ggml_cpu_arch_flags\|march_native_isa\)=/  \1: /p' "$bi"
-    echo "  llama-bench -t $threads -ngl 0 -ctk f16 -ctv f16 -b 2048 -ub 512 -fa $fa -r $reps"
+    echo "  llama-bench -t $threads -d $depth -ngl 0 -ctk f16 -ctv f16 -b 2048 -ub 512 -fa $fa -r $reps"
   fi
 } > "$info"
 cat "$info" >&2
@@ -248,7 +256,7 @@ quiet_run () {  # quiet_run LABEL CMD...: CMD appends JSON lines to $results
 
 ours () {  # ours ROUND ARGS...: one gst-llm-bench run, its JSON lines tagged
   local round=$1; shift
-  env "${ours_env[@]}" "$bench" --json -t "$threads" -r "$reps" "$@" \
+  env "${ours_env[@]}" "$bench" --json -t "$threads" -r "$reps" -d "$depth" "$@" \
     | sed "s/^{/{\"engine\": \"gst-llm\", \"round\": $round, /" >> "$results"
 }
 prebuilt () {  # prebuilt ROUND MODEL
@@ -262,7 +270,7 @@ prebuilt () {  # prebuilt ROUND MODEL
 theirs () {  # theirs ROUND MODEL
   # -p P,... -n N: llama-bench runs each ppP and tgN as a test of its own,
   # each after its own warm-up run.
-  if ! "$llama_bench" -m "$2" -p "$n_prompt" -n "$n_gen" -t "$threads" -r "$reps" \
+  if ! "$llama_bench" -m "$2" -p "$n_prompt" -n "$n_gen" -d "$depth" -t "$threads" -r "$reps" \
       -ngl 0 -ctk f16 -ctv f16 -b 2048 -ub 512 -fa "$fa" -o jsonl > "$lbout" 2> "$errlog"; then
     tail -n 20 "$errlog" >&2
     die "llama-bench failed on $2"
@@ -300,11 +308,13 @@ const recs = [];
 for (const r of rows) {
   if (r.engine === "gst-llm") {
     const model = r.model, type = r.type;
-    const tgName = r.n_prompt > 0 ? `tg${r.n_gen} after pp${r.n_prompt}` : `tg${r.n_gen}`;
+    const at = r.depth ? ` @ d${r.depth}` : "";
+    const tgName = (r.n_prompt > 0 ? `tg${r.n_gen} after pp${r.n_prompt}` : `tg${r.n_gen}`) + at;
     if (r.pp_tokens_per_s != null)
-      recs.push({ model, type, test: `pp${r.n_prompt}`, engine: "gst-llm", ts: r.pp_tokens_per_s });
+      recs.push({ model, type, test: `pp${r.n_prompt}${at}`, engine: "gst-llm", ts: r.pp_tokens_per_s });
     if (r.tg_tokens_per_s != null)
-      recs.push({ model, type, test: tgName, engine: "gst-llm", ts: r.tg_tokens_per_s, frac: r.bandwidth_fraction });
+      recs.push({ model, type, test: tgName, engine: "gst-llm", ts: r.tg_tokens_per_s,
+        frac: r.depth ? r.bandwidth_fraction_with_kv : r.bandwidth_fraction });
   } else if (r.engine === "llama.cpp") {        // llama-cpp-bench.mjs (prebuilt)
     recs.push({ model: r.model, test: `pp${r.n_prompt}`, engine: "llama.cpp", ts: r.pp_tokens_per_s });
     recs.push({ model: r.model, test: `tg${r.n_gen} after pp${r.n_prompt}`, engine: "llama.cpp", ts: r.tg_tokens_per_s });
