@@ -21,7 +21,6 @@
 #include "attention-simd.h"
 
 #define ZQ LLM_ATTN_CALL_MAX  /* queries per call */
-#define KT_DIMS 128   /* dimensions of a tile transposed at a time */
 #define PREFETCH_ROWS 64
 
 bool
@@ -73,14 +72,13 @@ madd_exact16 (LlmAttnType type, __m512 b, __m512 x, __m512 acc)
 /* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
  * nq queries at @qp (head_dim floats apart). Tiles of 16 rows are expanded
  * and transposed (8 rows x 8 dimensions at a time) so that lane p of
- * kt[t][j] is k_p[j]; each query then runs down the dimensions of two
+ * kt[t][j] is k_p[j]; each query then runs down those dimensions of two
  * tiles at once. */
 INLINE void
 scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, const float *qp,
     size_t n, float scale, float *scores, size_t stride)
 {
   enum { TP = 2, TR = 16 };
-  float kt[TP][KT_DIMS][TR] __attribute__ ((aligned (64)));
   const __m512 vscale = _mm512_set1_ps (scale);
   size_t s0, s1;
   slice_bytes (type, offset, head_dim, &s0, &s1);
@@ -113,31 +111,31 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
       UNROLL for (int t = 0; t < TP; t++)
         acc[i][t] = _mm512_setzero_ps ();
 
-    for (size_t c0 = 0; c0 < head_dim; c0 += KT_DIMS) {
-      const size_t cd = head_dim - c0 < KT_DIMS ? head_dim - c0 : KT_DIMS;
+    /* Eight dimensions at a time, transposed into registers and used
+     * there: through memory, each 64-byte load of a tile's dimension
+     * would have waited on the two 32-byte stores of its halves (a store
+     * cannot forward to a wider load), and at long context that wait was
+     * most of the scores' time. The order over dimensions is unchanged. */
+    for (size_t c = 0; c < head_dim; c += 8) {
+      __m512 kt[TP][8];
       UNROLL for (int t = 0; t < TP; t++) {
-        for (int h = 0; h < 2; h++) {
-          for (size_t c = 0; c < cd; c += 8) {
-            __m256 x[8];
-            for (int r = 0; r < 8; r++)
-              x[r] = load8 (type, rows[t][8 * h + r], offset + c0 + c);
-            transpose8 (x);
-            for (int j = 0; j < 8; j++)
-              _mm256_store_ps (&kt[t][c + j][8 * h], x[j]);
-          }
+        __m256 lo[8], hi[8];
+        UNROLL for (int r = 0; r < 8; r++) {
+          lo[r] = load8 (type, rows[t][r], offset + c);
+          hi[r] = load8 (type, rows[t][8 + r], offset + c);
         }
+        transpose8 (lo);
+        transpose8 (hi);
+        UNROLL for (int j = 0; j < 8; j++)
+          kt[t][j] = _mm512_insertf32x8 (_mm512_castps256_ps512 (lo[j]), hi[j], 1);
       }
-      const float *qc = qp + c0;
-      for (size_t j = 0; j < cd; j++) {
-        __m512 x[TP];
-        UNROLL for (int t = 0; t < TP; t++)
-          x[t] = _mm512_load_ps (kt[t][j]);
+      const float *qc = qp + c;
+      UNROLL for (int j = 0; j < 8; j++)
         UNROLL for (int i = 0; i < nq; i++) {
           const __m512 b = _mm512_set1_ps (qc[i * head_dim + j]);
           UNROLL for (int t = 0; t < TP; t++)
-            acc[i][t] = madd_exact16 (type, b, x[t], acc[i][t]);
+            acc[i][t] = madd_exact16 (type, b, kt[t][j], acc[i][t]);
         }
-      }
     }
 
     UNROLL for (int t = 0; t < TP; t++) {
