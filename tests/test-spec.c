@@ -476,6 +476,38 @@ START_TEST (test_drafting_ahead_is_lossless_random_qwen2)
 }
 END_TEST
 
+/* Sampling, the verifier's speculative-sampling rule sees the same
+ * proposals whether they were drafted ahead or when asked, so a seed gives
+ * the same tokens either way. */
+START_TEST (test_drafting_ahead_samples_what_drafting_when_asked_samples)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = two_thread_engine (m);
+  g_autoptr (LlmModel) low_bit = llm_test_requantized_model ("stories260K.gguf", LLM_TYPE_Q4_0);
+  g_autoptr (LlmEngine) draft_engine = two_thread_engine (low_bit);
+  gint32 prompt[32], ids[2][N_GEN];
+  const guint n = make_prompt (m->hp.n_vocab, prompt);
+  LlmSpecStats st[2];
+  for (guint ahead = 0; ahead < 2; ahead++) {
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    LlmSamplerParams p;
+    llm_session_get_sampler (s, &p);
+    p.temperature = 0.8f;
+    p.seed = 42;
+    llm_session_set_sampler (s, &p);
+    g_autoptr (LlmDrafter) d = new_drafter (DRAFT_MODEL, draft_engine);
+    llm_drafter_set_ahead (d, ahead);
+    spec_step_generate (s, prompt, n, d, ids[ahead], &st[ahead]);
+  }
+  for (guint k = 0; k < N_GEN; k++)
+    ck_assert_msg (ids[1][k] == ids[0][k], "token %u: %d drafting ahead, %d when asked", k,
+        ids[1][k], ids[0][k]);
+  ck_assert_uint_eq (st[1].drafted, st[0].drafted);
+  ck_assert_uint_eq (st[1].accepted, st[0].accepted);
+  ck_assert_uint_gt (st[1].ahead_used + st[1].ahead_discarded, 0);
+}
+END_TEST
+
 /* The target drafting for itself is always right, and so is its guess of
  * the target's next token: every proposal after the first was begun ahead,
  * none thrown away. A drafter always wrong throws every one away. */
@@ -517,7 +549,6 @@ START_TEST (test_drafts_ahead_are_used_when_right_and_discarded_when_wrong)
   {
     /* Another model's greedy picks: none survives a whole proposal. */
     g_autoptr (LlmModel) other = llm_test_load_model ("random-llama-bf16.gguf");
-    g_print ("n_vocab %u, other %u\n", m->hp.n_vocab, other->hp.n_vocab);
     g_autoptr (LlmEngine) other_engine = two_thread_engine (other);
     g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
     g_autoptr (LlmDrafter) d = new_drafter (DRAFT_MODEL, other_engine);
@@ -780,6 +811,7 @@ spec_suite (void)
   tcase_add_test (verify, test_drafting_ahead_is_lossless_stories260k);
   tcase_add_test (verify, test_drafting_ahead_is_lossless_random_qwen2);
   tcase_add_test (verify, test_drafts_ahead_are_used_when_right_and_discarded_when_wrong);
+  tcase_add_test (verify, test_drafting_ahead_samples_what_drafting_when_asked_samples);
   suite_add_tcase (s, verify);
 
   TCase *budget = tcase_create ("budget");
