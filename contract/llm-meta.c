@@ -100,7 +100,10 @@ gst_llm_draft_meta_api_get_type (void)
 static gboolean
 draft_meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
 {
-  ((GstLlmDraftMeta *) meta)->drafter = NULL;
+  GstLlmDraftMeta *m = (GstLlmDraftMeta *) meta;
+  m->drafter = NULL;
+  m->ahead = FALSE;
+  m->pushed_from = NULL;
   return TRUE;
 }
 
@@ -110,13 +113,17 @@ draft_meta_free (GstMeta *meta, GstBuffer *buffer)
   GstLlmDraftMeta *m = (GstLlmDraftMeta *) meta;
   llm_drafter_unref (m->drafter);
   m->drafter = NULL;
+  g_clear_pointer (&m->pushed_from, g_thread_unref);
 }
 
 static gboolean
 draft_meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type,
     gpointer data)
 {
-  gst_buffer_add_llm_draft_meta (dest, ((const GstLlmDraftMeta *) meta)->drafter);
+  const GstLlmDraftMeta *from = (const GstLlmDraftMeta *) meta;
+  GstLlmDraftMeta *to = gst_buffer_add_llm_draft_meta (dest, from->drafter);
+  to->ahead = from->ahead;
+  to->pushed_from = from->pushed_from ? g_thread_ref (from->pushed_from) : NULL;
   return TRUE;
 }
 

@@ -48,6 +48,14 @@ GstLlmSessionMeta *gst_buffer_add_llm_session_meta (GstBuffer *buffer, LlmSessio
 typedef struct {
   GstMeta meta;
   LlmDrafter *drafter;
+  /* Whether the drafter drafts ahead while the verifier checks
+   * (llm_drafter_set_ahead), as llmdraft's draft-ahead says; for auto, the
+   * streaming thread llmdraft pushed the buffer from (a reference;
+   * otherwise NULL): drafting ahead pays where the verifier takes the
+   * buffer on another one (a queue between them), and @ahead does not
+   * count then. */
+  gboolean ahead;
+  GThread *pushed_from;
 } GstLlmDraftMeta;
 
 GType gst_llm_draft_meta_api_get_type (void);

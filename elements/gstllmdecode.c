@@ -146,6 +146,7 @@ typedef struct {
   GstBuffer *state;
   gint32 first;
   gint64 first_token_us;        /* monotonic, when it was sampled */
+  GThread *arrived_on;          /* the streaming thread it came on (a reference) */
 } Queued;
 
 /* A generated token not pushed yet (it may begin a stop string). */
@@ -183,6 +184,7 @@ queued_prompt (GstBuffer *state, gint32 first)
   q->state = state;
   q->first = first;
   q->first_token_us = g_get_monotonic_time ();
+  q->arrived_on = g_thread_ref (g_thread_self ());
   return q;
 }
 
@@ -193,6 +195,8 @@ queued_free (Queued *q)
     gst_event_unref (q->event);
   if (q->state)
     gst_buffer_unref (q->state);
+  if (q->arrived_on)
+    g_thread_unref (q->arrived_on);
   g_free (q);
 }
 
@@ -470,6 +474,7 @@ generate (GstLlmDecode *self, Queued *prompt)
   GST_DEBUG_OBJECT (self, "response to a prompt of %u tokens, first token %d",
       meta->prompt_tokens, token);
   GstLlmDecodeClass *klass = GST_LLM_DECODE_GET_CLASS (self);
+  self->prompt_thread = prompt->arrived_on;
   if (klass->begin)
     klass->begin (self, state, session, token);
   /* Tokens the last step made that are not out yet; all but the last are
@@ -581,6 +586,7 @@ generate (GstLlmDecode *self, Queued *prompt)
 
   /* Last: dropping the buffer gives the session back to llmprefill. */
   llm_stop_matcher_free (stops);
+  self->prompt_thread = NULL;
   queued_free (prompt);
   return ret;
 }

@@ -53,6 +53,8 @@ struct _GstLlmDecode {
   gint cancel;                  /* atomic too: read between decode steps */
 
   /* task thread */
+  GThread *prompt_thread;       /* the streaming thread the response's prompt came on,
+                                 * while it is answered (for begin) */
   GstClockTime last_end;        /* where the previous response's tokens ended */
   GString *piece;               /* scratch: the text of one token */
   GArray *held;                 /* tokens the stop matcher holds */

@@ -39,6 +39,22 @@
  * second cache. Naming a layer the
  * model lacks, or all of them, is an error when the first prompt comes.
  *
+ * #GstLlmDraft:draft-ahead: pipelined drafting (PEARL), for method
+ * `model`. While llmspecverify checks a proposal, a thread of the
+ * drafter's goes on drafting as if all of it will be accepted: it guesses
+ * the model's own next token (the draft model's pick) and drafts the next
+ * proposal after it. A verdict that keeps the whole proposal and picks
+ * the guess finds the next proposal ready; any other throws that drafting
+ * away and drafts from the verdict, as without. The output is the same;
+ * the draft model's forwards overlap the verifier's, which pays where the
+ * two do not compete for the same cores (a draft model on another device,
+ * or cores to spare). `auto` (the default) drafts ahead when a thread
+ * boundary, such as a `queue`, sits between llmdraft and llmspecverify:
+ * that is how a pipeline says the two may run apart. llm-stats counts
+ * `ahead-used` and `ahead-discarded`. Methods `ngram` (nothing to wait for)
+ * and `layerskip` (the target's own engine, whose forwards a draft would
+ * only queue behind) do not draft ahead.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 -m filesrc location=captions.txt ! llmtokenize model=m.gguf ! \
@@ -46,6 +62,11 @@
  *     llmdetokenize model=m.gguf ! fdsink
  * ]| Continues captions.txt as llmdecode would, faster where it repeats
  * itself; the llm-stats message says how many drafts were accepted.
+ * |[
+ * gst-launch-1.0 -m filesrc location=prompt.txt ! llmtokenize model=m.gguf ! \
+ *     llmprefill model=m.gguf ! llmdraft method=model draft-model=m-q4_0.gguf ! queue ! \
+ *     llmspecverify max-tokens=64 ! llmdetokenize model=m.gguf ! fdsink
+ * ]| Drafts with the model's Q4_0 copy, ahead of the verifier (the queue).
  *
  * Since: 0.3
  */
@@ -104,6 +125,40 @@ gst_llm_draft_method_get_type (void)
   return type;
 }
 
+/**
+ * GstLlmDraftAhead:
+ * @GST_LLM_DRAFT_AHEAD_AUTO: when a thread boundary (a queue) sits between
+ *   llmdraft and llmspecverify
+ * @GST_LLM_DRAFT_AHEAD_ON: always
+ * @GST_LLM_DRAFT_AHEAD_OFF: never: the drafter drafts when asked
+ *
+ * When a model drafter drafts ahead of the verifier's verdict.
+ *
+ * Since: 0.4
+ */
+typedef enum {
+  GST_LLM_DRAFT_AHEAD_AUTO,
+  GST_LLM_DRAFT_AHEAD_ON,
+  GST_LLM_DRAFT_AHEAD_OFF,
+} GstLlmDraftAhead;
+
+#define GST_TYPE_LLM_DRAFT_AHEAD (gst_llm_draft_ahead_get_type ())
+static GType
+gst_llm_draft_ahead_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_LLM_DRAFT_AHEAD_AUTO, "When a queue (a thread boundary) sits before the verifier",
+        "auto"},
+    {GST_LLM_DRAFT_AHEAD_ON, "Always", "on"},
+    {GST_LLM_DRAFT_AHEAD_OFF, "Never: draft when the verifier asks", "off"},
+    {0, NULL, NULL},
+  };
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("GstLlmDraftAhead", values));
+  return type;
+}
+
 #define DEFAULT_METHOD GST_LLM_DRAFT_METHOD_NGRAM
 #define DEFAULT_NGRAM_MIN 1
 #define DEFAULT_NGRAM_MAX 4
@@ -112,6 +167,7 @@ gst_llm_draft_method_get_type (void)
 #define DEFAULT_ADAPTIVE_SKIP TRUE
 #define DEFAULT_DRAFT_P_MIN 0.0f
 #define DEFAULT_DRAFT_WINDOW 4096
+#define DEFAULT_DRAFT_AHEAD GST_LLM_DRAFT_AHEAD_AUTO
 
 enum {
   PROP_0,
@@ -123,6 +179,7 @@ enum {
   PROP_DRAFT_P_MIN,
   PROP_SKIP_LAYERS,
   PROP_ADAPTIVE_SKIP,
+  PROP_DRAFT_AHEAD,
 };
 
 #define GST_TYPE_LLM_DRAFT (gst_llm_draft_get_type ())
@@ -138,6 +195,7 @@ struct _GstLlmDraft {
   float draft_p_min;
   GArray *skip_layers;        /* guint */
   gboolean adaptive_skip;
+  GstLlmDraftAhead draft_ahead;
 
   /* from start to stop */
   LlmDrafter *drafter;
@@ -205,8 +263,11 @@ gst_llm_draft_start (GstBaseTransform *trans)
   const guint n_min = self->ngram_min, n_max = self->ngram_max, window = self->ngram_window;
   g_autofree char *path = g_strdup (self->draft_model);
   const float p_min = self->draft_p_min;
+  const gboolean ahead_on = self->draft_ahead == GST_LLM_DRAFT_AHEAD_ON;
   GST_OBJECT_UNLOCK (self);
   self->vocab_hash[0] = '\0';
+  if (ahead_on && method != GST_LLM_DRAFT_METHOD_MODEL)
+    GST_WARNING_OBJECT (self, "draft-ahead=on: only method=model drafts ahead");
   if (method == GST_LLM_DRAFT_METHOD_MODEL) {
     self->drafter = new_model_drafter (self, path, p_min);
     return self->drafter != NULL;
@@ -297,8 +358,17 @@ gst_llm_draft_transform_ip (GstBaseTransform *trans, GstBuffer *buffer)
     return GST_FLOW_ERROR;
   }
   self->checked = model;
-  if (gst_buffer_get_llm_draft_meta (buffer) == NULL)
-    gst_buffer_add_llm_draft_meta (buffer, self->drafter);
+  if (gst_buffer_get_llm_draft_meta (buffer) == NULL) {
+    GstLlmDraftMeta *meta = gst_buffer_add_llm_draft_meta (buffer, self->drafter);
+    GST_OBJECT_LOCK (self);
+    const GstLlmDraftAhead ahead = self->draft_ahead;
+    GST_OBJECT_UNLOCK (self);
+    meta->ahead = ahead == GST_LLM_DRAFT_AHEAD_ON;
+    /* This thread pushes the buffer on: llmspecverify compares it with
+     * the one it takes the buffer on. */
+    if (ahead == GST_LLM_DRAFT_AHEAD_AUTO)
+      meta->pushed_from = g_thread_ref (g_thread_self ());
+  }
   return GST_FLOW_OK;
 }
 
@@ -338,6 +408,9 @@ gst_llm_draft_set_property (GObject *object, guint prop_id, const GValue *value,
       break;
     case PROP_ADAPTIVE_SKIP:
       self->adaptive_skip = g_value_get_boolean (value);
+      break;
+    case PROP_DRAFT_AHEAD:
+      self->draft_ahead = g_value_get_enum (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -382,6 +455,9 @@ gst_llm_draft_get_property (GObject *object, guint prop_id, GValue *value, GPara
     case PROP_ADAPTIVE_SKIP:
       g_value_set_boolean (value, self->adaptive_skip);
       break;
+    case PROP_DRAFT_AHEAD:
+      g_value_set_enum (value, self->draft_ahead);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -405,6 +481,7 @@ gst_llm_draft_init (GstLlmDraft *self)
   self->draft_p_min = DEFAULT_DRAFT_P_MIN;
   self->skip_layers = g_array_new (FALSE, FALSE, sizeof (guint));
   self->adaptive_skip = DEFAULT_ADAPTIVE_SKIP;
+  self->draft_ahead = DEFAULT_DRAFT_AHEAD;
   self->method = DEFAULT_METHOD;
   self->ngram_min = DEFAULT_NGRAM_MIN;
   self->ngram_max = DEFAULT_NGRAM_MAX;
@@ -535,6 +612,23 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
           "Search the skipped layers from measured acceptance, starting from skip-layers "
           "(method layerskip)", DEFAULT_ADAPTIVE_SKIP, rw));
 
+  /**
+   * GstLlmDraft:draft-ahead:
+   *
+   * Method model: when the drafter drafts on while llmspecverify checks
+   * its proposal (pipelined drafting), so that a confirmed guess finds the
+   * next proposal ready: `auto` when a queue (any thread boundary) sits
+   * between llmdraft and llmspecverify, `on`, or `off`. The output does not
+   * change. Read for every prompt.
+   *
+   * Since: 0.4
+   */
+  g_object_class_install_property (gobject_class, PROP_DRAFT_AHEAD,
+      g_param_spec_enum ("draft-ahead", "Draft ahead",
+          "Draft the next proposal while the verifier checks this one (method model): auto "
+          "(behind a queue), on or off", GST_TYPE_LLM_DRAFT_AHEAD, DEFAULT_DRAFT_AHEAD,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_set_static_metadata (element_class, "LLM draft",
@@ -550,4 +644,5 @@ gst_llm_draft_class_init (GstLlmDraftClass *klass)
   trans_class->passthrough_on_same_caps = FALSE;
 
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_DRAFT_METHOD, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_LLM_DRAFT_AHEAD, 0);
 }

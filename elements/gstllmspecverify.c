@@ -39,7 +39,12 @@
  * `llm-stats` adds `draft-method`, `draft-tokens` (proposals checked),
  * `accepted-tokens`, `acceptance-rate`, `mean-accepted-length` (tokens
  * per verifying forward, the model's own pick included) and
- * `draft-length-mean` (proposals checked per step, plain steps included).
+ * `draft-length-mean` (proposals checked per step, plain steps included),
+ * and for drafting ahead (#GstLlmDraft:draft-ahead) `draft-ahead` (whether
+ * the response was drafted ahead), `ahead-used` (proposals that a draft
+ * made during the previous step's verification began, its guess of the
+ * model's next token confirmed) and `ahead-discarded` (drafts ahead that
+ * a verdict refuted, or no step asked for).
  *
  * ## Example launch line
  * |[
@@ -141,8 +146,17 @@ gst_llm_spec_verify_begin (GstLlmDecode *base, GstBuffer *state, LlmSession *ses
         "decoding it a token a step");
   else
     self->drafter = llm_drafter_ref (meta->drafter);
-  if (self->drafter)
+  if (self->drafter) {
+    /* auto: a thread boundary between llmdraft and here is the pipeline
+     * saying the two may run apart; without one, drafting ahead would only
+     * take cores from the verifier's forward. */
+    const gboolean ahead = meta->pushed_from != NULL
+        ? meta->pushed_from != base->prompt_thread : meta->ahead;
+    llm_drafter_set_ahead (self->drafter, ahead);
+    GST_DEBUG_OBJECT (self, "%s drafter, drafting ahead: %s", llm_drafter_method (self->drafter),
+        llm_drafter_get_ahead (self->drafter) ? "yes" : "no");
     llm_drafter_begin (self->drafter, session, first);
+  }
 
   GST_OBJECT_LOCK (self);
   const gboolean fixed = self->budget == GST_LLM_SPEC_BUDGET_FIXED;
@@ -177,7 +191,10 @@ gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
       "mean-accepted-length", G_TYPE_DOUBLE, st->verifications > 0
       ? (double) (st->accepted + st->verifications) / st->verifications : 0.0,
       "draft-length-mean", G_TYPE_DOUBLE,
-      st->steps > 0 ? (double) st->drafted / st->steps : 0.0, NULL);
+      st->steps > 0 ? (double) st->drafted / st->steps : 0.0,
+      "draft-ahead", G_TYPE_BOOLEAN, self->drafter && llm_drafter_get_ahead (self->drafter),
+      "ahead-used", G_TYPE_UINT64, st->ahead_used,
+      "ahead-discarded", G_TYPE_UINT64, st->ahead_discarded, NULL);
 }
 
 static void

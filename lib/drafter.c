@@ -50,6 +50,7 @@ struct _LlmDrafter {
   guint8 *mask;               /* the target's n_layer flags; NULL when it cannot draft */
   float p_min;
   GError *error;              /* the first evaluation that failed: drafting stops */
+  struct _Ahead *ahead;       /* model: drafting ahead, once asked for (llm_drafter_set_ahead) */
 };
 
 /* --- ngram ----------------------------------------------------------- */
@@ -138,9 +139,15 @@ model_catch_up (LlmDrafter *d, gboolean with_pending)
   g_array_set_size (d->backlog, 0);
 }
 
+static void ahead_discard (LlmDrafter *d);
+
 static void
 model_begin (LlmDrafter *d, LlmSession *target, gint32 first)
 {
+  /* What a job drafted past the last response is matched below, as any
+   * guess the draft holds. */
+  if (d->ahead != NULL)
+    ahead_discard (d);
   const gint32 *history = llm_session_ids (target);
   guint n = llm_session_n_ids (target);
   /* The draft model reads no media: it sees the text after the last media
@@ -182,36 +189,329 @@ top_probability (const float *logits, guint32 n)
   return (float) (1.0 / sum);
 }
 
+/* Greedy proposals into @out from @n on, the first being @next (the pick
+ * from the logits the session holds, not fed), up to @max. It stops early
+ * at a token the draft is not sure enough of (p_min), at an error, or
+ * once *@stop (when not NULL) is set. Every proposal but the last is fed
+ * (*@fed counts them); *@last_fed says whether the last is too: it is
+ * when drafting stopped unsure of the token after it. */
 static guint
-model_propose (LlmDrafter *d, guint max, gint32 *out)
+draft_greedy (LlmDrafter *d, gint32 next, gint32 *out, guint n, guint max, guint *fed,
+    gint *stop, gboolean *last_fed)
 {
   const guint32 n_vocab = llm_session_model (d->session)->hp.n_vocab;
-  guint n = 0;
-  /* The first forward: what is owed, and the pending token. */
-  model_catch_up (d, TRUE);
-  if (d->error != NULL)
-    return 0;
-  d->fed = 1;
-  gint32 next = llm_session_sample (d->session);
   while (d->error == NULL) {
     if (d->p_min > 0 && top_probability (llm_session_logits (d->session), n_vocab) < d->p_min)
       break;
     out[n++] = next;
-    if (n == max || !llm_session_step (d->session, next, &next, &d->error))
+    *last_fed = FALSE;
+    if (n == max || (stop != NULL && g_atomic_int_get (stop))
+        || !llm_session_step (d->session, next, &next, &d->error))
       break;
-    d->fed++;
+    (*fed)++;
+    *last_fed = TRUE;
   }
+  return n;
+}
+
+/* --- model: drafting ahead ------------------------------------------- */
+
+/* PEARL's pipelining. After a proposal d1..dk is handed out, a job on a
+ * thread of the drafter's drafts on the draft model's session as if the
+ * verifier will accept all of it: it guesses the target's own next token
+ * (the draft's pick after dk), feeds it and drafts up to as many
+ * proposals after it (the stash) while the verifier's forward runs. A
+ * verdict that keeps d1..dk and picks the guess lets the job go on: its
+ * stash starts the next proposal. Any other verdict stops it, and what it
+ * fed joins the proposal's guesses, which the verdict keeps or takes
+ * back. The verifier's thread touches the session only while no job
+ * runs, so the session needs no more locking than it has; the draft
+ * model's engine and the target's take submits from several threads
+ * (scheduler.c), and engines of one thread count share one worker pool,
+ * whose lock makes their forwards take turns on a CPU. A job drafts at
+ * most as many as the proposal it follows, so the guesses the session
+ * holds stay within 2 * LLM_SPEC_DRAFT_ROOM, the least window it has. */
+typedef struct _Ahead {
+  GThread *thread;            /* started with the first job */
+  GMutex lock;
+  GCond cond;
+  gboolean quit;              /* lock: the drafter goes */
+  gboolean asked;             /* lock: a job is asked for or running */
+  gboolean guessed;           /* lock: the job's guess is known (-1 if it has none) */
+  gint stop;                  /* atomic: the verifier wants the session back */
+  gboolean on;                /* the verifier's from here on */
+  /* a job's input, set before it is asked for */
+  gint32 last;                /* the proposal's last token */
+  gboolean last_fed;          /* the proposal fed it (it stopped unsure after it) */
+  guint bound;                /* proposals to draft ahead, at most */
+  /* its output: the job's until it is done (the guess: until guessed) */
+  guint fed;                  /* tokens it fed after the proposal's */
+  gint32 guess;
+  gboolean guess_fed;
+  gint32 stash[LLM_SPEC_BUDGET_MAX];
+  guint n_stash;
+  gboolean stash_last_fed;
+  gboolean more;              /* stopped or bounded, not unsure: drafting may go on */
+  /* the verifier's */
+  gboolean unheard;           /* a job follows the last proposal, whose verdict is due */
+  gboolean ready;             /* a verdict confirmed its guess: the stash is next */
+  guint confirmed;            /* tokens that verdict confirmed, the proposal's fed ones */
+  guint64 used, discarded;
+} Ahead;
+
+static void
+ahead_job (LlmDrafter *d)
+{
+  Ahead *a = d->ahead;
+  gint32 guess = -1;
+  if (!g_atomic_int_get (&a->stop)) {
+    if (!a->last_fed)
+      model_feed (d, &a->last, 1);
+    if (d->error == NULL) {
+      a->fed += !a->last_fed;
+      guess = llm_session_sample (d->session);
+    }
+  }
+  g_mutex_lock (&a->lock);
+  a->guess = guess;
+  a->guessed = TRUE;
+  g_cond_broadcast (&a->cond);
+  g_mutex_unlock (&a->lock);
+  if (guess < 0 || g_atomic_int_get (&a->stop))
+    return;
+  model_feed (d, &guess, 1);
+  if (d->error != NULL)
+    return;
+  a->fed++;
+  a->guess_fed = TRUE;
+  a->n_stash = draft_greedy (d, llm_session_sample (d->session), a->stash, 0, a->bound,
+      &a->fed, &a->stop, &a->stash_last_fed);
+  a->more = d->error == NULL && a->n_stash > 0 && !a->stash_last_fed;
+}
+
+static gpointer
+ahead_main (gpointer data)
+{
+  LlmDrafter *d = data;
+  Ahead *a = d->ahead;
+  g_mutex_lock (&a->lock);
+  for (;;) {
+    while (!a->asked && !a->quit)
+      g_cond_wait (&a->cond, &a->lock);
+    if (a->quit)
+      break;
+    g_mutex_unlock (&a->lock);
+    ahead_job (d);
+    g_mutex_lock (&a->lock);
+    a->asked = FALSE;
+    a->guessed = TRUE;
+    g_cond_broadcast (&a->cond);
+  }
+  g_mutex_unlock (&a->lock);
+  return NULL;
+}
+
+/* Stops the job, if one runs, within the draft forward it is in. */
+static void
+ahead_stop (Ahead *a)
+{
+  g_atomic_int_set (&a->stop, TRUE);
+  g_mutex_lock (&a->lock);
+  while (a->asked)
+    g_cond_wait (&a->cond, &a->lock);
+  g_mutex_unlock (&a->lock);
+}
+
+/* Asks for a job after the proposal ending in @last. Without a thread to
+ * run it, nothing is drafted ahead: the proposals are the same. */
+static void
+ahead_start (LlmDrafter *d, gint32 last, gboolean last_fed, guint bound)
+{
+  Ahead *a = d->ahead;
+  ahead_stop (a);
+  if (a->thread == NULL) {
+    GError *error = NULL;
+    a->thread = g_thread_try_new ("llm-draft-ahead", ahead_main, d, &error);
+    if (a->thread == NULL) {
+      g_debug ("draft model: not drafting ahead: %s", error->message);
+      g_error_free (error);
+      a->on = FALSE;
+      return;
+    }
+  }
+  a->last = last;
+  a->last_fed = last_fed;
+  a->bound = MIN (bound, LLM_SPEC_BUDGET_MAX);
+  a->fed = 0;
+  a->guess = -1;
+  a->guess_fed = FALSE;
+  a->n_stash = 0;
+  a->stash_last_fed = FALSE;
+  a->more = FALSE;
+  g_atomic_int_set (&a->stop, FALSE);
+  g_mutex_lock (&a->lock);
+  a->asked = TRUE;
+  a->guessed = FALSE;
+  g_cond_broadcast (&a->cond);
+  g_mutex_unlock (&a->lock);
+  a->unheard = TRUE;
+}
+
+/* Stops a job the verifier will not use (its stash, or its verdict, is
+ * not coming): what it fed joins the guesses after the confirmed tokens,
+ * for the next verdict or begin to keep or take back. */
+static void
+ahead_discard (LlmDrafter *d)
+{
+  Ahead *a = d->ahead;
+  if (!a->unheard && !a->ready)
+    return;
+  ahead_stop (a);
+  d->fed += a->fed;
+  if (a->ready)
+    d->fed -= a->confirmed;
+  a->unheard = a->ready = FALSE;
+  a->discarded++;
+}
+
+/* The verdict @ids on a proposal a job drafts ahead of: TRUE when it keeps
+ * the whole proposal and picks the guess, and the job goes on. The guess
+ * may still be in the making: the verdict waits for it (one draft
+ * forward at most). */
+static gboolean
+ahead_verdict (LlmDrafter *d, const gint32 *ids, guint n)
+{
+  Ahead *a = d->ahead;
+  if (!a->unheard)
+    return FALSE;
+  gint32 guess = -1;
+  if (n == d->last_proposed + 1) {
+    g_mutex_lock (&a->lock);
+    while (!a->guessed)
+      g_cond_wait (&a->cond, &a->lock);
+    guess = a->guess;
+    g_mutex_unlock (&a->lock);
+  }
+  if (guess < 0 || ids[n - 1] != guess) {
+    ahead_discard (d);
+    return FALSE;
+  }
+  a->unheard = FALSE;
+  a->ready = TRUE;
+  a->confirmed = n;
+  return TRUE;
+}
+
+/* The next proposal, up to @max, begun by the job a verdict confirmed:
+ * its stash, cut to @max or drafted on to it. (Tokens as drafting after
+ * the verdict would give them: the same greedy picks.) */
+static guint
+ahead_take (LlmDrafter *d, guint max, gint32 *out, gboolean *last_fed)
+{
+  Ahead *a = d->ahead;
+  ahead_stop (a);
+  a->ready = FALSE;
+  a->used++;
+  /* The session holds the confirmed tokens, then the guess and the
+   * stash's as far as the job fed them. */
+  d->fed = d->fed + a->fed - a->confirmed;
+  if (!a->guess_fed) {
+    /* Stopped before it fed the guess: drafting starts from it, as usual. */
+    model_catch_up (d, TRUE);
+    if (d->error != NULL)
+      return 0;
+    d->fed = 1;
+    return draft_greedy (d, llm_session_sample (d->session), out, 0, max, &d->fed, NULL,
+        last_fed);
+  }
+  guint n = MIN (a->n_stash, max);
+  memcpy (out, a->stash, n * sizeof *out);
+  *last_fed = a->stash_last_fed;
+  if (n < a->n_stash) {
+    /* What it fed past the proposal is taken back, the proposal's last
+     * token too, so the next job drafts on from the proposal's end. */
+    const guint drop = a->n_stash - 1 + a->stash_last_fed - (n - 1);
+    llm_session_truncate (d->session, llm_session_n_ids (d->session) - drop);
+    d->fed -= drop;
+    *last_fed = FALSE;
+  } else if (n < max && a->more && d->error == NULL) {
+    /* Stopped before the bound: drafted on, as the job would have. */
+    gint32 next;
+    if (!llm_session_step (d->session, out[n - 1], &next, &d->error))
+      return n;
+    d->fed++;
+    *last_fed = TRUE;
+    n = draft_greedy (d, next, out, n, max, &d->fed, NULL, last_fed);
+  }
+  return n;
+}
+
+static void
+ahead_free (LlmDrafter *d)
+{
+  Ahead *a = d->ahead;
+  if (a == NULL)
+    return;
+  ahead_stop (a);
+  if (a->thread != NULL) {
+    g_mutex_lock (&a->lock);
+    a->quit = TRUE;
+    g_cond_broadcast (&a->cond);
+    g_mutex_unlock (&a->lock);
+    g_thread_join (a->thread);
+  }
+  g_mutex_clear (&a->lock);
+  g_cond_clear (&a->cond);
+  g_free (a);
+  d->ahead = NULL;
+}
+
+static guint
+model_propose (LlmDrafter *d, guint max, gint32 *out)
+{
+  Ahead *a = d->ahead;
+  guint n;
+  gboolean last_fed = FALSE;
+  if (a != NULL && a->unheard)
+    ahead_discard (d);
+  if (a != NULL && a->ready) {
+    n = ahead_take (d, max, out, &last_fed);
+  } else {
+    /* The first forward: what is owed, and the pending token. */
+    model_catch_up (d, TRUE);
+    if (d->error != NULL)
+      return 0;
+    d->fed = 1;
+    n = draft_greedy (d, llm_session_sample (d->session), out, 0, max, &d->fed, NULL,
+        &last_fed);
+  }
+  d->last_proposed = n;
+  if (a != NULL && a->on && n > 0 && d->error == NULL)
+    ahead_start (d, out[n - 1], last_fed, max);
   return n;
 }
 
 static void
 model_accept (LlmDrafter *d, const gint32 *ids, guint n)
 {
+  g_return_if_fail (n >= 1 && n <= LLM_SPEC_DRAFT_ROOM);
+  if (d->ahead != NULL) {
+    /* A stash no proposal asked for (the step checked none). */
+    if (d->ahead->ready)
+      ahead_discard (d);
+    if (ahead_verdict (d, ids, n)) {
+      /* The proposal's fed tokens are confirmed, the guess is pending. */
+      d->pending = ids[n - 1];
+      d->last_proposed = 0;
+      return;
+    }
+  }
+  d->last_proposed = 0;
+
   /* What follows the held ids now: the pending token and all but the last
    * of @ids (the verifier's new pending one). The proposal fed its own
    * guesses there; keep those that agree, feed the rest. */
   gint32 now[LLM_SPEC_DRAFT_ROOM];
-  g_return_if_fail (n <= LLM_SPEC_DRAFT_ROOM);
   now[0] = d->pending;
   for (guint i = 0; i + 1 < n; i++)
     now[i + 1] = ids[i];
@@ -234,6 +534,7 @@ model_accept (LlmDrafter *d, const gint32 *ids, guint n)
 static void
 model_finalize (LlmDrafter *d)
 {
+  ahead_free (d);
   g_array_unref (d->backlog);
   llm_session_unref (d->session);
   g_clear_error (&d->error);
@@ -451,4 +752,33 @@ void
 llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n)
 {
   d->klass->accept (d, ids, n);
+}
+
+void
+llm_drafter_set_ahead (LlmDrafter *d, gboolean ahead)
+{
+  if (d->klass != &model_class || (!ahead && d->ahead == NULL))
+    return;
+  if (d->ahead == NULL) {
+    d->ahead = g_new0 (Ahead, 1);
+    g_mutex_init (&d->ahead->lock);
+    g_cond_init (&d->ahead->cond);
+  }
+  /* A job under way still meets its verdict. */
+  d->ahead->on = ahead;
+}
+
+gboolean
+llm_drafter_get_ahead (const LlmDrafter *d)
+{
+  return d->ahead != NULL && d->ahead->on;
+}
+
+void
+llm_drafter_ahead_counts (const LlmDrafter *d, guint64 *used, guint64 *discarded)
+{
+  if (used)
+    *used = d->ahead ? d->ahead->used : 0;
+  if (discarded)
+    *discarded = d->ahead ? d->ahead->discarded : 0;
 }

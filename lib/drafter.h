@@ -6,7 +6,9 @@
  * interface for every method, so llmspecverify does not care which:
  * prompt lookup (ngram), a small model (model), or the target with
  * layers skipped (layerskip). Refcounted; calls on one drafter come from one thread at
- * a time (the verifier's). */
+ * a time (the verifier's); a model drafter drafting ahead
+ * (llm_drafter_set_ahead) runs a thread of its own besides, joined when
+ * the drafter goes. */
 #pragma once
 
 #include <glib.h>
@@ -61,5 +63,22 @@ void llm_drafter_begin (LlmDrafter *d, LlmSession *session, gint32 first);
 guint llm_drafter_propose (LlmDrafter *d, guint max, gint32 *out);
 /* The verifier confirmed @n more tokens. */
 void llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n);
+
+/* Pipelined drafting (PEARL), for a model drafter (others ignore it):
+ * after each proposal a thread of the drafter's drafts on while the
+ * verifier checks it, as if all of it will be kept, after a guess of the
+ * target's next token (the draft's own pick). A verdict that keeps the
+ * proposal and picks the guess finds the next proposal begun; any other
+ * stops that drafting and takes it back. The proposals are the ones the
+ * drafter makes without (but for the rounding of forwards of other
+ * widths), so the output is too. Off until set; the thread is joined
+ * when the drafter goes. */
+void llm_drafter_set_ahead (LlmDrafter *d, gboolean ahead);
+gboolean llm_drafter_get_ahead (const LlmDrafter *d);
+/* Since the drafter was made: proposals begun ahead (a verdict confirmed
+ * the guess, and they were asked for), and drafts ahead thrown away (a
+ * verdict refuted them, no proposal asked for them, or a response
+ * began). */
+void llm_drafter_ahead_counts (const LlmDrafter *d, guint64 *used, guint64 *discarded);
 
 G_END_DECLS

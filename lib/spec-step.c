@@ -7,6 +7,9 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
 {
   gint32 ids[1 + LLM_SPEC_BUDGET_MAX];
   ids[0] = token;
+  guint64 used0 = 0, discarded0 = 0;
+  if (drafter)
+    llm_drafter_ahead_counts (drafter, &used0, &discarded0);
   /* The drafting is part of the step's cost, as the planner weighs it. */
   const gint64 t0 = g_get_monotonic_time ();
   const guint k = drafter ? llm_spec_budget_choose (budget) : 0;
@@ -29,6 +32,12 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
       stats->verifications++;
       stats->drafted += m;
       stats->accepted += *n_out - 1;
+    }
+    if (drafter) {
+      guint64 used, discarded;
+      llm_drafter_ahead_counts (drafter, &used, &discarded);
+      stats->ahead_used += used - used0;
+      stats->ahead_discarded += discarded - discarded0;
     }
   }
   return TRUE;

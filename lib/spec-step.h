@@ -18,6 +18,8 @@ typedef struct {
   guint64 verifications;      /* steps that checked proposals */
   guint64 drafted;            /* proposals checked */
   guint64 accepted;           /* of those, kept */
+  guint64 ahead_used;         /* proposals begun ahead (llm_drafter_set_ahead) */
+  guint64 ahead_discarded;    /* drafts ahead thrown away */
 } LlmSpecStats;
 
 /* The tokens after @token (sampled last, not fed) into @out (at most

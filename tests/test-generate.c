@@ -1197,6 +1197,66 @@ START_TEST (test_draft_model_proposals_give_the_same_tokens)
 }
 END_TEST
 
+/* Drafting ahead: on behind a queue (auto), off without one, as the
+ * property says otherwise; whichever, the tokens are the same, and a draft
+ * model that is the target itself always confirms the guess, so every
+ * proposal but the first of a response was begun ahead. */
+START_TEST (test_draft_ahead_behind_a_queue_gives_the_same_tokens)
+{
+  static const struct {
+    const char *draft_props, *between;
+    gboolean ahead;
+  } cases[] = {
+    { "", "! queue", TRUE },
+    { "", "", FALSE },
+    { "draft-ahead=off", "! queue", FALSE },
+    { "draft-ahead=on", "", TRUE },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    GstBus *bus;
+    g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" %s "
+        "%s ! llmspecverify", model_path, cases[i].draft_props, cases[i].between);
+    GstHarness *h = harness_new_with ("prompt-mode=buffer", draft,
+        "budget=fixed draft-max=4 max-tokens=64", &bus);
+    expect_golden_response (h, 64);
+    GstStructure *s = pop_stats (bus);
+    gboolean ahead = !cases[i].ahead;
+    ck_assert (gst_structure_get_boolean (s, "draft-ahead", &ahead));
+    ck_assert_msg (ahead == cases[i].ahead, "%s: draft-ahead %d", draft, ahead);
+    guint64 used = 0, discarded = 1;
+    ck_assert (gst_structure_get_uint64 (s, "ahead-used", &used));
+    ck_assert (gst_structure_get_uint64 (s, "ahead-discarded", &discarded));
+    ck_assert_double_eq (stats_double (s, "acceptance-rate"), 1.0);
+    ck_assert_uint_eq (discarded, 0);
+    if (cases[i].ahead)
+      ck_assert_msg (used > 0, "%s: no proposal was begun ahead", draft);
+    else
+      ck_assert_uint_eq (used, 0);
+    gst_structure_free (s);
+    harness_free (h, bus);
+  }
+}
+END_TEST
+
+/* Going to NULL while a response is drafted ahead of: the drafting thread
+ * is stopped and joined with the drafter, and a new pipeline answers. */
+START_TEST (test_draft_ahead_stops_with_the_pipeline)
+{
+  for (guint round = 0; round < 2; round++) {
+    g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
+        "! queue ! llmspecverify", model_path);
+    GstHarness *h = harness_new_with ("prompt-mode=buffer", draft,
+        "budget=fixed draft-max=4 max-tokens=400", NULL);
+    g_atomic_int_set (&delivered, 0);
+    gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, slow_consumer,
+        GUINT_TO_POINTER (1000), NULL);
+    gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+    wait_delivered (8 + 8 * round);
+    gst_harness_teardown (h);
+  }
+}
+END_TEST
+
 /* The target with layers skipped, drafting on a fork of its own cache:
  * the same tokens, and the cache it leaves is the plain one (the kept
  * conversation holds the prompt and the response, no draft). */
@@ -1314,6 +1374,8 @@ generate_suite (void)
     tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
     tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
     tcase_add_test (tc, test_draft_model_proposals_give_the_same_tokens);
+    tcase_add_test (tc, test_draft_ahead_behind_a_queue_gives_the_same_tokens);
+    tcase_add_test (tc, test_draft_ahead_stops_with_the_pipeline);
     tcase_add_test (tc, test_draft_model_of_another_vocabulary_is_refused);
     tcase_add_test (tc, test_draft_model_missing_fails_the_state_change);
     tcase_add_test (tc, test_draft_layerskip_gives_the_same_tokens);

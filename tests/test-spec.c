@@ -13,6 +13,7 @@
 #include "sampler-private.h"
 #include "session.h"
 #include "spec-budget.h"
+#include "spec-step.h"
 #include "model-private.h"
 #include "ggml-type.h"
 
@@ -383,6 +384,185 @@ START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
 }
 END_TEST
 
+/* --- drafting ahead ------------------------------------------------------ */
+
+/* N_GEN tokens after @prompt by llmspecverify's step, asking for DRAFT_MAX
+ * proposals every step; the counts into @st. */
+static void
+spec_step_generate (LlmSession *s, const gint32 *prompt, guint n, LlmDrafter *d, gint32 *ids,
+    LlmSpecStats *st)
+{
+  GError *error = NULL;
+  ck_assert_msg (llm_session_prefill (s, prompt, n, &ids[0], &error), "%s",
+      error ? error->message : "");
+  llm_drafter_begin (d, s, ids[0]);
+  LlmSpecBudget budget;
+  llm_spec_budget_init (&budget, DRAFT_MAX, TRUE);
+  *st = (LlmSpecStats) { 0 };
+  guint have = 1;
+  while (have < N_GEN) {
+    gint32 out[1 + LLM_SPEC_BUDGET_MAX];
+    guint n_out = 0;
+    ck_assert_msg (llm_spec_step (s, d, &budget, ids[have - 1], out, &n_out, st, &error), "%s",
+        error ? error->message : "");
+    for (guint j = 0; j < n_out && have < N_GEN; j++)
+      ids[have++] = out[j];
+  }
+}
+
+static LlmEngine *
+two_thread_engine (LlmModel *m)
+{
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  GError *error = NULL;
+  LlmEngine *e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  return e;
+}
+
+/* The model drafter drafting ahead, its Q4_0 copy for the target (with and
+ * without p_min), gives plain decoding's tokens; every proposal after the
+ * first starts a job, which its verdict either lets it use or refutes. */
+static void
+check_ahead_lossless (const char *file)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model (file);
+  g_autoptr (LlmEngine) e = two_thread_engine (m);
+  gint32 prompt[32], plain[N_GEN], ids[N_GEN];
+  const guint n = make_prompt (m->hp.n_vocab, prompt);
+  {
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    plain_generate (s, prompt, n, plain);
+  }
+  g_autoptr (LlmModel) low_bit = llm_test_requantized_model (file, LLM_TYPE_Q4_0);
+  g_autoptr (LlmEngine) draft_engine = two_thread_engine (low_bit);
+  for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_MODEL_SURE; kind++) {
+    LlmSpecStats st[2];
+    for (guint ahead = 0; ahead < 2; ahead++) {
+      g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+      g_autoptr (LlmDrafter) d = new_drafter (kind, draft_engine);
+      llm_drafter_set_ahead (d, ahead);
+      ck_assert (llm_drafter_get_ahead (d) == (ahead == 1));
+      spec_step_generate (s, prompt, n, d, ids, &st[ahead]);
+      for (guint k = 0; k < N_GEN; k++)
+        ck_assert_msg (ids[k] == plain[k], "%s, draft kind %d, ahead %u: token %u is %d, "
+            "plain decoding gives %d", file, kind, ahead, k, ids[k], plain[k]);
+    }
+    g_print ("%s, draft kind %d ahead: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+        " accepted (%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " without), %"
+        G_GUINT64_FORMAT " verifications, %" G_GUINT64_FORMAT " used, %" G_GUINT64_FORMAT
+        " discarded\n", file, kind, st[1].accepted, st[1].drafted, st[0].accepted,
+        st[0].drafted, st[1].verifications, st[1].ahead_used, st[1].ahead_discarded);
+    ck_assert_uint_gt (st[1].drafted, 0);
+    ck_assert_uint_eq (st[0].ahead_used + st[0].ahead_discarded, 0);
+    /* Each proposal but the first comes after a job, used or not: a
+     * refuted job, or a confirmed one whose stash the next step takes. */
+    ck_assert_uint_le (st[1].ahead_used + st[1].ahead_discarded, st[1].verifications);
+    ck_assert_uint_ge (st[1].ahead_used + st[1].ahead_discarded + 1, st[1].verifications);
+  }
+}
+
+START_TEST (test_drafting_ahead_is_lossless_stories260k)
+{
+  check_ahead_lossless ("stories260K.gguf");
+}
+END_TEST
+
+START_TEST (test_drafting_ahead_is_lossless_random_qwen2)
+{
+  check_ahead_lossless ("random-qwen2-f32.gguf");
+}
+END_TEST
+
+/* Sampling, the verifier's speculative-sampling rule sees the same
+ * proposals whether they were drafted ahead or when asked, so a seed gives
+ * the same tokens either way. */
+START_TEST (test_drafting_ahead_samples_what_drafting_when_asked_samples)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = two_thread_engine (m);
+  g_autoptr (LlmModel) low_bit = llm_test_requantized_model ("stories260K.gguf", LLM_TYPE_Q4_0);
+  g_autoptr (LlmEngine) draft_engine = two_thread_engine (low_bit);
+  gint32 prompt[32], ids[2][N_GEN];
+  const guint n = make_prompt (m->hp.n_vocab, prompt);
+  LlmSpecStats st[2];
+  for (guint ahead = 0; ahead < 2; ahead++) {
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    LlmSamplerParams p;
+    llm_session_get_sampler (s, &p);
+    p.temperature = 0.8f;
+    p.seed = 42;
+    llm_session_set_sampler (s, &p);
+    g_autoptr (LlmDrafter) d = new_drafter (DRAFT_MODEL, draft_engine);
+    llm_drafter_set_ahead (d, ahead);
+    spec_step_generate (s, prompt, n, d, ids[ahead], &st[ahead]);
+  }
+  for (guint k = 0; k < N_GEN; k++)
+    ck_assert_msg (ids[1][k] == ids[0][k], "token %u: %d drafting ahead, %d when asked", k,
+        ids[1][k], ids[0][k]);
+  ck_assert_uint_eq (st[1].drafted, st[0].drafted);
+  ck_assert_uint_eq (st[1].accepted, st[0].accepted);
+  ck_assert_uint_gt (st[1].ahead_used + st[1].ahead_discarded, 0);
+}
+END_TEST
+
+/* The target drafting for itself is always right, and so is its guess of
+ * the target's next token: every proposal after the first was begun ahead,
+ * none thrown away. A drafter always wrong throws every one away. */
+START_TEST (test_drafts_ahead_are_used_when_right_and_discarded_when_wrong)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = two_thread_engine (m);
+  g_autoptr (LlmEngine) twin = two_thread_engine (m);
+  gint32 prompt[32], plain[N_GEN], ids[N_GEN];
+  const guint n = make_prompt (m->hp.n_vocab, prompt);
+  {
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    plain_generate (s, prompt, n, plain);
+  }
+  {
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    g_autoptr (LlmDrafter) d = new_drafter (DRAFT_MODEL, twin);
+    llm_drafter_set_ahead (d, TRUE);
+    LlmSpecStats st;
+    spec_step_generate (s, prompt, n, d, ids, &st);
+    ck_assert (memcmp (ids, plain, sizeof ids) == 0);
+    ck_assert_uint_eq (st.accepted, st.drafted);
+    ck_assert_uint_gt (st.verifications, 1);
+    ck_assert_uint_eq (st.ahead_used, st.verifications - 1);
+    ck_assert_uint_eq (st.ahead_discarded, 0);
+    /* The next response of the conversation throws the last stash away
+     * and drafts on from what the target holds. */
+    llm_drafter_begin (d, s, ids[N_GEN - 1]);
+    guint64 used, discarded;
+    llm_drafter_ahead_counts (d, &used, &discarded);
+    ck_assert_uint_eq (used, st.ahead_used);
+    ck_assert_uint_eq (discarded, 1);
+    gint32 more[DRAFT_MAX], next;
+    ck_assert_uint_eq (llm_drafter_propose (d, DRAFT_MAX, more), DRAFT_MAX);
+    GError *error = NULL;
+    ck_assert (llm_session_step (s, ids[N_GEN - 1], &next, &error));
+    ck_assert_int_eq (more[0], next);
+  }
+  {
+    /* Another model's greedy picks: none survives a whole proposal. */
+    g_autoptr (LlmModel) other = llm_test_load_model ("random-llama-bf16.gguf");
+    g_autoptr (LlmEngine) other_engine = two_thread_engine (other);
+    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+    g_autoptr (LlmDrafter) d = new_drafter (DRAFT_MODEL, other_engine);
+    llm_drafter_set_ahead (d, TRUE);
+    LlmSpecStats st;
+    spec_step_generate (s, prompt, n, d, ids, &st);
+    ck_assert (memcmp (ids, plain, sizeof ids) == 0);
+    ck_assert_uint_eq (st.verifications, N_GEN - 1);
+    ck_assert_uint_eq (st.ahead_used, 0);
+    ck_assert_uint_eq (st.ahead_discarded, st.verifications);
+  }
+}
+END_TEST
+
 /* Skipping every layer, or one the model lacks, is refused. */
 /* The search keeps sets that give more tokens per forward: in a made-up
  * model where skipping any inner layer costs little acceptance but
@@ -628,6 +808,10 @@ spec_suite (void)
   tcase_add_test (verify, test_model_drafter_of_the_target_itself_is_always_right);
   tcase_add_test (verify, test_layerskip_refuses_skipping_every_layer);
   tcase_add_test (verify, test_layer_search_climbs_to_the_cheap_layers);
+  tcase_add_test (verify, test_drafting_ahead_is_lossless_stories260k);
+  tcase_add_test (verify, test_drafting_ahead_is_lossless_random_qwen2);
+  tcase_add_test (verify, test_drafts_ahead_are_used_when_right_and_discarded_when_wrong);
+  tcase_add_test (verify, test_drafting_ahead_samples_what_drafting_when_asked_samples);
   suite_add_tcase (s, verify);
 
   TCase *budget = tcase_create ("budget");

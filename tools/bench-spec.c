@@ -42,6 +42,7 @@ decode_once (LlmEngine *e, LlmEngine *draft, const BenchSpecSetting *s, const gi
       drafter = llm_drafter_new_ngram (s->ngram_min, s->ngram_max, s->ngram_window, error);
     if (drafter == NULL)
       return FALSE;
+    llm_drafter_set_ahead (drafter, s->draft_ahead);
     llm_drafter_begin (drafter, session, ids[0]);
   }
   llm_spec_budget_init (&budget, fixed_k >= 0 ? (guint) fixed_k : s->draft_max, fixed_k >= 0);
@@ -110,6 +111,8 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
       r->drafted = stats.drafted;
       r->accepted = stats.accepted;
       r->verifications = stats.verifications;
+      r->ahead_used = stats.ahead_used;
+      r->ahead_discarded = stats.ahead_discarded;
     }
   }
   for (guint v = 0; v < n_var; v++) {

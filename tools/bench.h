@@ -182,6 +182,7 @@ typedef struct {
   const char *method;         /* ngram, model, layerskip or layerskip-fixed */
   LlmModel *draft_model;      /* method model */
   float draft_p_min;
+  gboolean draft_ahead;       /* method model: llm_drafter_set_ahead */
   int n_threads;
   LlmKvType kv_type;
 } BenchSpecSetting;
@@ -191,6 +192,7 @@ typedef struct {
   double ms;                  /* median decode time after the first token */
   double tokens_per_s;
   guint64 steps, verifications, drafted, accepted;  /* of the last round */
+  guint64 ahead_used, ahead_discarded;
 } BenchSpecResult;
 
 /* Decodes @s->n_gen greedy tokens after @prompt with each variant on a

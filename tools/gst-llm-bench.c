@@ -38,6 +38,7 @@ typedef struct {
   int spec_draft_max;
   char *draft_model;
   double draft_p_min;
+  gboolean draft_ahead;
   char **spec_prompts, **draft_maxes;
   double max_rate_deviation;  /* 0: no check */
   gint64 max_rss_growth_kb;   /* < 0: no check */
@@ -961,6 +962,7 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
     .n_gen = s->n_gen, .rounds = (guint) o->reps, .draft_max = (guint) o->spec_draft_max,
     .ngram_min = 1, .ngram_max = 4, .ngram_window = 4096,
     .method = o->spec, .draft_model = draft, .draft_p_min = (float) o->draft_p_min,
+    .draft_ahead = o->draft_ahead,
     .n_threads = (int) s->threads, .kv_type = s->kv_type,
   };
   gboolean ok = TRUE;
@@ -981,6 +983,12 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
       g_autofree char *variant = r->fixed_k == BENCH_SPEC_PLAIN ? g_strdup ("plain")
           : r->fixed_k == BENCH_SPEC_DYNAMIC ? g_strdup_printf ("%s dynamic (max %d)", o->spec,
               o->spec_draft_max) : g_strdup_printf ("%s fixed %d", o->spec, r->fixed_k);
+      if (o->draft_ahead && r->fixed_k != BENCH_SPEC_PLAIN) {
+        char *ahead = g_strdup_printf ("%s, ahead %" G_GUINT64_FORMAT " used %" G_GUINT64_FORMAT
+            " discarded", variant, r->ahead_used, r->ahead_discarded);
+        g_free (variant);
+        variant = ahead;
+      }
       const double x = r->tokens_per_s / res[0].tokens_per_s;
       const double per_step = r->steps ? (double) r->drafted / r->steps : 0;
       const double acc = r->drafted ? (double) r->accepted / r->drafted : 0;
@@ -999,6 +1007,10 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
         json_number (j, "proposals_per_step", per_step);
         json_number (j, "acceptance_rate", acc);
         json_number (j, "tokens_per_verification", per_verify);
+        if (o->draft_ahead) {
+          json_int (j, "ahead_used", r->ahead_used);
+          json_int (j, "ahead_discarded", r->ahead_discarded);
+        }
         json_end (j);
       } else {
         g_print ("| %s | %s | %u | %s | %u | %s | %.1f | %.2f | %.2f | %.2f | %.2f |\n",
@@ -1143,6 +1155,9 @@ static const char *summary =
     "variant's decode t/s over plain decoding's; acceptance, tokens per verifying\n"
     "forward (the model's own pick included) and proposals per step come from the\n"
     "last round. A variant whose tokens differ from plain decoding's fails the run.\n"
+    "--draft-ahead (with --spec model) drafts the next proposal while the verifier\n"
+    "checks this one (llmdraft draft-ahead=on); the variants name how many\n"
+    "proposals that began and how many drafts ahead a verdict threw away.\n"
     "tools/spec-workloads/ holds the workloads the notes use.\n"
     "\n"
     "Making benchmark models:\n"
@@ -1227,6 +1242,9 @@ main (int argc, char **argv)
       "With --spec model: the draft model's GGUF file", "FILE" },
     { "draft-p-min", 0, 0, G_OPTION_ARG_DOUBLE, &o.draft_p_min,
       "With --spec model: stop drafting under this probability (default 0)", "P" },
+    { "draft-ahead", 0, 0, G_OPTION_ARG_NONE, &o.draft_ahead,
+      "With --spec model: draft the next proposal while the verifier checks (pipelined)",
+      NULL },
     { "spec-draft-max", 0, 0, G_OPTION_ARG_INT, &o.spec_draft_max,
       "With --spec: the dynamic budget's most proposals a step (default 8)", "K" },
     { "draft-max", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.draft_maxes,
