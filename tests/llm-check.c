@@ -213,6 +213,18 @@ llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv)
   return s;
 }
 
+LlmEngine *
+llm_test_new_engine (LlmModel *m, int n_threads)
+{
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = n_threads;
+  GError *error = NULL;
+  LlmEngine *e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  return e;
+}
+
 guint
 llm_test_argmax (const float *x, guint n)
 {

@@ -43,6 +43,9 @@ LlmSeq *llm_test_standalone_seq (LlmModel *m, const LlmKvConfig *kv, int n_threa
 
 /* A new sequence of @e or fails the test. */
 LlmSeq *llm_test_new_seq (LlmEngine *e, const LlmKvConfig *kv);
+/* An engine of @m with default options but @n_threads workers; fails the
+ * test if it cannot be made. */
+LlmEngine *llm_test_new_engine (LlmModel *m, int n_threads);
 
 /* A splitmix64 stream for random test data, one per test process: the
  * same seed gives the same data in every suite. */

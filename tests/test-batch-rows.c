@@ -34,18 +34,6 @@ static const LlmKvConfig kv_f32 = {
   .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
 };
 
-static LlmEngine *
-new_engine (LlmModel *m)
-{
-  LlmEngineOptions o;
-  llm_engine_options_init (&o);
-  o.n_threads = 2;
-  GError *error = NULL;
-  LlmEngine *e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
-  return e;
-}
-
 static void
 eval_ok (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits)
 {
@@ -98,7 +86,7 @@ START_TEST (test_embedding_rows_give_the_logits_of_their_tokens)
 {
   g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autofree float *table = embedding_table (m);
   g_autofree float *want = g_new (float, (gsize) (PROMPT + STEPS) * n_vocab);
   g_autofree float *got = g_new (float, (gsize) (PROMPT + STEPS) * n_vocab);
@@ -164,7 +152,7 @@ START_TEST (test_mixed_token_and_embedding_rows_of_several_sequences_equal_each_
 {
   g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autofree float *table = embedding_table (m);
   guint len[N_SEQS], total = 0;
   gint32 ids[N_SEQS][PROMPT + 1];
@@ -226,7 +214,7 @@ START_TEST (test_an_image_of_embedding_rows_takes_positions_between_text)
   enum { TEXT = 5, IMAGE = 7, AFTER = 4, ALL = TEXT + IMAGE + AFTER };
   g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   /* Image rows are no token's: values of the embeddings' own scale. */
   g_autofree float *table = embedding_table (m);
   g_autofree float *image = g_new (float, (gsize) IMAGE * n_embd);
@@ -282,7 +270,7 @@ START_TEST (test_explicit_default_positions_equal_implicit_ones)
 {
   g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   gint32 ids[PROMPT + STEPS];
   prompt_ids (2, PROMPT, n_vocab, ids);
   g_autofree float *want = g_new (float, (gsize) (PROMPT + STEPS) * n_vocab);
@@ -317,7 +305,7 @@ START_TEST (test_a_sequence_starting_far_continues_from_its_position_not_its_slo
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const guint n_vocab = m->hp.n_vocab;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
   gint32 ids[PROMPT];
   prompt_ids (3, PROMPT, n_vocab, ids);
@@ -360,7 +348,7 @@ START_TEST (test_a_rows_position_is_what_turns_its_key)
   g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const LlmHParams *hp = &m->hp;
   const gsize kv_dim = (gsize) hp->n_head_kv * hp->head_dim;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   gint32 ids[PROMPT];
   prompt_ids (4, PROMPT, hp->n_vocab, ids);
 
@@ -406,7 +394,7 @@ START_TEST (test_the_same_rows_at_the_same_positions_are_bit_identical)
 {
   g_autoptr (LlmModel) m = llm_test_load_model (model_names[_i]);
   const guint n_vocab = m->hp.n_vocab;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   gint32 ids[PROMPT];
   prompt_ids (5, PROMPT, n_vocab, ids);
   g_autofree float *pair = g_new (float, (gsize) 2 * PROMPT * n_vocab);
@@ -471,7 +459,7 @@ count_critical (const gchar *domain, GLogLevelFlags level, const gchar *message,
 START_TEST (test_a_row_without_a_sequence_fails_the_whole_batch_as_a_programming_error)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autofree float *table = embedding_table (m);
   g_autoptr (LlmSeq) a = llm_test_new_seq (e, &kv_f16);
   LlmBatchRow rows[2] = { { a, 1, NULL, 0, FALSE }, { NULL, -1, table, 0, FALSE } };
@@ -494,7 +482,7 @@ START_TEST (test_positions_that_go_back_or_skip_fail_their_sequence_only)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   const guint n_vocab = m->hp.n_vocab, n_embd = m->hp.n_embd;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autofree float *table = embedding_table (m);
   gint32 ids[PROMPT];
   prompt_ids (6, PROMPT, n_vocab, ids);
@@ -537,7 +525,7 @@ START_TEST (test_an_embedding_rows_token_field_is_ignored)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
   const guint n_vocab = m->hp.n_vocab;
-  g_autoptr (LlmEngine) e = new_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autofree float *emb = g_new (float, m->hp.n_embd);
   llm_model_token_embedding (m, 42, emb);
   g_autofree float *want = g_new (float, n_vocab), *got = g_new (float, n_vocab);

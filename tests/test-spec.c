@@ -240,12 +240,8 @@ check_lossless (LlmModel *m, const char *file, const char *name, const LlmKvConf
 {
   /* A window's evictions renumber what a fresh sequence would hold. */
   const gboolean compare_cache = kv->policy == LLM_KV_POLICY_FULL;
-  LlmEngineOptions o;
-  llm_engine_options_init (&o);
-  o.n_threads = 2;
   GError *error = NULL;
-  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   const guint n_vocab = m->hp.n_vocab;
   gint32 prompt[32];
   const guint n = make_prompt (n_vocab, prompt);
@@ -258,8 +254,7 @@ check_lossless (LlmModel *m, const char *file, const char *name, const LlmKvConf
   /* The draft model: the target's weights in Q4_0, the usual low-bit copy
    * (matrices whose rows are not whole blocks stay as they are). */
   g_autoptr (LlmModel) low_bit = llm_test_requantized_model (file, LLM_TYPE_Q4_0);
-  g_autoptr (LlmEngine) draft_engine = llm_engine_new (low_bit, &o, &error);
-  ck_assert_msg (draft_engine != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmEngine) draft_engine = llm_test_new_engine (low_bit, 2);
   for (DraftKind kind = DRAFT_NGRAM; kind <= DRAFT_HALF; kind++) {
     g_autoptr (LlmSession) s = new_session (e, kv, penalty);
     g_autoptr (LlmDrafter) drafter = new_drafter (kind, draft_engine);
@@ -350,13 +345,8 @@ END_TEST
 START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
-  LlmEngineOptions o;
-  llm_engine_options_init (&o);
-  o.n_threads = 2;
-  GError *error = NULL;
-  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
-  g_autoptr (LlmEngine) twin = llm_engine_new (m, &o, &error);
-  ck_assert (e != NULL && twin != NULL);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
+  g_autoptr (LlmEngine) twin = llm_test_new_engine (m, 2);
   gint32 prompt[32], plain[N_GEN], ids[N_GEN];
   const guint n = make_prompt (m->hp.n_vocab, prompt);
   {
@@ -378,6 +368,7 @@ START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
     const guint k = llm_drafter_propose (d, DRAFT_MAX, more);
     ck_assert_uint_gt (k, 0);
     gint32 next;
+    GError *error = NULL;
     ck_assert (llm_session_step (s, ids[N_GEN - 1], &next, &error));
     ck_assert_int_eq (more[0], next);
   }
@@ -410,18 +401,6 @@ spec_step_generate (LlmSession *s, const gint32 *prompt, guint n, LlmDrafter *d,
   }
 }
 
-static LlmEngine *
-two_thread_engine (LlmModel *m)
-{
-  LlmEngineOptions o;
-  llm_engine_options_init (&o);
-  o.n_threads = 2;
-  GError *error = NULL;
-  LlmEngine *e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
-  return e;
-}
-
 /* The model drafter drafting ahead, its Q4_0 copy for the target (with and
  * without p_min), gives plain decoding's tokens; every proposal after the
  * first starts a job, which its verdict either lets it use or refutes. */
@@ -429,7 +408,7 @@ static void
 check_ahead_lossless (const char *file)
 {
   g_autoptr (LlmModel) m = llm_test_load_model (file);
-  g_autoptr (LlmEngine) e = two_thread_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   gint32 prompt[32], plain[N_GEN], ids[N_GEN];
   const guint n = make_prompt (m->hp.n_vocab, prompt);
   {
@@ -437,7 +416,7 @@ check_ahead_lossless (const char *file)
     plain_generate (s, prompt, n, plain);
   }
   g_autoptr (LlmModel) low_bit = llm_test_requantized_model (file, LLM_TYPE_Q4_0);
-  g_autoptr (LlmEngine) draft_engine = two_thread_engine (low_bit);
+  g_autoptr (LlmEngine) draft_engine = llm_test_new_engine (low_bit, 2);
   for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_MODEL_SURE; kind++) {
     LlmSpecStats st[2];
     for (guint ahead = 0; ahead < 2; ahead++) {
@@ -482,9 +461,9 @@ END_TEST
 START_TEST (test_drafting_ahead_samples_what_drafting_when_asked_samples)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
-  g_autoptr (LlmEngine) e = two_thread_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autoptr (LlmModel) low_bit = llm_test_requantized_model ("stories260K.gguf", LLM_TYPE_Q4_0);
-  g_autoptr (LlmEngine) draft_engine = two_thread_engine (low_bit);
+  g_autoptr (LlmEngine) draft_engine = llm_test_new_engine (low_bit, 2);
   gint32 prompt[32], ids[2][N_GEN];
   const guint n = make_prompt (m->hp.n_vocab, prompt);
   LlmSpecStats st[2];
@@ -514,8 +493,8 @@ END_TEST
 START_TEST (test_drafts_ahead_are_used_when_right_and_discarded_when_wrong)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
-  g_autoptr (LlmEngine) e = two_thread_engine (m);
-  g_autoptr (LlmEngine) twin = two_thread_engine (m);
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
+  g_autoptr (LlmEngine) twin = llm_test_new_engine (m, 2);
   gint32 prompt[32], plain[N_GEN], ids[N_GEN];
   const guint n = make_prompt (m->hp.n_vocab, prompt);
   {
@@ -549,7 +528,7 @@ START_TEST (test_drafts_ahead_are_used_when_right_and_discarded_when_wrong)
   {
     /* Another model's greedy picks: none survives a whole proposal. */
     g_autoptr (LlmModel) other = llm_test_load_model ("random-llama-bf16.gguf");
-    g_autoptr (LlmEngine) other_engine = two_thread_engine (other);
+    g_autoptr (LlmEngine) other_engine = llm_test_new_engine (other, 2);
     g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
     g_autoptr (LlmDrafter) d = new_drafter (DRAFT_MODEL, other_engine);
     llm_drafter_set_ahead (d, TRUE);
