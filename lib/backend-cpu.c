@@ -256,9 +256,13 @@ typedef struct {
   /* Batches: rows are handed out @rows_per_item[i] at a time from @next[i]. */
   gsize rows_per_item[MAT_MAX];
   atomic_size_t next[MAT_MAX];
-  /* Memory-bound products: thread i's next unit of its own run (see
-   * stream_task), for @n_runs threads (0: more than STEAL_MAX). */
-  atomic_size_t run_next[STEAL_MAX];
+  /* Memory-bound products (see stream_task), for @n_runs threads (0: more
+   * than STEAL_MAX): thread j's run holds rows [@run_start, @run_end)[j][i] of
+   * weight i, claimed @run_step[j][i] at a time from @run_next[j][i]. */
+  atomic_size_t run_next[STEAL_MAX][MAT_MAX];
+  gsize run_start[STEAL_MAX][MAT_MAX];
+  gsize run_end[STEAL_MAX][MAT_MAX];
+  gsize run_step[STEAL_MAX][MAT_MAX];
   guint n_runs;
 } MatTask;
 
@@ -329,6 +333,30 @@ total_units (const MatTask *t)
   return total;
 }
 
+/* Rows of weight @i from thread @j's run, claimed with the others that
+ * reach it: a prepared kernel claims inside one call, so what it prepares
+ * per call (the activations' side) is done once per run and thread. */
+static void
+run_rows (MatTask *t, guint j, guint i)
+{
+  const LlmWeight *w = t->w[i];
+  atomic_size_t *next = &t->run_next[j][i];
+  const gsize end = t->run_end[j][i], step = t->run_step[j][i];
+  /* Done already (another thread's run, mostly): nothing to prepare. */
+  if (atomic_load_explicit (next, memory_order_relaxed) >= end)
+    return;
+  if (w->layout == LAYOUT_PREPARED
+      && llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, t->run_start[j][i],
+          end, t->xq, t->xq_stride, t->n_tok, t->y[i], w->rows, next, step))
+    return;
+  for (;;) {
+    const gsize a = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
+    if (a >= end)
+      break;
+    rows_static (t, i, a, MIN (a + step, end));
+  }
+}
+
 /* Each thread streams its own contiguous run of the units, which the
  * prefetchers follow best, claiming it a piece at a time; a thread done
  * with its run then takes the pieces another has not reached. A thread
@@ -338,24 +366,44 @@ total_units (const MatTask *t)
 static void
 stream_task (MatTask *t, int ith, int nth)
 {
-  const gsize total = total_units (t);
   /* Runs as cpu_matmul laid them out, for as many threads. */
   if ((guint) nth != t->n_runs) {
     gsize u0, u1;
-    llm_split_range (total, ith, nth, &u0, &u1);
+    llm_split_range (total_units (t), ith, nth, &u0, &u1);
     stream_units (t, u0, u1);
     return;
   }
   for (int k = 0; k < nth; k++) {
-    const int j = (ith + k) % nth;
+    const guint j = (guint) ((ith + k) % nth);
+    for (guint i = 0; i < t->n_w; i++)
+      run_rows (t, j, i);
+  }
+}
+
+/* Lays out stream_task's runs: thread j's share of the units taken end to
+ * end, cut at the weights, each in RUN_PIECES pieces of whole 16 rows
+ * (the prepared kernels' claims). */
+static void
+plan_runs (MatTask *t, int nth)
+{
+  t->n_runs = nth <= STEAL_MAX ? (guint) nth : 0;
+  const gsize total = total_units (t);
+  for (guint j = 0; j < t->n_runs; j++) {
     gsize u0, u1;
-    llm_split_range (total, j, nth, &u0, &u1);
-    const gsize piece = MAX ((gsize) 1, (u1 - u0 + RUN_PIECES - 1) / RUN_PIECES);
-    for (;;) {
-      const gsize a = atomic_fetch_add_explicit (&t->run_next[j], piece, memory_order_relaxed);
-      if (a >= u1)
-        break;
-      stream_units (t, a, MIN (a + piece, u1));
+    llm_split_range (total, (int) j, nth, &u0, &u1);
+    gsize base = 0;
+    for (guint i = 0; i < t->n_w; i++) {
+      const gsize unit = unit_rows (t, i), rows = t->w[i]->rows;
+      const gsize units = (rows + unit - 1) / unit;
+      const gsize a = CLAMP (u0, base, base + units) - base;
+      const gsize b = CLAMP (u1, base, base + units) - base;
+      const gsize r0 = a * unit, r1 = MIN (b * unit, rows);
+      atomic_init (&t->run_next[j][i], r0);
+      t->run_start[j][i] = r0;
+      t->run_end[j][i] = r1 > r0 ? r1 : r0;
+      const gsize piece = (r1 > r0 ? r1 - r0 : 0) / RUN_PIECES + 1;
+      t->run_step[j][i] = (piece + 15) / 16 * 16;
+      base += units;
     }
   }
 }
@@ -439,16 +487,8 @@ cpu_matmul (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n_tok,
       task.rows_per_item[j] = ((ws[i]->rows + items - 1) / items + unit - 1) / unit * unit;
       atomic_init (&task.next[j], 0);
     }
-    const int nth = llm_threadpool_n_threads (pool);
-    task.n_runs = nth <= STEAL_MAX ? (guint) nth : 0;
-    if (task.n_runs > 0) {
-      const gsize total = total_units (&task);
-      for (int j = 0; j < nth; j++) {
-        gsize u0, u1;
-        llm_split_range (total, j, nth, &u0, &u1);
-        atomic_init (&task.run_next[j], u0);
-      }
-    }
+    if (streams (&task))
+      plan_runs (&task, llm_threadpool_n_threads (pool));
     llm_threadpool_run (pool, matmul_task, &task);
   }
 }
