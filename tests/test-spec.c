@@ -156,6 +156,21 @@ plain_generate (LlmSession *s, const gint32 *prompt, guint n, gint32 *ids)
     ck_assert (llm_session_step (s, ids[k - 1], &ids[k], &error));
 }
 
+static const LlmKvConfig kv_full = {
+  .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
+};
+
+/* The test prompt into @prompt (returned: its length) and plain
+ * decoding's N_GEN tokens after it into @plain, on a full cache. */
+static guint
+plain_run (LlmEngine *e, guint n_vocab, gint32 *prompt, gint32 *plain)
+{
+  const guint n = make_prompt (n_vocab, prompt);
+  g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
+  plain_generate (s, prompt, n, plain);
+  return n;
+}
+
 /* Returns the verifications it took; *@rejected counts those that did
  * not take their whole draft. */
 static guint
@@ -300,10 +315,6 @@ check_lossless (LlmModel *m, const char *file, const char *name, const LlmKvConf
   }
 }
 
-static const LlmKvConfig kv_full = {
-  .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL, .context_length = 256,
-};
-
 START_TEST (test_verify_is_lossless_stories260k)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
@@ -348,11 +359,7 @@ START_TEST (test_model_drafter_of_the_target_itself_is_always_right)
   g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autoptr (LlmEngine) twin = llm_test_new_engine (m, 2);
   gint32 prompt[32], plain[N_GEN], ids[N_GEN];
-  const guint n = make_prompt (m->hp.n_vocab, prompt);
-  {
-    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
-    plain_generate (s, prompt, n, plain);
-  }
+  const guint n = plain_run (e, m->hp.n_vocab, prompt, plain);
   for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_MODEL_SURE; kind++) {
     g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
     g_autoptr (LlmDrafter) d = new_drafter (kind, twin);
@@ -410,11 +417,7 @@ check_ahead_lossless (const char *file)
   g_autoptr (LlmModel) m = llm_test_load_model (file);
   g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   gint32 prompt[32], plain[N_GEN], ids[N_GEN];
-  const guint n = make_prompt (m->hp.n_vocab, prompt);
-  {
-    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
-    plain_generate (s, prompt, n, plain);
-  }
+  const guint n = plain_run (e, m->hp.n_vocab, prompt, plain);
   g_autoptr (LlmModel) low_bit = llm_test_requantized_model (file, LLM_TYPE_Q4_0);
   g_autoptr (LlmEngine) draft_engine = llm_test_new_engine (low_bit, 2);
   for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_MODEL_SURE; kind++) {
@@ -496,11 +499,7 @@ START_TEST (test_drafts_ahead_are_used_when_right_and_discarded_when_wrong)
   g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   g_autoptr (LlmEngine) twin = llm_test_new_engine (m, 2);
   gint32 prompt[32], plain[N_GEN], ids[N_GEN];
-  const guint n = make_prompt (m->hp.n_vocab, prompt);
-  {
-    g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
-    plain_generate (s, prompt, n, plain);
-  }
+  const guint n = plain_run (e, m->hp.n_vocab, prompt, plain);
   {
     g_autoptr (LlmSession) s = new_session (e, &kv_full, 1.0f);
     g_autoptr (LlmDrafter) d = new_drafter (DRAFT_MODEL, twin);
