@@ -47,22 +47,19 @@ llm_avx2_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offs
  * 64 rows are 8 KiB in F16), far enough to cover DRAM latency. */
 #define PREFETCH_ROWS 64
 
-/* Dimensions of a tile transposed at a time (bounds the stack buffer). */
-#define KT_DIMS 128
-
 /* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
  * @nq queries at @qp (head_dim floats apart). Tiles of 8 rows are expanded
- * and transposed into a buffer (KT_DIMS dimensions at a time), then every
- * query runs down the dimensions of 2 tiles at once (4 when there are
- * only 1 or 2 queries), so 8 or so independent sums hide the adds'
- * latency. */
+ * and transposed 8 dimensions at a time, in registers (through a buffer,
+ * the stores and loads cost more than the transpose: 3-6% at 4096
+ * positions), and every query runs down those dimensions of 2 tiles (4
+ * when there are only 1 or 2 queries), so 8 or so independent sums hide
+ * the adds' latency. */
 INLINE void
 scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
     size_t head_dim, const float *qp, size_t n, float scale, float *scores, size_t stride)
 {
   enum { TP_MAX = 4 };
   const int tp = nq <= 2 ? 4 : 2;
-  float kt[TP_MAX][KT_DIMS][8] __attribute__ ((aligned (32)));
   const __m256 vscale = _mm256_set1_ps (scale);
   size_t s0, s1;
   slice_bytes (type, offset, head_dim, &s0, &s1);
@@ -108,28 +105,16 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
       UNROLL for (int t = 0; t < tp; t++)
         acc[i][t] = _mm256_setzero_ps ();
 
-    for (size_t c0 = 0; c0 < head_dim; c0 += KT_DIMS) {
-      const size_t cd = head_dim - c0 < KT_DIMS ? head_dim - c0 : KT_DIMS;
+    for (size_t c = 0; c < head_dim; c += 8) {
       UNROLL for (int t = 0; t < tp; t++) {
-        for (size_t c = 0; c < cd; c += 8) {
-          __m256 x[8];
-          for (int r = 0; r < 8; r++)
-            x[r] = load8 (type, rows[t][r], offset + c0 + c);
-          transpose8 (x);
-          for (int j = 0; j < 8; j++)
-            _mm256_store_ps (kt[t][c + j], x[j]);
-        }
-      }
-      const float *qc = qp + c0;
-      for (size_t j = 0; j < cd; j++) {
-        __m256 x[TP_MAX];
-        UNROLL for (int t = 0; t < tp; t++)
-          x[t] = _mm256_load_ps (kt[t][j]);
-        UNROLL for (int i = 0; i < nq; i++) {
-          const __m256 b = _mm256_broadcast_ss (qc + i * head_dim + j);
-          UNROLL for (int t = 0; t < tp; t++)
-            acc[i][t] = madd_exact (type, b, x[t], acc[i][t]);
-        }
+        __m256 x[8];
+        for (int r = 0; r < 8; r++)
+          x[r] = load8 (type, rows[t][r], offset + c);
+        transpose8 (x);
+        UNROLL for (int j = 0; j < 8; j++)
+          UNROLL for (int i = 0; i < nq; i++)
+            acc[i][t] = madd_exact (type, _mm256_broadcast_ss (qp + i * head_dim + c + j), x[j],
+                acc[i][t]);
       }
     }
 
