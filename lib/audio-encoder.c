@@ -84,24 +84,7 @@ prepare_all (LlmAudioEncoder *enc, GError **error)
     enc->proj1_b = V (a->proj1_b);
   }
   for (guint32 l = 0; l < a->n_layer; l++) {
-    const LlmMmprojLayer *src = &a->layers[l];
-    LlmEncoderLayer *ly = &enc->layers[l];
-    ly->ln1_w = V (src->ln1_w);
-    ly->ln1_b = V (src->ln1_b);
-    ly->q_w = M (src->q_w);
-    ly->q_b = V (src->q_b);
-    ly->k_w = M (src->k_w);
-    ly->k_b = V (src->k_b);
-    ly->v_w = M (src->v_w);
-    ly->v_b = V (src->v_b);
-    ly->o_w = M (src->o_w);
-    ly->o_b = V (src->o_b);
-    ly->ln2_w = V (src->ln2_w);
-    ly->ln2_b = V (src->ln2_b);
-    ly->up_w = M (src->up_w);
-    ly->up_b = V (src->up_b);
-    ly->down_w = M (src->down_w);
-    ly->down_b = V (src->down_b);
+    llm_encoder_weights_add_layer (w, &a->layers[l], &enc->layers[l]);
   }
 #undef M
 #undef V

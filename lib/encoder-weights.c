@@ -115,3 +115,29 @@ llm_encoder_block (LlmBackend *be, LlmBackendQueue *q, const LlmEncoderLayer *ly
   linear (be, q, r->wide, n, ly->down_w, ly->down_b, r->h);
   ops->add (be, q, r->x, r->h, n, width);
 }
+
+void
+llm_encoder_weights_add_layer (LlmEncoderWeights *w, const LlmMmprojLayer *src,
+    LlmEncoderLayer *ly)
+{
+#define M(t) llm_encoder_weights_add (w, &(t), FALSE)
+#define V(t) llm_encoder_weights_add (w, &(t), TRUE)
+  ly->ln1_w = V (src->ln1_w);
+  ly->ln1_b = V (src->ln1_b);
+  ly->q_w = M (src->q_w);
+  ly->q_b = V (src->q_b);
+  ly->k_w = M (src->k_w);
+  ly->k_b = V (src->k_b);
+  ly->v_w = M (src->v_w);
+  ly->v_b = V (src->v_b);
+  ly->o_w = M (src->o_w);
+  ly->o_b = V (src->o_b);
+  ly->ln2_w = V (src->ln2_w);
+  ly->ln2_b = V (src->ln2_b);
+  ly->up_w = M (src->up_w);
+  ly->up_b = V (src->up_b);
+  ly->down_w = M (src->down_w);
+  ly->down_b = V (src->down_b);
+#undef M
+#undef V
+}

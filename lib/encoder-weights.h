@@ -49,6 +49,11 @@ typedef struct {
   const LlmWeight *ln2_w, *ln2_b, *up_w, *up_b, *down_w, *down_b;
 } LlmEncoderLayer;
 
+/* The 16 weights of block @src, prepared into @w (NULLs after a
+ * failure, kept in w->error, as llm_encoder_weights_add). */
+void llm_encoder_weights_add_layer (LlmEncoderWeights *w, const LlmMmprojLayer *src,
+    LlmEncoderLayer *ly);
+
 /* The backend buffers a block runs in: x (the rows, updated), and
  * scratch h, q, k, v, att (n x width) and wide (n x n_ff). */
 typedef struct {
