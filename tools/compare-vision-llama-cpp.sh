@@ -76,26 +76,6 @@ side=$(python3 -c "import math,os; print(math.isqrt(os.path.getsize('$tmp/image.
 quiet_name=compare-vision-llama-cpp
 # shellcheck source=tools/quiet-machine.sh
 . "$top/tools/quiet-machine.sh"
-# run WHO THREADS CMD...: CMD prints "seconds S" lines; they go to results
-# with what others took meanwhile, rerun while that is over the limit.
-run () {
-  local who=$1 t=$2; shift 2
-  local try=0 t0 t1 b0 b1 o0 o1 pct
-  while :; do
-    wait_quiet
-    t0=$(date +%s%N); b0=$(cpu_busy); o0=$(own_ticks)
-    "$@" > "$tmp/run.out"
-    t1=$(date +%s%N); b1=$(cpu_busy); o1=$(own_ticks)
-    pct=$(( ((b1 - b0) - (o1 - o0)) * 100 * 1000000000 / ((t1 - t0) * hz + 1) ))
-    [ "$pct" -ge 0 ] || pct=0
-    if [ "$max_others" = 0 ] || [ "$pct" -le "$max_others" ] || [ "$try" -ge "$retries" ]; then
-      sed -n "s/^seconds \([0-9.]*\).*/$who $t \1 $pct/p" "$tmp/run.out" >> "$tmp/results"
-      return 0
-    fi
-    echo "compare-vision-llama-cpp: $who, $t threads: others took ${pct}% of a CPU; once more" >&2
-    try=$((try + 1))
-  done
-}
 ours () {  # gst-llm-bench's JSON as "seconds S" lines
   env "${ours_env[@]}" "$bench" --vision "$mmproj" -t "$1" -r "$images" --json \
       | python3 -c "import json,sys
@@ -107,15 +87,7 @@ theirs () {
   "$timer" "$mmproj" "$tmp/image.f32" "$side" "$1" "$images" "$flash" 2> "$tmp/llama.log"
   sed -n 's/.*flash attention is \([a-z]*\).*/flash \1/p' "$tmp/llama.log" | tail -n1
 }
-for r in $(seq 1 "$rounds"); do
-  for t in ${threads//,/ }; do
-    run ours "$t" ours "$t"
-    grep '^backend' "$tmp/run.out" > "$tmp/backend" || true
-    run llama.cpp "$t" theirs "$t"
-    grep '^flash' "$tmp/run.out" > "$tmp/flash" || true
-  done
-  echo "round $r of $rounds done" >&2
-done
+interleave_rounds
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n1)
 python3 - "$tmp/results" "$mmproj" "$cpu" "$(sed -n 's/^commit=//p' "$llama_dir/build-info")" \

@@ -33,3 +33,44 @@ wait_quiet () {  # until others use under max_others % for 2 s in a row
   done
   [ "$waited" -le 2 ] || echo "$quiet_name: waited ${waited}s for other load to end" >&2
 }
+
+# For the encoder comparisons (compare-vision-llama-cpp.sh,
+# compare-audio-llama-cpp.sh), which also set tmp, retries, rounds and
+# threads, and define ours and theirs (THREADS: "seconds S" lines, and
+# "backend B" or "flash F").
+# run WHO THREADS CMD...: CMD prints "seconds S" lines; they go to
+# $tmp/results with what others took meanwhile, rerun while that is over
+# the limit (at most $retries times).
+run () {
+  local who=$1 t=$2; shift 2
+  local try=0 t0 t1 b0 b1 o0 o1 pct
+  while :; do
+    wait_quiet
+    t0=$(date +%s%N); b0=$(cpu_busy); o0=$(own_ticks)
+    "$@" > "$tmp/run.out"
+    t1=$(date +%s%N); b1=$(cpu_busy); o1=$(own_ticks)
+    pct=$(( ((b1 - b0) - (o1 - o0)) * 100 * 1000000000 / ((t1 - t0) * hz + 1) ))
+    [ "$pct" -ge 0 ] || pct=0
+    if [ "$max_others" = 0 ] || [ "$pct" -le "$max_others" ] || [ "$try" -ge "$retries" ]; then
+      sed -n "s/^seconds \([0-9.]*\).*/$who $t \1 $pct/p" "$tmp/run.out" >> "$tmp/results"
+      return 0
+    fi
+    echo "$quiet_name: $who, $t threads: others took ${pct}% of a CPU; once more" >&2
+    try=$((try + 1))
+  done
+}
+# Ours, theirs, ours, ... for every thread count, $rounds rounds; what
+# the last runs said of our backend and their flash attention goes to
+# $tmp/backend and $tmp/flash.
+interleave_rounds () {
+  local r t
+  for r in $(seq 1 "$rounds"); do
+    for t in ${threads//,/ }; do
+      run ours "$t" ours "$t"
+      grep '^backend' "$tmp/run.out" > "$tmp/backend" || true
+      run llama.cpp "$t" theirs "$t"
+      grep '^flash' "$tmp/run.out" > "$tmp/flash" || true
+    done
+    echo "round $r of $rounds done" >&2
+  done
+}
