@@ -180,16 +180,12 @@ llm_audio_encoder_new_with (const LlmMmproj *p, const LlmAudioEncoderOptions *op
     .scale = 1.0f / sqrtf ((float) hd),
   };
 
-  enc->workers = llm_workers_get (enc->opts.n_threads, error);
-  if (enc->workers == NULL
-      || (enc->be = llm_backend_cpu_new (enc->opts.kernels,
-              llm_workers_n_threads (enc->workers), error)) == NULL) {
+  if (!llm_encoder_backend_open (enc->opts.n_threads, enc->opts.kernels, &enc->workers,
+          &enc->be, &enc->backend_name, error)) {
     llm_audio_encoder_free (enc);
     return NULL;
   }
   enc->ops = enc->be->ops;
-  enc->backend_name = g_strdup_printf ("%s/%s", enc->ops->name,
-      llm_backend_cpu_kernels_name (enc->be));
   if (!prepare_all (enc, error) || !alloc_buffers (enc, error)) {
     llm_audio_encoder_free (enc);
     return NULL;

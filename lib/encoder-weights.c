@@ -141,3 +141,17 @@ llm_encoder_weights_add_layer (LlmEncoderWeights *w, const LlmMmprojLayer *src,
 #undef M
 #undef V
 }
+
+gboolean
+llm_encoder_backend_open (int n_threads, LlmCpuKernelChoice kernels, LlmWorkers **workers,
+    LlmBackend **be, char **name, GError **error)
+{
+  *workers = llm_workers_get (n_threads, error);
+  if (*workers == NULL)
+    return FALSE;
+  *be = llm_backend_cpu_new (kernels, llm_workers_n_threads (*workers), error);
+  if (*be == NULL)
+    return FALSE;
+  *name = g_strdup_printf ("%s/%s", (*be)->ops->name, llm_backend_cpu_kernels_name (*be));
+  return TRUE;
+}

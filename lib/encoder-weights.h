@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "mmproj.h"
+#include "workers.h"
 
 G_BEGIN_DECLS
 
@@ -42,6 +43,13 @@ gboolean llm_encoder_weights_check (LlmEncoderWeights *w, GError **error);
 
 /* Releases every weight added and the set. */
 void llm_encoder_weights_clear (LlmEncoderWeights *w);
+
+/* A tower's process-wide workers for @n_threads and a CPU backend of
+ * @kernels sized for them, and the backend's name as the encoders report
+ * it ("cpu/avx512"). FALSE with @error, leaving whatever was made in the
+ * out-parameters for the caller's free. */
+gboolean llm_encoder_backend_open (int n_threads, LlmCpuKernelChoice kernels,
+    LlmWorkers **workers, LlmBackend **be, char **name, GError **error);
 
 /* One pre-norm transformer block of a tower, as both encoders hold it. */
 typedef struct {
