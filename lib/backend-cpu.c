@@ -42,6 +42,14 @@ typedef struct {
   gsize att_scratch_floats;
   float *keys;                /* attention_full's packed keys, every head */
   gsize keys_floats;
+  /* RoPE's angles for the positions of the last rows it turned (see
+   * cpu_rope): @rope_n rows of @rope_per floats, for @rope_pos and
+   * @rope_key's n_rot and frequencies. */
+  float *rope_cs;
+  guint32 *rope_pos;
+  guint rope_n, rope_cap;
+  gsize rope_per, rope_cs_cap;
+  LlmRopeParams rope_key;
 } CpuBackend;
 
 #define CPU(be) ((CpuBackend *) (be))
@@ -625,24 +633,75 @@ typedef struct {
   guint n_heads, head_dim;
   const guint32 *pos;
   const LlmRopeParams *rope;
+  /* Row t's angles at cs + t * per; with @fill, computed here first. */
+  float *cs;
+  gsize per;
+  gboolean fill;
 } RopeArgs;
 
 static void
 rope_rows (const void *args, guint t0, guint t1)
 {
   const RopeArgs *a = args;
+  const LlmRopeParams *r = a->rope;
   const gsize width = (gsize) a->n_heads * a->head_dim;
-  for (guint t = t0; t < t1; t++)
-    llm_rope (a->x + t * width, a->n_heads, a->head_dim, a->rope->n_rot, a->pos[t],
-        a->rope->freq_base, a->rope->freq_scale, a->rope->neox);
+  for (guint t = t0; t < t1; t++) {
+    float *x = a->x + t * width;
+    if (a->cs == NULL) {
+      llm_rope (x, a->n_heads, a->head_dim, r->n_rot, a->pos[t], r->freq_base, r->freq_scale,
+          r->neox);
+      continue;
+    }
+    float *cs = a->cs + t * a->per;
+    if (a->fill)
+      llm_rope_angles (a->head_dim, r->n_rot, a->pos[t], r->freq_base, r->freq_scale, cs);
+    llm_rope_turn (x, a->n_heads, a->head_dim, r->n_rot, cs, r->neox);
+  }
+}
+
+/* Every layer turns the Q and K rows of one chunk by the same angles, so
+ * they are computed for the first and looked up by the rest: in a decode
+ * step, cos and sin were 1% of the time; in a 16-row step, 2%. With
+ * @a->fill the rows compute them as they go; with no memory for them,
+ * a->cs stays NULL and every call computes its own, as llm_rope does. */
+static void
+rope_table (CpuBackend *c, guint n, RopeArgs *a)
+{
+  const LlmRopeParams *r = a->rope;
+  a->per = llm_rope_angles_floats (a->head_dim, r->n_rot);
+  if (c->rope_n == n && c->rope_per == a->per && c->rope_key.n_rot == r->n_rot
+      && c->rope_key.freq_base == r->freq_base && c->rope_key.freq_scale == r->freq_scale
+      && memcmp (c->rope_pos, a->pos, n * sizeof *a->pos) == 0) {
+    a->cs = c->rope_cs;
+    return;
+  }
+  c->rope_n = 0;
+  if (n > c->rope_cap) {
+    g_free (c->rope_pos);
+    c->rope_pos = g_try_new (guint32, n);
+    c->rope_cap = c->rope_pos != NULL ? n : 0;
+  }
+  if (n * a->per > c->rope_cs_cap) {
+    g_free (c->rope_cs);
+    c->rope_cs = g_try_new (float, n * a->per);
+    c->rope_cs_cap = c->rope_cs != NULL ? n * a->per : 0;
+  }
+  if (c->rope_cap < n || c->rope_cs_cap < n * a->per)
+    return;
+  memcpy (c->rope_pos, a->pos, n * sizeof *a->pos);
+  c->rope_n = n;
+  c->rope_per = a->per;
+  c->rope_key = *r;
+  a->cs = c->rope_cs;
+  a->fill = TRUE;
 }
 
 static void
 cpu_rope (LlmBackend *be, LlmBackendQueue *q, float *x, guint n, guint n_heads,
     guint head_dim, const guint32 *pos, const LlmRopeParams *rope)
 {
-  (void) be;
-  const RopeArgs a = { x, n_heads, head_dim, pos, rope };
+  RopeArgs a = { x, n_heads, head_dim, pos, rope, NULL, 0, FALSE };
+  rope_table (CPU (be), n, &a);
   per_row (q, n, rope_rows, &a);
 }
 
@@ -1005,6 +1064,8 @@ cpu_destroy (LlmBackend *be)
   g_free (c->att_scratch);
   g_free (c->keys);
   g_free (c->xq);
+  g_free (c->rope_cs);
+  g_free (c->rope_pos);
   g_free (c->weights_key);
   g_free (c);
 }

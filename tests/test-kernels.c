@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "llm-check.h"
+#include "backend.h"
 #include "ggml-type.h"
 #include "cpu/exp.h"
 #include "cpu/fp16.h"
@@ -440,6 +441,85 @@ START_TEST (test_rope_angle_is_ggml_running_float_product)
     ck_assert_msg (x[2 * i] == cosf (theta) && x[2 * i + 1] == sinf (theta), "pair %d", i);
     theta *= s;
   }
+}
+END_TEST
+
+/* Random head values, the same for every call of a test. */
+static void
+rope_input (float *x, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    x[i] = sinf (0.37f * (float) i + 0.11f) * 3.0f;
+}
+
+/* Angles computed once and then applied give llm_rope's bits, in both
+ * pairings, for every n_rot (odd, under and over head_dim) and at
+ * positions where the running product has drifted from pos * base^-k. */
+START_TEST (test_rope_angles_then_turn_equal_rope_bit_for_bit)
+{
+  enum { HEADS = 3, HD = 64 };
+  const size_t n_rots[] = { 64, 32, 33, 2, 80, 0, 1 };
+  const int64_t positions[] = { 0, 1, 17, 1000, 70000 };
+  float want[HEADS * HD], got[HEADS * HD], cs[HD];
+  for (int neox = 0; neox < 2; neox++)
+    for (size_t r = 0; r < G_N_ELEMENTS (n_rots); r++)
+      for (size_t p = 0; p < G_N_ELEMENTS (positions); p++) {
+        const size_t per = llm_rope_angles_floats (HD, n_rots[r]);
+        ck_assert (per <= HD && per % 2 == 0);
+        rope_input (want, HEADS * HD);
+        memcpy (got, want, sizeof got);
+        llm_rope (want, HEADS, HD, n_rots[r], positions[p], 500000.0f, 0.5f, neox);
+        llm_rope_angles (HD, n_rots[r], positions[p], 500000.0f, 0.5f, cs);
+        llm_rope_turn (got, HEADS, HD, n_rots[r], cs, neox);
+        ck_assert_msg (memcmp (got, want, sizeof got) == 0, "neox %d n_rot %zu pos %" G_GINT64_FORMAT,
+            neox, n_rots[r], positions[p]);
+      }
+}
+END_TEST
+
+/* The CPU backend keeps the angles of the last positions it turned, for
+ * the next layers: calls whose positions, row count or frequencies
+ * change must not reuse them. Each call equals llm_rope row by row. */
+START_TEST (test_backend_rope_reuses_angles_only_for_the_same_positions)
+{
+  enum { HEADS = 2, HD = 16, ROWS = 6 };
+  g_autoptr (GError) error = NULL;
+  LlmBackend *be = llm_backend_cpu_new (LLM_CPU_KERNELS_BEST, 2, &error);
+  ck_assert_msg (be != NULL, "%s", error ? error->message : "");
+  LlmThreadPool *pool = llm_threadpool_new (2);
+  LlmBackendQueue *q = llm_backend_cpu_queue (pool);
+  const LlmRopeParams base = { HD, 10000.0f, 1.0f, FALSE };
+  const LlmRopeParams scaled = { HD, 10000.0f, 0.25f, FALSE };
+  const LlmRopeParams other_base = { HD, 1000000.0f, 0.25f, TRUE };
+  const LlmRopeParams fewer = { HD / 2, 1000000.0f, 0.25f, TRUE };
+  const struct {
+    guint n;
+    guint32 pos[ROWS];
+    const LlmRopeParams *rope;
+  } calls[] = {
+    { ROWS, { 5, 6, 7, 8, 9, 10 }, &base },
+    { ROWS, { 5, 6, 7, 8, 9, 10 }, &base },     /* reused */
+    { ROWS, { 5, 6, 7, 8, 9, 11 }, &base },     /* the last row moved */
+    { 4, { 5, 6, 7, 8 }, &base },               /* fewer rows (a prefix) */
+    { 1, { 5 }, &base },                        /* a decode step (inline) */
+    { 1, { 5 }, &scaled },
+    { 1, { 5 }, &other_base },
+    { 1, { 5 }, &fewer },
+    { ROWS, { 0, 1, 2, 3, 4, 5 }, &base },
+  };
+  float x[ROWS * HEADS * HD], want[ROWS * HEADS * HD];
+  for (gsize c = 0; c < G_N_ELEMENTS (calls); c++) {
+    const guint n = calls[c].n;
+    rope_input (x, n * HEADS * HD);
+    memcpy (want, x, sizeof x);
+    be->ops->rope (be, q, x, n, HEADS, HD, calls[c].pos, calls[c].rope);
+    for (guint t = 0; t < n; t++)
+      llm_rope (want + t * HEADS * HD, HEADS, HD, calls[c].rope->n_rot, calls[c].pos[t],
+          calls[c].rope->freq_base, calls[c].rope->freq_scale, calls[c].rope->neox);
+    ck_assert_msg (memcmp (x, want, n * HEADS * HD * sizeof (float)) == 0, "call %zu", c);
+  }
+  llm_threadpool_free (pool);
+  llm_backend_unref (be);
 }
 END_TEST
 
@@ -1724,6 +1804,8 @@ kernels_suite (void)
   tcase_add_test (ops, test_rope_neox_rotates_halves);
   tcase_add_test (ops, test_rope_at_pos_0_is_identity_and_leaves_unrotated_dims);
   tcase_add_test (ops, test_rope_angle_is_ggml_running_float_product);
+  tcase_add_test (ops, test_rope_angles_then_turn_equal_rope_bit_for_bit);
+  tcase_add_test (ops, test_backend_rope_reuses_angles_only_for_the_same_positions);
   suite_add_tcase (s, ops);
 
   TCase *quant = tcase_create ("quantization");

@@ -207,34 +207,86 @@ llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, size_
   llm_gelu_quick (out, x, n);
 }
 
+/* The pairs llm_rope turns: @n_rot clamped to @head_dim, even. */
+static size_t
+rope_half (size_t head_dim, size_t n_rot)
+{
+  return (n_rot > head_dim ? head_dim : n_rot) / 2;
+}
+
+/* ggml's angle is a running float product: theta_0 = pos, theta_{i+1} =
+ * theta_i * s with s = base^(-2/n_rot), and pair i turns by freq_scale *
+ * theta_i. */
+typedef struct {
+  float theta, step, freq_scale;
+} RopeAngle;
+
+static RopeAngle
+rope_angle_start (size_t half, int64_t pos, float freq_base, float freq_scale)
+{
+  return (RopeAngle) { (float) pos, powf (freq_base, -2.0f / (float) (2 * half)), freq_scale };
+}
+
+static void
+rope_angle_next (RopeAngle *a, float *c, float *s)
+{
+  const float t = a->freq_scale * a->theta;
+  *c = cosf (t);
+  *s = sinf (t);
+  a->theta *= a->step;
+}
+
+/* Pair @i of every head turned by (@c, @s). Normal: pair (2i, 2i+1);
+ * NeoX: pair (i, i + half). */
+static void
+rope_turn_pair (float *x, size_t n_heads, size_t head_dim, size_t half, size_t i, int neox,
+    float c, float s)
+{
+  const size_t a = neox ? i : 2 * i;
+  const size_t b = neox ? i + half : 2 * i + 1;
+  for (size_t h = 0; h < n_heads; h++) {
+    float *v = x + h * head_dim;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+/* Pairs outside, heads inside: one cos/sin each. */
 void
 llm_rope (float *x, size_t n_heads, size_t head_dim, size_t n_rot, int64_t pos,
     float freq_base, float freq_scale, int neox)
 {
-  if (n_rot > head_dim)
-    n_rot = head_dim;
-  n_rot &= ~(size_t) 1;
-  if (n_rot == 0)
-    return;
-
-  /* ggml's angle is a running float product: theta_0 = pos,
-   * theta_{i+1} = theta_i * s with s = base^(-2/n_rot), and pair i turns by
-   * freq_scale * theta_i. Pairs outside, heads inside: one cos/sin each. */
-  const size_t half = n_rot / 2;
-  const float theta_scale = powf (freq_base, -2.0f / (float) n_rot);
-  float theta = (float) pos;
+  const size_t half = rope_half (head_dim, n_rot);
+  RopeAngle a = rope_angle_start (half, pos, freq_base, freq_scale);
   for (size_t i = 0; i < half; i++) {
-    const float t = freq_scale * theta;
-    const float c = cosf (t), s = sinf (t);
-    theta *= theta_scale;
-    /* Normal: pair (2i, 2i+1). NeoX: pair (i, i + n_rot/2). */
-    const size_t a = neox ? i : 2 * i;
-    const size_t b = neox ? i + half : 2 * i + 1;
-    for (size_t h = 0; h < n_heads; h++) {
-      float *v = x + h * head_dim;
-      const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
-    }
+    float c, s;
+    rope_angle_next (&a, &c, &s);
+    rope_turn_pair (x, n_heads, head_dim, half, i, neox, c, s);
   }
+}
+
+size_t
+llm_rope_angles_floats (size_t head_dim, size_t n_rot)
+{
+  return 2 * rope_half (head_dim, n_rot);
+}
+
+void
+llm_rope_angles (size_t head_dim, size_t n_rot, int64_t pos, float freq_base, float freq_scale,
+    float *cs)
+{
+  const size_t half = rope_half (head_dim, n_rot);
+  RopeAngle a = rope_angle_start (half, pos, freq_base, freq_scale);
+  for (size_t i = 0; i < half; i++)
+    rope_angle_next (&a, &cs[2 * i], &cs[2 * i + 1]);
+}
+
+void
+llm_rope_turn (float *x, size_t n_heads, size_t head_dim, size_t n_rot, const float *cs,
+    int neox)
+{
+  const size_t half = rope_half (head_dim, n_rot);
+  for (size_t i = 0; i < half; i++)
+    rope_turn_pair (x, n_heads, head_dim, half, i, neox, cs[2 * i], cs[2 * i + 1]);
 }

@@ -66,6 +66,17 @@ void llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, 
 void llm_rope (float *x, size_t n_heads, size_t head_dim, size_t n_rot, int64_t pos,
     float freq_base, float freq_scale, int neox);
 
+/* llm_rope in two halves, for rows whose angles serve many calls (every
+ * layer's Q and K of a position turn by the same ones): llm_rope_angles
+ * writes the llm_rope_angles_floats (@head_dim, @n_rot) floats of the
+ * angles at @pos to @cs (each pair's cos, then sin), and llm_rope_turn
+ * turns @x by them, with the same bits as llm_rope. */
+size_t llm_rope_angles_floats (size_t head_dim, size_t n_rot);
+void llm_rope_angles (size_t head_dim, size_t n_rot, int64_t pos, float freq_base,
+    float freq_scale, float *cs);
+void llm_rope_turn (float *x, size_t n_heads, size_t head_dim, size_t n_rot, const float *cs,
+    int neox);
+
 #ifdef __cplusplus
 }
 #endif
