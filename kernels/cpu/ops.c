@@ -12,6 +12,7 @@
 #include "kernels-table.h"
 #ifdef LLM_HAVE_AVX2
 #include "ops-avx2.h"
+#include "ops-avx512.h"
 #endif
 
 /* Four floats, for element-wise loops the compiler at -O2 leaves scalar
@@ -110,6 +111,12 @@ void
 llm_cpu_swiglu (const LlmCpuKernels *kern, float *out, const float *gate, const float *up,
     size_t n)
 {
+#ifdef LLM_HAVE_AVX512
+  if (kern->isa >= LLM_CPU_ISA_AVX512) {
+    llm_avx512_swiglu (out, gate, up, n);
+    return;
+  }
+#endif
 #ifdef LLM_HAVE_AVX2
   if (kern->isa >= LLM_CPU_ISA_AVX2) {
     llm_avx2_swiglu (out, gate, up, n);
