@@ -20,9 +20,20 @@ claim (atomic_size_t *next, size_t step, size_t r1, size_t *ra, size_t *rb, bool
     *first = false;
     return *ra < r1;
   }
-  *ra = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
-  if (*ra >= r1)
-    return false;
+  size_t at = atomic_load_explicit (next, memory_order_relaxed);
+  for (;;) {
+    if (at >= r1)
+      return false;
+    size_t s = step;
+    while (s % 32 == 0 && r1 - at < 4 * s)
+      s /= 2;
+    if (atomic_compare_exchange_weak_explicit (next, &at, at + s, memory_order_relaxed,
+            memory_order_relaxed)) {
+      step = s;
+      break;
+    }
+  }
+  *ra = at;
   *rb = *ra + step < r1 ? *ra + step : r1;
   return true;
 }
