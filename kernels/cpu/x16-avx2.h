@@ -155,6 +155,7 @@ x16_store_half (__m256 v, int h, int rm, float *y)
   static void \
   name (X16_TILE_ARGS) \
   { \
+    enum { X16_RN = (RN) }; \
     __m256 acc[2][RN]; \
     UNROLL for (int h = 0; h < 2; h++) \
       UNROLL for (int t = 0; t < (RN); t++) \
@@ -165,12 +166,12 @@ x16_store_half (__m256 v, int h, int rm, float *y)
       __m256i s[2][RN]; \
       UNROLL for (int h = 0; h < 2; h++) \
         UNROLL for (int t = 0; t < (RN); t++) \
-          s[h][t] = START (VNNI, bias[t * nb + b]); \
+          s[h][t] = START (VNNI, bias[X16_AT (t, b)]); \
       SUMS (RN, VNNI) \
       UNROLL for (int h = 0; h < 2; h++) \
         UNROLL for (int t = 0; t < (RN); t++) \
-          acc[h][t] = ADD (VNNI, acc[h][t], s[h][t], bias[t * nb + b], pb, h, \
-              dx[t * nb + b]); \
+          acc[h][t] = ADD (VNNI, acc[h][t], s[h][t], bias[X16_AT (t, b)], pb, h, \
+              dx[X16_AT (t, b)]); \
     } \
     UNROLL for (int t = 0; t < (RN); t++) \
       UNROLL for (int h = 0; h < 2; h++) \
@@ -182,6 +183,7 @@ x16_store_half (__m256 v, int h, int rm, float *y)
   static void \
   name (X16_TILE_ARGS) \
   { \
+    enum { X16_RN = (RN) }; \
     for (int h = 0; h < 2 && 8 * h < rm; h++) { \
       __m256 acc[RN]; \
       UNROLL for (int t = 0; t < (RN); t++) \
@@ -192,10 +194,10 @@ x16_store_half (__m256 v, int h, int rm, float *y)
           x16_ahead (ahead, pb, ((BLOCK) + 63) / 64); \
         __m256i s[RN]; \
         UNROLL for (int t = 0; t < (RN); t++) \
-          s[t] = START (VNNI, bias[t * nb + b]); \
+          s[t] = START (VNNI, bias[X16_AT (t, b)]); \
         SUMS (RN, VNNI) \
         UNROLL for (int t = 0; t < (RN); t++) \
-          acc[t] = ADD (VNNI, acc[t], s[t], bias[t * nb + b], pb, h, dx[t * nb + b]); \
+          acc[t] = ADD (VNNI, acc[t], s[t], bias[X16_AT (t, b)], pb, h, dx[X16_AT (t, b)]); \
       } \
       UNROLL for (int t = 0; t < (RN); t++) \
         x16_store_half (acc[t], h, rm, y + t * ldy + 8 * h); \

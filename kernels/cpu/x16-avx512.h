@@ -36,8 +36,8 @@ x16_term_dwdx_512 (__m512 sumi, __m512 dw, __m512 dx)
     __m512i w[4]; \
     UNPACK (pb, p, w); \
     UNROLL for (int t = 0; t < (RN); t++) { \
-      const int8_t *q = X16_QS (t, b); \
-      const __m512i xl = X16_BCAST8_512 (q + 8 * p), xh = X16_BCAST8_512 (q + 16 + 8 * p); \
+      const int8_t *qt = X16_QS (t, b); \
+      const __m512i xl = X16_BCAST8_512 (qt + 8 * p), xh = X16_BCAST8_512 (qt + 16 + 8 * p); \
       s[t][0] = _mm512_dpbusd_epi32 (s[t][0], w[0], xl); \
       s[t][CH - 1] = _mm512_dpbusd_epi32 (s[t][CH - 1], w[2], xh); \
       s[t][0] = _mm512_dpbusd_epi32 (s[t][0], w[1], X16_SWAP_PAIRS_512 (xl)); \
@@ -70,6 +70,7 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
   static void \
   name (X16_TILE_ARGS) \
   { \
+    enum { X16_RN = (RN) }; \
     enum { CH = (RN) <= 6 ? 2 : 1 }; \
     __m512 acc[RN]; \
     UNROLL for (int t = 0; t < (RN); t++) \
@@ -79,7 +80,7 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
       x16_ahead (ahead, pb, ((BLOCK) + 63) / 64); \
       __m512i s[RN][CH]; \
       UNROLL for (int t = 0; t < (RN); t++) { \
-        s[t][0] = _mm512_set1_epi32 (bias[t * nb + b]); \
+        s[t][0] = _mm512_set1_epi32 (bias[X16_AT (t, b)]); \
         if (CH > 1) \
           s[t][CH - 1] = _mm512_setzero_si512 (); \
       } \
@@ -89,7 +90,7 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
       UNROLL for (int t = 0; t < (RN); t++) { \
         const __m512i si = CH > 1 ? _mm512_add_epi32 (s[t][0], s[t][CH - 1]) : s[t][0]; \
         acc[t] = _mm512_add_ps (acc[t], TERM (_mm512_cvtepi32_ps (si), dw, \
-                _mm512_set1_ps (dx[t * nb + b]))); \
+                _mm512_set1_ps (dx[X16_AT (t, b)]))); \
       } \
     } \
     const __mmask16 m = (__mmask16) ((1u << rm) - 1); \
