@@ -21,10 +21,10 @@
  * loads. Measured in cache (tools/bench-q4_0x16 --type q8_0 --in-cache,
  * cycles at the 4.2 GHz the core ran at): 6.2-6.3 cycles a token-block
  * from 8 tokens on, 7.1 at 4, the rest dependency chains and loop overhead;
- * keeping the activations per block and token in one record, so a tile
- * addresses them from one pointer, did not change that, nor did token
- * tiles of 10 or 12 (5.9-6.0 at 12 and more) or a second chain of sums at
- * more than 6 tokens. One token is bound by memory instead: 544 bytes a
+ * token tiles of 10 or 12 (5.9-6.0 at 12 and more) or a second chain of
+ * sums at more than 6 tokens did not change that. (The activations are
+ * now read block by block from one array, x16_act_tile, which took Q4_0's
+ * spilled token pointers out; here it measured within noise.) One token is bound by memory instead: 544 bytes a
  * block at 25 GB/s a thread is about 90 cycles, next to 15 of computing;
  * at 16 tokens the two are about equal (16 x 6.3 cycles), and in
  * bench-q4_0x16's runs a product of 16 tokens over weights in memory took
