@@ -289,11 +289,22 @@ llm_rope_angles (size_t head_dim, size_t n_rot, int64_t pos, float freq_base, fl
     rope_angle_next (&a, &cs[2 * i], &cs[2 * i + 1]);
 }
 
+/* Heads outside, pairs inside: each head's values and the angles are read
+ * in order (a 16-row step spent 0.7% of its time turning pairs a head
+ * apart). The same operations on the same values as llm_rope's. */
 void
 llm_rope_turn (float *x, size_t n_heads, size_t head_dim, size_t n_rot, const float *cs,
     int neox)
 {
   const size_t half = rope_half (head_dim, n_rot);
-  for (size_t i = 0; i < half; i++)
-    rope_turn_pair (x, n_heads, head_dim, half, i, neox, cs[2 * i], cs[2 * i + 1]);
+  const size_t step = neox ? 1 : 2, other = neox ? half : 1;
+  for (size_t h = 0; h < n_heads; h++) {
+    float *v = x + h * head_dim;
+    for (size_t i = 0; i < half; i++) {
+      float *a = v + i * step, *b = a + other;
+      const float x0 = *a, x1 = *b, c = cs[2 * i], s = cs[2 * i + 1];
+      *a = x0 * c - x1 * s;
+      *b = x0 * s + x1 * c;
+    }
+  }
 }
