@@ -104,6 +104,9 @@ prefill_limit (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand, GError *
   return n / (bench_percentile (times, G_N_ELEMENTS (times), 50) / 1e3);
 }
 
+/* Decode steps of the N streams between the lone sequence's. */
+#define ALONE_BLOCK 8
+
 static gboolean
 run_lockstep (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand,
     BenchStreamsResult *res, GError **error)
@@ -116,6 +119,11 @@ run_lockstep (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand,
   g_autofree gint32 *next = g_new (gint32, n);
   g_autofree float *logits = g_new (float, (gsize) n * n_vocab);
   g_autofree double *step_ms = g_new (double, s->n_gen);
+  g_autofree double *alone_ms = g_new (double, s->n_gen);
+  g_autofree double *settled_ms = g_new (double, s->n_gen);
+  g_autofree float *alone_logits = g_new (float, n_vocab);
+  g_autofree gint32 *alone_prompt = g_new (gint32, s->n_prompt);
+  LlmSeq *alone = NULL;
   gboolean ok = FALSE;
 
   /* Every prompt in one call (the engine cuts it into forwards); untimed. */
@@ -131,6 +139,12 @@ run_lockstep (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand,
     goto out;
   for (guint i = 0; i < n; i++)
     next[i] = llm_argmax (logits + (gsize) i * n_vocab, n_vocab);
+  /* The lone sequence, with a prompt of its own. */
+  bench_fill_random (rand, alone_prompt, s->n_prompt, n_vocab);
+  if ((alone = llm_seq_new (e, &kvc, error)) == NULL
+      || !llm_seq_eval_tokens (alone, alone_prompt, s->n_prompt, alone_logits, FALSE, error))
+    goto out;
+  gint32 alone_next = llm_argmax (alone_logits, n_vocab);
 
   /* The decode steps' forwards alone: rows per forward is N, a check. */
   guint64 f0, r0, f1, r1;
@@ -147,7 +161,37 @@ run_lockstep (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand,
       next[i] = llm_argmax (logits + (gsize) i * n_vocab, n_vocab);
     step_ms[step] = bench_now_ms () - t0;
     total += step_ms[step];
+    /* After each block of N-row steps, as many steps of the lone
+     * sequence, outside the batch counts and the N streams' time. */
+    if ((step + 1) % ALONE_BLOCK != 0 && step + 1 != s->n_gen)
+      continue;
+    llm_engine_batch_stats (e, &f1, &r1);
+    for (guint k = step / ALONE_BLOCK * ALONE_BLOCK; k <= step; k++) {
+      const double a0 = bench_now_ms ();
+      const LlmBatchRow lone = { alone, alone_next, NULL, llm_seq_pos_next (alone), TRUE };
+      if (!llm_engine_eval (e, &lone, 1, alone_logits, error))
+        goto out;
+      alone_next = llm_argmax (alone_logits, n_vocab);
+      alone_ms[k] = bench_now_ms () - a0;
+    }
+    guint64 f2, r2;
+    llm_engine_batch_stats (e, &f2, &r2);
+    f0 += f2 - f1;
+    r0 += r2 - r1;
   }
+  /* The comparison leaves out each block's first step, which pays for the
+   * switch: a lone step right after 16-row ones took 10-40% longer than
+   * after lone ones. */
+  guint n_settled = 0;
+  for (guint k = 0; k < s->n_gen; k++)
+    if (k % ALONE_BLOCK != 0 || s->n_gen <= ALONE_BLOCK) {
+      settled_ms[n_settled] = step_ms[k];
+      alone_ms[n_settled++] = alone_ms[k];
+    }
+  res->alone_ms_p50 = bench_percentile (alone_ms, n_settled, 50);
+  res->alone_ms_p95 = bench_percentile (alone_ms, n_settled, 95);
+  res->x_alone = n * res->alone_ms_p50 / bench_percentile (settled_ms, n_settled, 50);
+  res->p95_vs_alone = bench_percentile (settled_ms, n_settled, 95) / res->alone_ms_p95;
   llm_engine_batch_stats (e, &f1, &r1);
   res->forwards = f1 - f0;
   res->rows = r1 - r0;
@@ -164,6 +208,7 @@ run_lockstep (LlmEngine *e, const BenchStreamsSetting *s, GRand *rand,
   ok = isfinite (res->ppN_tokens_per_s);
 out:
   free_seqs (seqs, n);
+  g_clear_pointer (&alone, llm_seq_free);
   return ok;
 }
 
@@ -450,6 +495,7 @@ bench_streams_run (LlmModel *model, const BenchStreamsSetting *s, BenchStreamsMo
   *result = (BenchStreamsResult) {
     .ppN_tokens_per_s = NAN, .ttft_ms_p50 = NAN, .ttft_ms_p95 = NAN,
     .rate_min_frac = NAN, .rate_max_frac = NAN, .warm_s = NAN,
+    .alone_ms_p50 = NAN, .alone_ms_p95 = NAN, .x_alone = NAN, .p95_vs_alone = NAN,
   };
   g_autoptr (GRand) rand = g_rand_new_with_seed (s->seed);
   g_autoptr (LlmEngine) e = new_engine (model, s, rand, error);

@@ -110,6 +110,13 @@ typedef struct {
   double itl_ms_p50, itl_ms_p95;      /* time between two tokens of one stream (scheduler:
                                        * from a histogram, within 1.6 %) */
   double ppN_tokens_per_s;    /* lock-step: N rows of prompt in one forward */
+  /* Lock-step: after every 8 N-row steps, 8 decode steps of a lone
+   * sequence on the same engine, so both see the same moments of a
+   * drifting machine. Leaving out each block's first step: the lone
+   * steps' p50 and p95, N x their median over the N-row steps' median
+   * (how many times one stream's t/s the N streams decode), and the
+   * N-row steps' p95 over theirs. */
+  double alone_ms_p50, alone_ms_p95, x_alone, p95_vs_alone;
   /* Scheduler only (NAN or 0 in lock-step): */
   double ttft_ms_p50, ttft_ms_p95;    /* prompts that came while others decoded */
   guint n_ttft;

@@ -719,6 +719,12 @@ print_streams_json (const LlmModel *m, const ModelInfo *info, const Setting *s,
   json_number (o, "itl_ms_p95", r->itl_ms_p95);
   json_number (o, "ppN_tokens_per_s", row->limit);
   json_number (o, "ppN_fraction", r->tg_tokens_per_s / row->limit);
+  if (row->mode == BENCH_STREAMS_LOCKSTEP) {
+    json_number (o, "alone_itl_ms_p50", r->alone_ms_p50);
+    json_number (o, "alone_itl_ms_p95", r->alone_ms_p95);
+    json_number (o, "x_alone", r->x_alone);
+    json_number (o, "p95_vs_alone", r->p95_vs_alone);
+  }
   if (row->mode == BENCH_STREAMS_SCHEDULER) {
     json_number (o, "ttft_ms_p50", r->ttft_ms_p50);
     json_number (o, "ttft_ms_p95", r->ttft_ms_p95);
@@ -759,11 +765,12 @@ static void
 print_streams_header (void)
 {
   g_print ("| model | type | th | kv | streams | mode | test | t/s | t/s per stream "
-      "| ITL ms p50 | ITL ms p95 | pp-N limit t/s | of limit | TTFT ms p50 | TTFT ms p95 "
+      "| ITL ms p50 | ITL ms p95 | pp-N limit t/s | of limit | x alone | p95 / alone "
+      "| TTFT ms p50 | TTFT ms p95 "
       "| rows/forward | stream t/s min..max of mean | peak RSS MiB | KV MiB "
       "| RSS MiB warm / max / end | RSS growth KiB | t/s of each stream |\n");
-  g_print ("|---|---|--:|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:"
-      "|--:|--:|---|\n");
+  g_print ("|---|---|--:|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:"
+      "|--:|--:|--:|---|\n");
 }
 
 /* "-" where a figure does not apply or could not be had. */
@@ -780,6 +787,8 @@ print_streams_row (const ModelInfo *info, const Setting *s, const StreamsRow *ro
   const gboolean sched = row->mode == BENCH_STREAMS_SCHEDULER;
   g_autofree char *limit = fmt_or_dash ("%.1f", row->limit);
   g_autofree char *frac = fmt_or_dash ("%.0f%%", 100 * r->tg_tokens_per_s / row->limit);
+  g_autofree char *x_alone = fmt_or_dash ("%.2fx", r->x_alone);
+  g_autofree char *p95_alone = fmt_or_dash ("%.2f", r->p95_vs_alone);
   g_autofree char *t50 = fmt_or_dash ("%.1f", r->ttft_ms_p50);
   g_autofree char *t95 = fmt_or_dash ("%.1f", r->ttft_ms_p95);
   g_autofree char *rpf = fmt_or_dash ("%.2f", r->forwards ? (double) r->rows / r->forwards
@@ -802,10 +811,10 @@ print_streams_row (const ModelInfo *info, const Setting *s, const StreamsRow *ro
   for (guint i = 0; sched && i < row->n_streams; i++)
     g_string_append_printf (each, "%s%.2f", i ? " " : "", r->stream_tokens_per_s[i]);
   g_print ("| %s | %s | %u | %s | %u | %s | pp%u+tg%u | %.1f | %.2f | %.2f | %.2f | %s | %s "
-      "| %s | %s | %s | %s | %.0f | %.1f | %s | %s | %s |\n", info->name, info->type,
+      "| %s | %s | %s | %s | %s | %s | %.0f | %.1f | %s | %s | %s |\n", info->name, info->type,
       s->threads, llm_kv_type_name (s->kv_type), row->n_streams, streams_mode_name (row->mode),
       s->n_prompt, s->n_gen, r->tg_tokens_per_s, r->tg_tokens_per_s / row->n_streams,
-      r->itl_ms_p50, r->itl_ms_p95, limit, frac, t50, t95, rpf, spread,
+      r->itl_ms_p50, r->itl_ms_p95, limit, frac, x_alone, p95_alone, t50, t95, rpf, spread,
       row->peak_rss / 1048576.0, r->kv_bytes / 1048576.0, rss, growth, each->str);
   fflush (stdout);
 }
@@ -1104,6 +1113,12 @@ static const char *summary =
     "             limit, measured on the same engine, is one forward of N prompt\n"
     "             rows that all want logits (median of 5): what a forward of N rows\n"
     "             can do at best; 'of limit' is how close batched decode comes.\n"
+    "             After every 8 steps a lone sequence of the same engine takes 8\n"
+    "             decode steps of its own, timed apart, so a drifting machine moves\n"
+    "             both alike: 'x alone' is N times its median step over the N-row\n"
+    "             median (how many times one stream's t/s the N streams decode),\n"
+    "             'p95 / alone' the N-row p95 over its p95, each block's first step\n"
+    "             left out (a lone step just after N-row ones pays for the switch).\n"
     "  scheduler  N threads, each prefilling through llm_engine_submit and then\n"
     "             generating -n tokens one submit per token; a stream that is done\n"
     "             starts a new random prompt, so prompts keep arriving while the\n"
