@@ -13,23 +13,23 @@
 
 #include "exp-simd.h"
 
+/* silu (@g) * @u, lane by lane, in the reference's operations. */
+static inline __attribute__ ((always_inline)) __m512
+swiglu16 (__m512 g, __m512 u)
+{
+  const __m512 e = llm_exp16 (_mm512_xor_ps (g, _mm512_set1_ps (-0.0f)));
+  return _mm512_mul_ps (_mm512_div_ps (g, _mm512_add_ps (_mm512_set1_ps (1.0f), e)), u);
+}
+
 void
 llm_avx512_swiglu (float *out, const float *gate, const float *up, size_t n)
 {
-  const __m512 one = _mm512_set1_ps (1.0f);
-  const __m512 sign = _mm512_set1_ps (-0.0f);
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 g = _mm512_loadu_ps (gate + i);
-    const __m512 e = llm_exp16 (_mm512_xor_ps (g, sign));
-    const __m512 silu = _mm512_div_ps (g, _mm512_add_ps (one, e));
-    _mm512_storeu_ps (out + i, _mm512_mul_ps (silu, _mm512_loadu_ps (up + i)));
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps (out + i, swiglu16 (_mm512_loadu_ps (gate + i), _mm512_loadu_ps (up + i)));
   if (i < n) {
     const __mmask16 m = (__mmask16) ((1u << (n - i)) - 1);
-    const __m512 g = _mm512_maskz_loadu_ps (m, gate + i);
-    const __m512 e = llm_exp16 (_mm512_xor_ps (g, sign));
-    const __m512 silu = _mm512_div_ps (g, _mm512_add_ps (one, e));
-    _mm512_mask_storeu_ps (out + i, m, _mm512_mul_ps (silu, _mm512_maskz_loadu_ps (m, up + i)));
+    _mm512_mask_storeu_ps (out + i, m, swiglu16 (_mm512_maskz_loadu_ps (m, gate + i),
+            _mm512_maskz_loadu_ps (m, up + i)));
   }
 }
