@@ -20,6 +20,7 @@
 #include "cpu/ops.h"
 #include "cpu/quantize.h"
 #include "cpu/threadpool.h"
+#include "cpu/claim.h"
 
 /* --- helpers --- */
 
@@ -1533,6 +1534,38 @@ START_TEST (test_q4_1_q5_0_q5_1_dots_equal_llama_cpp)
 }
 END_TEST
 
+/* Claims cover [r0, r1) once, in order, each starting on a 16-row tile
+ * and at most a step long; a step of a multiple of 32 rows shrinks to 16
+ * near the end, and no other does. */
+START_TEST (test_claims_cover_every_row_once_and_shrink_at_the_end)
+{
+  const size_t steps[] = { 16, 48, 64, 128, 256 };
+  const size_t ends[] = { 16, 17, 100, 1000, 1024, 2816 };
+  for (size_t si = 0; si < G_N_ELEMENTS (steps); si++)
+    for (size_t ei = 0; ei < G_N_ELEMENTS (ends); ei++)
+      for (size_t r0 = 0; r0 <= 16 && r0 < ends[ei]; r0 += 16) {
+        const size_t step = steps[si], r1 = ends[ei];
+        atomic_size_t next;
+        atomic_init (&next, r0);
+        size_t ra = r0, rb = r1, at = r0, last = 0;
+        bool first = true;
+        while (claim (&next, step, r1, &ra, &rb, &first)) {
+          ck_assert_msg (ra == at && rb > ra && rb - ra <= step && ra % 16 == 0,
+              "step %zu, rows %zu..%zu: claim %zu..%zu after %zu", step, r0, r1, ra, rb, at);
+          ck_assert (rb == r1 || (rb - ra) % 16 == 0);
+          last = rb - ra;
+          at = rb;
+        }
+        ck_assert_msg (at == r1, "step %zu: rows to %zu of %zu", step, at, r1);
+        if (step % 32 == 0 && r1 - r0 >= 4 * step)
+          ck_assert_msg (last <= 16, "step %zu, %zu rows: the last claim took %zu", step,
+              r1 - r0, last);
+        if (step % 32 != 0 && r1 - r0 >= 2 * step)
+          ck_assert (last == step || at - last + step > r1);
+      }
+}
+END_TEST
+
 typedef struct {
   uint32_t wtype;
   const uint8_t *w;
@@ -1842,6 +1875,7 @@ kernels_suite (void)
   tcase_add_test (dot, test_activation_blocks_give_ggml_x86_bytes);
   tcase_add_test (dot, test_q4_1_q5_0_q5_1_dots_equal_llama_cpp);
   tcase_add_test (dot, test_matmul_shared_by_threads_equals_one_thread);
+  tcase_add_test (dot, test_claims_cover_every_row_once_and_shrink_at_the_end);
   tcase_add_test (dot, test_dequantize_row_picks_the_row);
   tcase_add_test (dot, test_matvec_throughput_report);
   suite_add_tcase (s, dot);
