@@ -37,8 +37,12 @@
  * that gap, 4 KiB only partly; into L1 (prefetcht0, which fills L2 too, so
  * later token tiles still find the tile there) one token ran 5% faster
  * than into L2 alone. Past the end of a claim it fetches rows the next
- * claim (usually this thread's or its neighbour's) reads anyway. */
-#define X16_PREFETCH_BYTES (16 * 1024)
+ * claim (usually this thread's or its neighbour's) reads anyway. 8 KiB
+ * rather than 16, measured later with both in one process taking turns
+ * (Q4_0, 246M's layer shapes, two threads): one token 1.01-1.06x and 16
+ * tokens 1.02-1.04x on AVX-512, 16 tokens 1.03-1.05x on AVX2, one token
+ * there within 2.5% either way; 32 KiB was 2-3% slower than 16. */
+#define X16_PREFETCH_BYTES (8 * 1024)
 
 /* One block's worth of the stream, X16_PREFETCH_BYTES past @pb: @lines
  * cache lines, at least the block's bytes, so consecutive blocks leave no
