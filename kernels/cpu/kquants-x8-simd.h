@@ -79,11 +79,16 @@ typedef void (*KxTileFn) (KX_TILE_ARGS);
  * ones that the hardware prefetchers do not run far enough ahead of to
  * cover DRAM latency: one-token products from DRAM reached about 60% of
  * the streaming-read bandwidth without this, 95% with it (Zen 5; 6 to
- * 8 KiB ahead measured best, 4 and 12 a few percent slower). Into L1:
- * L2 hints were no faster. With the weights in cache the prefetches cost
- * up to 15% (more instructions), which decode of a real model, which
- * reads its weights from DRAM, never sees. */
-#define KX_PF_DIST 8192
+ * 8 KiB ahead measured best, 4 and 12 a few percent slower, in runs
+ * apart). Into L1: L2 hints were no faster. With the weights in cache the
+ * prefetches cost up to 15% (more instructions), which decode of a real
+ * model, which reads its weights from DRAM, never sees. Measured later
+ * with 4 and 8 KiB taking turns in one process (Q6_K 32000 x 1024, the
+ * 246M model's output, two threads), 4 KiB was as fast or faster: one
+ * token on AVX-512 ahead in 104 of 160 rounds, 16 tokens 1.03-1.09x on
+ * AVX-512 and 1.04x on AVX2; 2 KiB lost at 16 tokens, 16 KiB everywhere
+ * (0.91-0.94x). */
+#define KX_PF_DIST 4096
 
 INLINE void
 prefetch_block (const uint8_t *p, size_t bytes)
