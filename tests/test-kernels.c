@@ -475,6 +475,21 @@ START_TEST (test_rope_angles_then_turn_equal_rope_bit_for_bit)
         ck_assert_msg (memcmp (got, want, sizeof got) == 0, "neox %d n_rot %zu pos %" G_GINT64_FORMAT,
             neox, n_rots[r], positions[p]);
       }
+  /* Wide heads: llm_rope takes its angles in chunks of 64 pairs, the
+   * running product carried across. */
+  enum { WIDE = 320 };
+  float wide_want[2 * WIDE], wide_got[2 * WIDE], wide_cs[WIDE];
+  const size_t wide_rots[] = { 320, 258, 130 };
+  for (int neox = 0; neox < 2; neox++)
+    for (size_t r = 0; r < G_N_ELEMENTS (wide_rots); r++) {
+      rope_input (wide_want, 2 * WIDE);
+      memcpy (wide_got, wide_want, sizeof wide_got);
+      llm_rope (wide_want, 2, WIDE, wide_rots[r], 4321, 10000.0f, 1.0f, neox);
+      llm_rope_angles (WIDE, wide_rots[r], 4321, 10000.0f, 1.0f, wide_cs);
+      llm_rope_turn (wide_got, 2, WIDE, wide_rots[r], wide_cs, neox);
+      ck_assert_msg (memcmp (wide_got, wide_want, sizeof wide_got) == 0, "neox %d n_rot %zu",
+          neox, wide_rots[r]);
+    }
 }
 END_TEST
 

@@ -243,33 +243,42 @@ rope_angle_next (RopeAngle *a, float *c, float *s)
   a->theta *= a->step;
 }
 
-/* Pair @i of every head turned by (@c, @s). Normal: pair (2i, 2i+1);
- * NeoX: pair (i, i + half). */
+/* Pairs [@i0, @i1) of every head turned by the angles @cs (pair i's cos
+ * and sin at cs[2 (i - i0)], cs[2 (i - i0) + 1]). Normal: pair (2i, 2i+1);
+ * NeoX: pair (i, i + half). Heads outside, pairs inside: each head's
+ * values and the angles are read in order (a 16-row step spent 0.7% of
+ * its time turning pairs a head apart). */
 static void
-rope_turn_pair (float *x, size_t n_heads, size_t head_dim, size_t half, size_t i, int neox,
-    float c, float s)
+rope_turn_range (float *x, size_t n_heads, size_t head_dim, size_t half, size_t i0, size_t i1,
+    const float *cs, int neox)
 {
-  const size_t a = neox ? i : 2 * i;
-  const size_t b = neox ? i + half : 2 * i + 1;
+  const size_t step = neox ? 1 : 2, other = neox ? half : 1;
   for (size_t h = 0; h < n_heads; h++) {
     float *v = x + h * head_dim;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x0 * s + x1 * c;
+    for (size_t i = i0; i < i1; i++) {
+      float *a = v + i * step, *b = a + other;
+      const float x0 = *a, x1 = *b, c = cs[2 * (i - i0)], s = cs[2 * (i - i0) + 1];
+      *a = x0 * c - x1 * s;
+      *b = x0 * s + x1 * c;
+    }
   }
 }
 
-/* Pairs outside, heads inside: one cos/sin each. */
+/* Angles a chunk at a time, so any n_rot fits the stack. */
+#define ROPE_CHUNK 64
+
 void
 llm_rope (float *x, size_t n_heads, size_t head_dim, size_t n_rot, int64_t pos,
     float freq_base, float freq_scale, int neox)
 {
   const size_t half = rope_half (head_dim, n_rot);
   RopeAngle a = rope_angle_start (half, pos, freq_base, freq_scale);
-  for (size_t i = 0; i < half; i++) {
-    float c, s;
-    rope_angle_next (&a, &c, &s);
-    rope_turn_pair (x, n_heads, head_dim, half, i, neox, c, s);
+  float cs[2 * ROPE_CHUNK];
+  for (size_t i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
+    const size_t i1 = i0 + ROPE_CHUNK < half ? i0 + ROPE_CHUNK : half;
+    for (size_t i = i0; i < i1; i++)
+      rope_angle_next (&a, &cs[2 * (i - i0)], &cs[2 * (i - i0) + 1]);
+    rope_turn_range (x, n_heads, head_dim, half, i0, i1, cs, neox);
   }
 }
 
@@ -289,22 +298,10 @@ llm_rope_angles (size_t head_dim, size_t n_rot, int64_t pos, float freq_base, fl
     rope_angle_next (&a, &cs[2 * i], &cs[2 * i + 1]);
 }
 
-/* Heads outside, pairs inside: each head's values and the angles are read
- * in order (a 16-row step spent 0.7% of its time turning pairs a head
- * apart). The same operations on the same values as llm_rope's. */
 void
 llm_rope_turn (float *x, size_t n_heads, size_t head_dim, size_t n_rot, const float *cs,
     int neox)
 {
   const size_t half = rope_half (head_dim, n_rot);
-  const size_t step = neox ? 1 : 2, other = neox ? half : 1;
-  for (size_t h = 0; h < n_heads; h++) {
-    float *v = x + h * head_dim;
-    for (size_t i = 0; i < half; i++) {
-      float *a = v + i * step, *b = a + other;
-      const float x0 = *a, x1 = *b, c = cs[2 * i], s = cs[2 * i + 1];
-      *a = x0 * c - x1 * s;
-      *b = x0 * s + x1 * c;
-    }
-  }
+  rope_turn_range (x, n_heads, head_dim, half, 0, half, cs, neox);
 }
