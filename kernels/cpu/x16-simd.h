@@ -169,7 +169,7 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
   int32_t *bias = (int32_t *) (dx + n_tok * nb);
   int8_t *q = (int8_t *) (bias + n_tok * nb);
   for (size_t t = 0, rn; t < n_tok; t += rn) {
-    rn = tile_tokens (n_tok - t, k->rn);
+    rn = tile_tokens_even (n_tok - t, k->rn);
     x16_act_tile ((const uint8_t *) xq + t * xs, xs, rn, nb, k->offset, q + 32 * t * nb,
         dx + t * nb, bias + t * nb);
   }
@@ -181,7 +181,7 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
     /* The next tile's lines over every pass of every token tile's blocks. */
     size_t passes = 0;
     for (size_t t = 0, rn; t < n_tok; t += rn) {
-      rn = tile_tokens (n_tok - t, k->rn);
+      rn = tile_tokens_even (n_tok - t, k->rn);
       passes += k->passes != NULL ? k->passes[rn - 1] : 1;
     }
     lines = (tile_bytes / 64 + passes * nb - 1) / (passes * nb);
@@ -197,7 +197,7 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
       X16Ahead ahead = { (const char *) tile + tile_bytes,
         (const char *) tile + (r + X16_ROWS < r1 ? 2 : 1) * tile_bytes, lines, false };
       for (size_t t = 0, rn; t < n_tok; t += rn) {
-        rn = tile_tokens (n_tok - t, k->rn);
+        rn = tile_tokens_even (n_tok - t, k->rn);
         ahead.stream = stream && t == 0;
         k->tiles[rn - 1] (nb, tile, q + 32 * t * nb, dx + t * nb, bias + t * nb,
             y + t * ldy + r, ldy, rm, &ahead);
