@@ -57,9 +57,14 @@ typedef struct {
 /* LlmWeight.layout of a matrix in its kernels' prepared layout. */
 #define LAYOUT_PREPARED 1
 
-/* Up to this many rows a product is bound by reading the weights
- * (measured: 2 to 8 streams decode 3-9% faster split so than claimed). */
-#define STREAM_ROWS 8
+/* Up to this many rows each thread of a product streams its own run of
+ * the weights (stream_task) rather than claiming pieces with the others:
+ * 2 to 8 streams decoded 3-9% faster so. Measured later with both taking
+ * turns in one process (246M Q4_0, two threads, Zen 5; either order):
+ * 9, 12 and 16 rows ran 1.04-1.12x faster in runs on AVX-512, where a
+ * 16-row forward is about 2.5 decode steps, and within 2% either way
+ * with AVX-VNNI (4.5 steps). */
+#define STREAM_ROWS 16
 #define POOL(q) ((LlmThreadPool *) (q))
 
 /* --- memory ---------------------------------------------------------- */
@@ -294,10 +299,10 @@ rows_static (const MatTask *t, guint i, gsize r0, gsize r1)
   }
 }
 
-/* Up to STREAM_ROWS tokens the products are bound by memory: each thread
- * streams one contiguous run of whole tiles (rows, for the file's
- * layout) of the weights taken end to end, which the hardware
- * prefetchers follow best. Weights without a prepared layout split by
+/* Up to STREAM_ROWS tokens each thread streams one contiguous run of
+ * whole tiles (rows, for the file's layout) of the weights taken end to
+ * end, which the hardware prefetchers follow best, and a thread done
+ * early takes pieces of another's run. Weights without a prepared layout split by
  * rows like this only for one token, as llm_matvec does. */
 static gboolean
 streams (const MatTask *t)

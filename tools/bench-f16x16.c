@@ -31,7 +31,7 @@
 
 /* lib/backend-cpu.c's STREAM_ROWS: up to this many tokens each thread
  * takes a contiguous run of tiles. */
-#define STREAM_ROWS 8
+#define STREAM_ROWS 16
 
 /* The largest relative difference of the packed results from the file
  * layout's for the last matrix (another summation order: not 0). */
