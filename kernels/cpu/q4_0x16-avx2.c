@@ -22,8 +22,8 @@
  *
  * Per token and 16-row block that is 16 multiplies (VNNI; plain 18) and 4
  * vmulps on Zen 5's two multiply pipes: 10 cycles at best, twice the
- * AVX-512 kernel's 5. Measured in cache: about 13 (VNNI) and 20 (plain,
- * the speed of gemm-avx2.c's rows-in-lanes Q4_0 tiles). */
+ * AVX-512 kernel's 5. Measured in cache: about 13 (VNNI) and 17 (plain;
+ * 21 before its int16 sums were kept in order, see X16_KEEP). */
 #include "q4_0x16.h"
 #include "x16-avx2.h"
 
@@ -40,8 +40,10 @@ dot_pair (int vnni, int p, const __m256i w[4], const __m256i x[4], __m256i s)
 {
   if (vnni)
     return x16_nibble_dot_vnni (s, w, x);
-  const __m256i p16 = x16_nibble_dot16 (w, x);
-  return p == 0 ? p16 : _mm256_add_epi16 (s, p16);
+  __m256i p16 = x16_nibble_dot16 (w, x);
+  p16 = p == 0 ? p16 : _mm256_add_epi16 (s, p16);
+  X16_KEEP (p16);
+  return p16;
 }
 
 INLINE __m256i
