@@ -124,10 +124,21 @@ store_rows (__m256 v, int rm, float *y)
 #define XQ(t) ((const LlmBlockQ8_K *) (xq + (t) * xs) + b)
 #define SIDE(t) ((const KxSide *) (side + b * sstride + (t) * KX_SIDE_BYTES (Q6)))
 
+/* One group's products added to int16 pair sums, kept in that order:
+ * GCC otherwise hoists a pass's vpmaddubsw above the adds and spills the
+ * products (the 4-token Q4_K tile had 834 stack references). */
+INLINE __m256i
+group_add16 (__m256i run, __m256i v, __m256i x)
+{
+  run = _mm256_add_epi16 (run, _mm256_maddubs_epi16 (v, x));
+  KEEP (run);
+  return run;
+}
+
 /* Adds one group's products to a run's sum: into int32 lanes with VNNI,
  * into int16 pair sums without. */
 #define GROUP_ADD(VNNI, run, v, x) \
-  ((VNNI) ? dpbusd ((run), (v), (x)) : _mm256_add_epi16 ((run), _mm256_maddubs_epi16 ((v), (x))))
+  ((VNNI) ? dpbusd ((run), (v), (x)) : group_add16 ((run), (v), (x)))
 
 /* Q4_K / Q5_K, RN tokens, halves hf0 .. hf0 + NF - 1 of the tile (NF = 2
  * reads the tile as one stream, which decode wants). A pass takes NJ
