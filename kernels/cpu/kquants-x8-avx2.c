@@ -397,10 +397,14 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
 /* Tokens a tile takes at most: as many as keep every accumulator in the
  * 16 registers with the operands (measured; one more spilled and ran 10
  * to 20% slower): Q5_K's fifth bits and the int16 sums without VNNI
- * take registers of their own. */
-#define RN_Q4 3
+ * take registers of their own. Once group_add16 kept the int16 sums in
+ * order, plain Q4_K and Q6_K ran faster with 4 than with 3 (in one
+ * process, taking turns, 1024 x 2816, two threads: Q4_K 4-32 tokens
+ * 1.03-1.21x, Q6_K 1.06-1.19x); Q5_K with 3 was mixed (0.96x at 8
+ * tokens, 1.08x at 32) and keeps 2. */
+#define RN_Q4 4
 #define RN_Q5 2
-#define RN_Q6 3
+#define RN_Q6 4
 #define RN_Q4_vnni 4
 #define RN_Q5_vnni 3
 #define RN_Q6_vnni 4
