@@ -246,9 +246,8 @@ INSTANCES (LLM_ATTN_F16, f16)
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
-/* x = half(x) as a float, rounding to nearest even like llm_fp16_from_f32. */
-static void
-round_to_half (float *x, size_t n)
+void
+llm_avx2_attn_round_to_half (float *x, size_t n)
 {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -259,8 +258,8 @@ round_to_half (float *x, size_t n)
     x[i] = _cvtsh_ss (_cvtss_sh (x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 
-static float
-max_of (const float *x, size_t n)
+float
+llm_avx2_attn_max (const float *x, size_t n)
 {
   __m256 m = _mm256_set1_ps (-INFINITY);
   size_t i = 0;
@@ -286,7 +285,7 @@ softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
   double sum[QB];
   for (int i = 0; i < nq; i++) {
     float *xi = x + i * stride;
-    const float max = max_of (xi, n[i]);
+    const float max = llm_avx2_attn_max (xi, n[i]);
     const __m256 vmax = _mm256_set1_ps (max);
     size_t p = 0;
     for (; p + 8 <= n[i]; p += 8)
@@ -302,15 +301,8 @@ softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
     r[i] = x + (i < nq ? i : 0) * stride;
   __m256d acc = _mm256_setzero_pd ();
   size_t p = 0;
-  for (; p + 4 <= n_min; p += 4) {
-    __m128 a = _mm_loadu_ps (r[0] + p), b = _mm_loadu_ps (r[1] + p);
-    __m128 c = _mm_loadu_ps (r[2] + p), d = _mm_loadu_ps (r[3] + p);
-    _MM_TRANSPOSE4_PS (a, b, c, d);
-    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (a));
-    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (b));
-    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (c));
-    acc = _mm256_add_pd (acc, _mm256_cvtps_pd (d));
-  }
+  for (; p + 4 <= n_min; p += 4)
+    acc = add4_positions (acc, r, p);
   double lanes[4];
   _mm256_storeu_pd (lanes, acc);
   for (int i = 0; i < nq; i++) {
@@ -359,22 +351,27 @@ llm_avx2_attn_begin (LlmAttnCall *c, const LlmAttnQuery *queries, size_t n_q, in
     memcpy (c->qp + i * head_dim, q[i], head_dim * sizeof (float));
     /* ggml rounds the F32 operand of an F16 product to half. */
     if (ktype == LLM_ATTN_F16)
-      round_to_half (c->qp + i * head_dim, head_dim);
+      llm_avx2_attn_round_to_half (c->qp + i * head_dim, head_dim);
   }
   return true;
 }
 
 void
-llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
+llm_avx2_attn_prefetch_values (const LlmAttnCall *c, const LlmAttnRows *v, size_t offset,
+    size_t head_dim)
 {
-  /* The first value rows come in while the softmax runs (the value pass
-   * prefetches the rest as it goes). */
   size_t s0, s1;
   slice_bytes (v->type, offset, head_dim, &s0, &s1);
   const uint8_t *row = llm_attn_row (v, 0);
   const size_t m = c->n_max < v->block_rows ? c->n_max : v->block_rows;
   for (size_t r = 0; r < m; r++)
     prefetch_slice (row + r * v->row_bytes, s0, s1);
+}
+
+void
+llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
+{
+  llm_avx2_attn_prefetch_values (c, v, offset, head_dim);
   /* QB rows at a time; each row's result is its own. */
   for (int i = 0; i < c->nq; i += QB) {
     const int k = c->nq - i < QB ? c->nq - i : QB;
@@ -385,7 +382,7 @@ llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t
   }
   if (v->type == LLM_ATTN_F16)
     for (int i = 0; i < c->nq; i++)
-      round_to_half (c->scores + i * c->n_max, c->n[i]);
+      llm_avx2_attn_round_to_half (c->scores + i * c->n_max, c->n[i]);
 }
 
 void

@@ -46,3 +46,13 @@ bool llm_avx2_attn_begin (LlmAttnCall *c, const LlmAttnQuery *queries, size_t n_
 /* The scores made probabilities as the reference's softmax does (rounded
  * to half for F16 values), the first value rows prefetched meanwhile. */
 void llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim);
+
+/* Its pieces, for attention-avx512.c's softmax: the prefetch of the
+ * first value rows (while the softmax runs; the value pass fetches the
+ * rest as it goes), the largest of x[0, n) as the softmax subtracts it
+ * (the reference's for any scores that are not NaN), and x = half (x) as
+ * a float, rounding to nearest even as llm_fp16_from_f32. */
+void llm_avx2_attn_prefetch_values (const LlmAttnCall *c, const LlmAttnRows *v, size_t offset,
+    size_t head_dim);
+float llm_avx2_attn_max (const float *x, size_t n);
+void llm_avx2_attn_round_to_half (float *x, size_t n);

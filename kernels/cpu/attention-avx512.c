@@ -10,7 +10,8 @@
  * madd_exact). What changes is the width: 16
  * key rows (scores) or 16 value dimensions per vector, and up to 8 queries
  * share each tile's conversion and transpose, which cost as much as the
- * products at 4 queries. The softmax is attention-avx2.c's. */
+ * products at 4 queries. The softmax is attention-avx2.c's, 16 lanes wide
+ * (softmax16). */
 #include "attention-avx512.h"
 
 #include <immintrin.h>
@@ -19,6 +20,7 @@
 
 #include "attention-avx2.h"
 #include "attention-simd.h"
+#include "exp-simd.h"
 
 #define ZQ LLM_ATTN_CALL_MAX  /* queries per call */
 #define PREFETCH_ROWS 64
@@ -213,6 +215,85 @@ values_all (LlmAttnType type, int nq, const LlmAttnRows *v, size_t offset, size_
   }
 }
 
+/* --- probabilities -------------------------------------------------- */
+
+/* The lanes of a 16-float step from @i that are below @n. */
+INLINE __mmask16
+lanes_below (size_t i, size_t n)
+{
+  return n - i >= 16 ? (__mmask16) 0xffff : (__mmask16) ((1u << (n - i)) - 1);
+}
+
+/* llm_attn_softmax on the rows of @c's queries (row i at scores + i *
+ * n_max, n[i] long) with the reference's roundings, as
+ * attention-avx2.c's softmax_rows: exp.h's exp of x - max in float (16
+ * lanes here, each the scalar's bits), each query's sum in double in
+ * position order, one float reciprocal, a multiply each. The sum is a
+ * chain of one dependent add a position, which there follows all the
+ * exps and takes the queries 4 at a time; here each 16 positions' exps
+ * join the sums as they are made, so the chain runs beside the exps, and
+ * 8 queries keep two chains going side by side. */
+static void
+softmax16 (LlmAttnCall *c)
+{
+  const int nq = c->nq;
+  float *x = c->scores;
+  const size_t stride = c->n_max;
+  float max[ZQ];
+  for (int i = 0; i < nq; i++)
+    max[i] = llm_avx2_attn_max (x + i * stride, c->n[i]);
+  /* Lane i of group g is query 4 g + i; missing queries read query 0 and
+   * their lanes are ignored. */
+  const float *r[2][4];
+  for (int i = 0; i < 8; i++)
+    r[i / 4][i % 4] = x + (i < nq ? i : 0) * stride;
+  __m256d acc[2] = { _mm256_setzero_pd (), _mm256_setzero_pd () };
+  size_t p = 0;
+  for (; p + 16 <= c->n_min; p += 16) {
+    for (int i = 0; i < nq; i++) {
+      float *xi = x + i * stride + p;
+      _mm512_storeu_ps (xi, llm_exp16 (_mm512_sub_ps (_mm512_loadu_ps (xi),
+                  _mm512_set1_ps (max[i]))));
+    }
+    for (size_t q = 0; q < 16; q += 4) {
+      acc[0] = add4_positions (acc[0], r[0], p + q);
+      if (nq > 4)
+        acc[1] = add4_positions (acc[1], r[1], p + q);
+    }
+  }
+  double lanes[8];
+  _mm256_storeu_pd (lanes, acc[0]);
+  _mm256_storeu_pd (lanes + 4, acc[1]);
+  for (int i = 0; i < nq; i++) {
+    float *xi = x + i * stride;
+    const size_t n = c->n[i];
+    for (size_t q = p; q < n; q += 16) {
+      const __mmask16 m = lanes_below (q, n);
+      _mm512_mask_storeu_ps (xi + q, m, llm_exp16 (_mm512_sub_ps (
+                  _mm512_maskz_loadu_ps (m, xi + q), _mm512_set1_ps (max[i]))));
+    }
+    double sum = lanes[i];
+    for (size_t q = p; q < n; q++)
+      sum += xi[q];
+    const __m512 inv = _mm512_set1_ps ((float) (1.0 / sum));
+    for (size_t q = 0; q < n; q += 16) {
+      const __mmask16 m = lanes_below (q, n);
+      _mm512_mask_storeu_ps (xi + q, m, _mm512_mul_ps (_mm512_maskz_loadu_ps (m, xi + q), inv));
+    }
+  }
+}
+
+/* llm_avx2_attn_probs with softmax16 for all the call's queries. */
+static void
+probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
+{
+  llm_avx2_attn_prefetch_values (c, v, offset, head_dim);
+  softmax16 (c);
+  if (v->type == LLM_ATTN_F16)
+    for (int i = 0; i < c->nq; i++)
+      llm_avx2_attn_round_to_half (c->scores + i * c->n_max, c->n[i]);
+}
+
 /* One instance per row type and query count, so that inside each the
  * type switch and the query loops disappear. */
 #define BY_NQ(fn, T, nq, ...) \
@@ -264,7 +345,7 @@ llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
       scores_q4_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
       break;
   }
-  llm_avx2_attn_probs (&c, v, offset, head_dim);
+  probs16 (&c, v, offset, head_dim);
   switch (v->type) {
     case LLM_ATTN_F16:
       values_f16 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
