@@ -204,8 +204,10 @@ ensure_xq (CpuBackend *c, gsize bytes)
   return c->xq != NULL;
 }
 
-/* Queries per attention work item: see attention_task. */
-#define ATT_QUERIES 8
+/* Queries per attention work item: see attention_task. 32 since the
+ * AVX-512 kernel expands a tile of keys once for that many queries (a
+ * prefill chunk's rows; the AVX2 one takes them 4 at a time). */
+#define ATT_QUERIES 32
 
 static gboolean ensure_att_scratch (CpuBackend *c, gsize need, GError **error);
 

@@ -791,14 +791,17 @@ END_TEST
 
 /* The AVX2 and AVX-512 kernels keep every sum of the scalar reference in
  * its order, so for every cache type, a head size that splits Q8_0 blocks
- * (80) and one that does not (64), and batches of 8 queries (the AVX-512
- * kernel's batch; AVX2 takes 4 at a time) and of 2 to 4, with different causal lengths
- * across block boundaries (capacity 150: the last block is cut short), each
- * output equals the reference's bit for bit. On a CPU without AVX2 both
- * sides run the reference and the test holds trivially. */
+ * (80) and one that does not (64), and batches of 32 queries (the AVX-512
+ * kernel's call: 4 groups of 8 sharing each expanded tile of keys; AVX2
+ * takes 4 at a time), of 17 and 27 (a short last group), 8 and 1 to 4,
+ * with different causal lengths across block boundaries (capacity 150: the
+ * last block is cut short; the groups of one call end at different
+ * positions), each output equals the reference's bit for bit. On a CPU
+ * without AVX2 both sides run the reference and the test holds
+ * trivially. */
 START_TEST (test_fast_attention_equals_the_scalar_reference_bit_for_bit)
 {
-  enum { NQ = 8 };
+  enum { NQ = 32 };
   static const LlmKvType types[] = { LLM_KV_F32, LLM_KV_F16, LLM_KV_Q8_0, LLM_KV_Q4_0 };
   static const guint dims[] = { 64, 80 };
   const guint n_head = 8, n_head_kv = 2;
@@ -825,7 +828,8 @@ START_TEST (test_fast_attention_equals_the_scalar_reference_bit_for_bit)
           queries[j] = (LlmAttnQuery) { q + j * d, fast + j * d, n_kvs[i] > 3 * j ? n_kvs[i] - 3 * j : 1 };
         /* Each query count is a kernel of its own (decode's GQA groups
          * take 4 here, 2 and 8 elsewhere). */
-        const guint nq = i % 2 == 0 ? NQ : 1 + i % 4;
+        static const guint nqs[] = { NQ, 1, 17, 4, 8, 27, 2 };
+        const guint nq = nqs[i % G_N_ELEMENTS (nqs)];
         for (guint kvh = 0; kvh < n_head_kv; kvh++) {
           llm_kv_cache_attend_batch (kv, FAST, 0, kvh, queries, nq, 0.125f, scratch);
           for (guint j = 0; j < nq; j++) {

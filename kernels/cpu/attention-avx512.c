@@ -71,42 +71,102 @@ madd_exact16 (LlmAttnType type, __m512 b, __m512 x, __m512 acc)
   return _mm512_add_ps (acc, _mm512_mul_ps (b, x));
 }
 
+/* One instance per row type and query count, so that inside each the
+ * type switch and the query loops disappear. */
+#define BY_NQ(fn, T, nq, ...) \
+  switch (nq) { \
+    case 1: fn (T, 1, __VA_ARGS__); break; \
+    case 2: fn (T, 2, __VA_ARGS__); break; \
+    case 3: fn (T, 3, __VA_ARGS__); break; \
+    case 4: fn (T, 4, __VA_ARGS__); break; \
+    case 5: fn (T, 5, __VA_ARGS__); break; \
+    case 6: fn (T, 6, __VA_ARGS__); break; \
+    case 7: fn (T, 7, __VA_ARGS__); break; \
+    default: fn (T, 8, __VA_ARGS__); break; \
+  }
+
+enum { TP = 2, TR = 16 };  /* a tile pair: two tiles of 16 key rows */
+
+/* Bytes [s0, s1) of the key rows from @p up to @count of them, below @n. */
+INLINE void
+prefetch_rows (const LlmAttnRows *k, size_t p, size_t n, size_t count, size_t s0, size_t s1)
+{
+  for (size_t end = p + count; p < n && p < end; p++)
+    prefetch_slice (llm_attn_row (k, p), s0, s1);
+}
+
+/* The rows of the tile pair from @p0 (16 | block_rows, so each tile's rows
+ * are consecutive in one block), the rows PREFETCH_ROWS further on asked
+ * for meanwhile. A short last tile repeats a row rather than read past n;
+ * tiles wholly past n repeat the first tile. */
+INLINE void
+tile_pair (const LlmAttnRows *k, size_t p0, size_t n, size_t s0, size_t s1,
+    const uint8_t *rows[TP][TR])
+{
+  UNROLL for (int t = 0; t < TP; t++) {
+    const size_t pt = p0 + TR * (size_t) t;
+    if (pt >= n) {
+      memcpy (rows[t], rows[0], sizeof rows[0]);
+      continue;
+    }
+    const size_t cnt = n - pt < TR ? n - pt : TR;
+    const uint8_t *base = llm_attn_row (k, pt);
+    for (size_t r = 0; r < TR; r++)
+      rows[t][r] = base + (r < cnt ? r : 0) * k->row_bytes;
+  }
+  prefetch_rows (k, p0 + PREFETCH_ROWS, n, TR * TP, s0, s1);
+}
+
+/* Dimensions @at .. @at + 7 of the tile pair's rows, expanded and
+ * transposed (8 rows x 8 dimensions at a time): lane p of kt[t][j] is
+ * row p's dimension at + j. */
+INLINE void
+tile_chunk (LlmAttnType type, const uint8_t *const rows[TP][TR], size_t at, __m512 kt[TP][8])
+{
+  UNROLL for (int t = 0; t < TP; t++) {
+    __m256 lo[8], hi[8];
+    UNROLL for (int r = 0; r < 8; r++) {
+      lo[r] = load8 (type, rows[t][r], at);
+      hi[r] = load8 (type, rows[t][8 + r], at);
+    }
+    transpose8 (lo);
+    transpose8 (hi);
+    UNROLL for (int j = 0; j < 8; j++)
+      kt[t][j] = _mm512_insertf32x8 (_mm512_castps256_ps512 (lo[j]), hi[j], 1);
+  }
+}
+
+/* scale * acc[i][t] to the scores of the tile pair's rows below @n. */
+INLINE void
+store_scores (int nq, __m512 acc[ZQ][TP], size_t p0, size_t n, float scale, float *scores,
+    size_t stride)
+{
+  const __m512 vscale = _mm512_set1_ps (scale);
+  UNROLL for (int t = 0; t < TP; t++) {
+    const size_t pt = p0 + TR * (size_t) t;
+    if (pt >= n)
+      continue;
+    const size_t cnt = n - pt < TR ? n - pt : TR;
+    const __mmask16 m = (__mmask16) ((1u << cnt) - 1);
+    UNROLL for (int i = 0; i < nq; i++)
+      _mm512_mask_storeu_ps (scores + i * stride + pt, m, _mm512_mul_ps (acc[i][t], vscale));
+  }
+}
+
 /* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
  * nq queries at @qp (head_dim floats apart). Tiles of 16 rows are expanded
- * and transposed (8 rows x 8 dimensions at a time) so that lane p of
- * kt[t][j] is k_p[j]; each query then runs down those dimensions of two
- * tiles at once. */
+ * and transposed (tile_chunk) so that lane p of kt[t][j] is k_p[j]; each
+ * query then runs down those dimensions of two tiles at once. */
 INLINE void
 scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, const float *qp,
     size_t n, float scale, float *scores, size_t stride)
 {
-  enum { TP = 2, TR = 16 };
-  const __m512 vscale = _mm512_set1_ps (scale);
   size_t s0, s1;
   slice_bytes (type, offset, head_dim, &s0, &s1);
-  for (size_t p = 0; p < n && p < PREFETCH_ROWS; p++)
-    prefetch_slice (llm_attn_row (k, p), s0, s1);
-
+  prefetch_rows (k, 0, n, PREFETCH_ROWS, s0, s1);
   for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
-    /* 16 | block_rows, so each tile's rows are consecutive in one block. A
-     * short last tile repeats a row rather than read past n; tiles wholly
-     * past n repeat the first tile. */
     const uint8_t *rows[TP][TR];
-    size_t cnt[TP];
-    UNROLL for (int t = 0; t < TP; t++) {
-      const size_t pt = p0 + TR * (size_t) t;
-      if (pt >= n) {
-        cnt[t] = 0;
-        memcpy (rows[t], rows[0], sizeof rows[0]);
-        continue;
-      }
-      cnt[t] = n - pt < TR ? n - pt : TR;
-      const uint8_t *base = llm_attn_row (k, pt);
-      for (size_t r = 0; r < TR; r++)
-        rows[t][r] = base + (r < cnt[t] ? r : 0) * k->row_bytes;
-    }
-    for (size_t pf = p0 + PREFETCH_ROWS; pf < n && pf < p0 + PREFETCH_ROWS + TR * TP; pf++)
-      prefetch_slice (llm_attn_row (k, pf), s0, s1);
+    tile_pair (k, p0, n, s0, s1, rows);
 
     __m512 acc[ZQ][TP];
     UNROLL for (int i = 0; i < nq; i++)
@@ -120,17 +180,7 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
      * most of the scores' time. The order over dimensions is unchanged. */
     for (size_t c = 0; c < head_dim; c += 8) {
       __m512 kt[TP][8];
-      UNROLL for (int t = 0; t < TP; t++) {
-        __m256 lo[8], hi[8];
-        UNROLL for (int r = 0; r < 8; r++) {
-          lo[r] = load8 (type, rows[t][r], offset + c);
-          hi[r] = load8 (type, rows[t][8 + r], offset + c);
-        }
-        transpose8 (lo);
-        transpose8 (hi);
-        UNROLL for (int j = 0; j < 8; j++)
-          kt[t][j] = _mm512_insertf32x8 (_mm512_castps256_ps512 (lo[j]), hi[j], 1);
-      }
+      tile_chunk (type, (const uint8_t *const (*)[TR]) rows, offset + c, kt);
       const float *qc = qp + c;
       UNROLL for (int j = 0; j < 8; j++)
         UNROLL for (int i = 0; i < nq; i++) {
@@ -139,14 +189,69 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
             acc[i][t] = madd_exact16 (type, b, kt[t][j], acc[i][t]);
         }
     }
+    store_scores (nq, acc, p0, n, scale, scores, stride);
+  }
+}
 
-    UNROLL for (int t = 0; t < TP; t++) {
-      const size_t pt = p0 + TR * (size_t) t;
-      if (cnt[t] == 0)
+/* One call's group of at most ZQ queries, for scores_groups. */
+typedef struct {
+  int nq;
+  const float *qp;
+  float *scores;
+  size_t n, stride;
+} ScoreGroup;
+
+/* Head sizes scores_groups keeps a tile pair's dimensions for. */
+#define KB_DIMS 256
+
+/* scores_tiles for group @g against the tile pair at @p0 whose
+ * transposed dimensions @kb holds (chunk c's kt[t][j] at kb[2 c + t][j]):
+ * the same products in the same order. */
+INLINE void
+group_scores (LlmAttnType type, int nq, const ScoreGroup *g, const __m512 (*kb)[8],
+    size_t head_dim, size_t p0, float scale)
+{
+  __m512 acc[ZQ][TP];
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int t = 0; t < TP; t++)
+      acc[i][t] = _mm512_setzero_ps ();
+  for (size_t c = 0; c < head_dim; c += 8) {
+    const __m512 (*kt)[8] = kb + 2 * (c / 8);
+    const float *qc = g->qp + c;
+    UNROLL for (int j = 0; j < 8; j++)
+      UNROLL for (int i = 0; i < nq; i++) {
+        const __m512 b = _mm512_set1_ps (qc[i * head_dim + j]);
+        UNROLL for (int t = 0; t < TP; t++)
+          acc[i][t] = madd_exact16 (type, b, kt[t][j], acc[i][t]);
+      }
+  }
+  store_scores (nq, acc, p0, g->n, scale, g->scores, g->stride);
+}
+
+/* scores_tiles for several groups of queries over the same keys (a
+ * prefill chunk's rows): each tile pair is expanded and transposed once,
+ * into @kb, for all of them, rather than once a group (at 8 queries the
+ * expanding and transposing took about as long as the products). */
+INLINE void
+scores_groups (LlmAttnType type, const ScoreGroup *g, int ng, const LlmAttnRows *k,
+    size_t offset, size_t head_dim, float scale)
+{
+  size_t n = 0;
+  for (int i = 0; i < ng; i++)
+    n = g[i].n > n ? g[i].n : n;
+  size_t s0, s1;
+  slice_bytes (type, offset, head_dim, &s0, &s1);
+  prefetch_rows (k, 0, n, PREFETCH_ROWS, s0, s1);
+  __m512 kb[2 * KB_DIMS / 8][8];
+  for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
+    const uint8_t *rows[TP][TR];
+    tile_pair (k, p0, n, s0, s1, rows);
+    for (size_t c = 0; c < head_dim; c += 8)
+      tile_chunk (type, (const uint8_t *const (*)[TR]) rows, offset + c, kb + 2 * (c / 8));
+    for (int i = 0; i < ng; i++) {
+      if (g[i].n <= p0)
         continue;
-      const __mmask16 m = (__mmask16) ((1u << cnt[t]) - 1);
-      UNROLL for (int i = 0; i < nq; i++)
-        _mm512_mask_storeu_ps (scores + i * stride + pt, m, _mm512_mul_ps (acc[i][t], vscale));
+      BY_NQ (group_scores, type, g[i].nq, &g[i], (const __m512 (*)[8]) kb, head_dim, p0, scale)
     }
   }
 }
@@ -294,26 +399,18 @@ probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
       llm_avx2_attn_round_to_half (c->scores + i * c->n_max, c->n[i]);
 }
 
-/* One instance per row type and query count, so that inside each the
- * type switch and the query loops disappear. */
-#define BY_NQ(fn, T, nq, ...) \
-  switch (nq) { \
-    case 1: fn (T, 1, __VA_ARGS__); break; \
-    case 2: fn (T, 2, __VA_ARGS__); break; \
-    case 3: fn (T, 3, __VA_ARGS__); break; \
-    case 4: fn (T, 4, __VA_ARGS__); break; \
-    case 5: fn (T, 5, __VA_ARGS__); break; \
-    case 6: fn (T, 6, __VA_ARGS__); break; \
-    case 7: fn (T, 7, __VA_ARGS__); break; \
-    default: fn (T, 8, __VA_ARGS__); break; \
-  }
-
 #define INSTANCES(T, name) \
   static void \
   scores_##name (int nq, const LlmAttnRows *k, size_t offset, size_t head_dim, \
       const float *qp, size_t n, float scale, float *scores, size_t stride) \
   { \
     BY_NQ (scores_tiles, T, nq, k, offset, head_dim, qp, n, scale, scores, stride) \
+  } \
+  static void \
+  scores_groups_##name (const ScoreGroup *g, int ng, const LlmAttnRows *k, size_t offset, \
+      size_t head_dim, float scale) \
+  { \
+    scores_groups (T, g, ng, k, offset, head_dim, scale); \
   } \
   static void \
   values_##name (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim, \
@@ -327,34 +424,87 @@ INSTANCES (LLM_ATTN_F16, f16)
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
+/* One group's scores with its own expanding of the keys. */
+static void
+scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t head_dim,
+    float scale)
+{
+  switch (k->type) {
+    case LLM_ATTN_F16:
+      scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      break;
+    case LLM_ATTN_Q8_0:
+      scores_q8_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      break;
+    default:
+      scores_q4_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      break;
+  }
+}
+
+/* One group's probabilities and values. */
+static void
+probs_values_call (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
+{
+  probs16 (c, v, offset, head_dim);
+  switch (v->type) {
+    case LLM_ATTN_F16:
+      values_f16 (c->nq, v, offset, head_dim, c->scores, c->n_max, c->n, c->n_min, c->n_max,
+          c->out);
+      break;
+    case LLM_ATTN_Q8_0:
+      values_q8_0 (c->nq, v, offset, head_dim, c->scores, c->n_max, c->n, c->n_min, c->n_max,
+          c->out);
+      break;
+    default:
+      values_q4_0 (c->nq, v, offset, head_dim, c->scores, c->n_max, c->n, c->n_min, c->n_max,
+          c->out);
+      break;
+  }
+}
+
 void
 llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
 {
-  LlmAttnCall c;
-  if (!llm_avx2_attn_begin (&c, queries, n_q, ZQ, k->type, head_dim, scratch))
+  if (n_q <= ZQ) {
+    LlmAttnCall c;
+    if (!llm_avx2_attn_begin (&c, queries, n_q, ZQ, k->type, head_dim, scratch))
+      return;
+    scores_call (&c, k, offset, head_dim, scale);
+    probs_values_call (&c, v, offset, head_dim);
     return;
-  switch (k->type) {
-    case LLM_ATTN_F16:
-      scores_f16 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
-      break;
-    case LLM_ATTN_Q8_0:
-      scores_q8_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
-      break;
-    default:
-      scores_q4_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
-      break;
   }
-  probs16 (&c, v, offset, head_dim);
-  switch (v->type) {
-    case LLM_ATTN_F16:
-      values_f16 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
-      break;
-    case LLM_ATTN_Q8_0:
-      values_q8_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
-      break;
-    default:
-      values_q4_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
-      break;
+  /* Groups of ZQ queries, each with its own part of @scratch. */
+  LlmAttnCall c[LLM_AVX512_ATTN_GROUPS];
+  int ng = 0;
+  float *at = scratch;
+  for (size_t i = 0; i < n_q && ng < LLM_AVX512_ATTN_GROUPS; i += ZQ) {
+    const size_t m = n_q - i < ZQ ? n_q - i : ZQ;
+    if (!llm_avx2_attn_begin (&c[ng], queries + i, m, ZQ, k->type, head_dim, at))
+      continue;
+    at += (size_t) c[ng].nq * (c[ng].n_max + head_dim);
+    ng++;
   }
+  if (ng > 1 && head_dim <= KB_DIMS) {
+    ScoreGroup g[LLM_AVX512_ATTN_GROUPS];
+    for (int i = 0; i < ng; i++)
+      g[i] = (ScoreGroup) { c[i].nq, c[i].qp, c[i].scores, c[i].n_max, c[i].n_max };
+    switch (k->type) {
+      case LLM_ATTN_F16:
+        scores_groups_f16 (g, ng, k, offset, head_dim, scale);
+        break;
+      case LLM_ATTN_Q8_0:
+        scores_groups_q8_0 (g, ng, k, offset, head_dim, scale);
+        break;
+      default:
+        scores_groups_q4_0 (g, ng, k, offset, head_dim, scale);
+        break;
+    }
+  } else {
+    for (int i = 0; i < ng; i++)
+      scores_call (&c[i], k, offset, head_dim, scale);
+  }
+  for (int i = 0; i < ng; i++)
+    probs_values_call (&c[i], v, offset, head_dim);
 }

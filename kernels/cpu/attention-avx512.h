@@ -16,7 +16,12 @@
 bool llm_avx512_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim);
 
-/* llm_attention_batch for at most 8 queries, bit for bit; @scratch holds
- * n_q * (max n_kv + head_dim) floats. */
+/* Queries one llm_avx512_attention call takes, in groups of 8: the keys
+ * are expanded once for all the groups (a prefill chunk's rows). */
+#define LLM_AVX512_ATTN_GROUPS 4
+#define LLM_AVX512_ATTN_MAX (8 * LLM_AVX512_ATTN_GROUPS)
+
+/* llm_attention_batch for at most LLM_AVX512_ATTN_MAX queries, bit for
+ * bit; @scratch holds n_q * (max n_kv + head_dim) floats. */
 void llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch);

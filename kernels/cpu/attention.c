@@ -219,9 +219,13 @@ llm_attention_head_ref (const LlmAttnRows *k, const LlmAttnRows *v, size_t offse
   llm_attn_accumulate (v, 0, n_kv, offset, scores, head_dim, out, tmp);
 }
 
-/* Queries per call of the fast kernels: the AVX-512 one takes up to 8,
- * the AVX2 one 4. */
-#define BATCH 8
+/* Queries per call of the fast kernels: the AVX-512 one takes up to
+ * LLM_AVX512_ATTN_MAX (expanding the keys once for all), the AVX2 one 4. */
+#ifdef LLM_AVX512_ATTN_MAX
+#define BATCH LLM_AVX512_ATTN_MAX
+#else
+#define BATCH 4
+#endif
 #define AVX2_BATCH 4
 
 size_t
