@@ -205,8 +205,8 @@ ensure_xq (CpuBackend *c, gsize bytes)
 }
 
 /* Queries per attention work item: see attention_task. 32 since the
- * AVX-512 kernel expands a tile of keys once for that many queries (a
- * prefill chunk's rows; the AVX2 one takes them 4 at a time). */
+ * AVX2 and AVX-512 kernels expand a tile of keys once for that many
+ * queries (a prefill chunk's rows, a verification's). */
 #define ATT_QUERIES 32
 
 static gboolean ensure_att_scratch (CpuBackend *c, gsize need, GError **error);

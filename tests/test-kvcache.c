@@ -791,9 +791,9 @@ END_TEST
 
 /* The AVX2 and AVX-512 kernels keep every sum of the scalar reference in
  * its order, so for every cache type, a head size that splits Q8_0 blocks
- * (80) and one that does not (64), and batches of 32 queries (the AVX-512
- * kernel's call: 4 groups of 8 sharing each expanded tile of keys; AVX2
- * takes 4 at a time), of 17 and 27 (a short last group), 8 and 1 to 4,
+ * (80) and one that does not (64), and batches of 32 queries (a call of
+ * either kernel: groups of 8 on AVX-512, of 4 on AVX2, sharing each
+ * expanded tile of keys), of 17 and 27 (a short last group), 8 and 1 to 4,
  * with different causal lengths across block boundaries (capacity 150: the
  * last block is cut short; the groups of one call end at different
  * positions), each output equals the reference's bit for bit. On a CPU

@@ -134,6 +134,98 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
   }
 }
 
+/* Head sizes scores_groups keeps a tile pair's dimensions for. */
+#define KB_DIMS 256
+
+/* scores_tiles for group @g (2 tiles a pass) against the 16 rows from
+ * @p0 whose transposed dimensions @kb holds (chunk c's tile t, dimension
+ * j at kb[2 (c / 8) + t][j]): the same products in the same order. */
+INLINE void
+group_scores (LlmAttnType type, int nq, const LlmAttnCall *g, const __m256 (*kb)[8],
+    size_t head_dim, size_t p0, float scale)
+{
+  __m256 acc[QB][2];
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int t = 0; t < 2; t++)
+      acc[i][t] = _mm256_setzero_ps ();
+  for (size_t c = 0; c < head_dim; c += 8)
+    UNROLL for (int t = 0; t < 2; t++) {
+      const __m256 *x = kb[2 * (c / 8) + t];
+      UNROLL for (int j = 0; j < 8; j++)
+        UNROLL for (int i = 0; i < nq; i++)
+          acc[i][t] = madd_exact (type, _mm256_broadcast_ss (g->qp + i * head_dim + c + j), x[j],
+              acc[i][t]);
+    }
+  const __m256 vscale = _mm256_set1_ps (scale);
+  UNROLL for (int t = 0; t < 2; t++) {
+    const size_t pt = p0 + 8 * (size_t) t;
+    if (pt >= g->n_max)
+      continue;
+    const size_t cnt = g->n_max - pt < 8 ? g->n_max - pt : 8;
+    UNROLL for (int i = 0; i < nq; i++) {
+      const __m256 sv = _mm256_mul_ps (acc[i][t], vscale);
+      if (cnt == 8) {
+        _mm256_storeu_ps (g->scores + i * g->n_max + pt, sv);
+      } else {
+        float tmp[8];
+        _mm256_storeu_ps (tmp, sv);
+        memcpy (g->scores + i * g->n_max + pt, tmp, cnt * sizeof (float));
+      }
+    }
+  }
+}
+
+/* scores_tiles for several groups of queries over the same keys (a
+ * prefill chunk's rows, a verification's): each tile of keys is expanded
+ * and transposed once, into @kb, for all of them, rather than once a
+ * group of 4 (where it cost as many operations as the products). */
+INLINE void
+scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows *k,
+    size_t offset, size_t head_dim, float scale)
+{
+  const size_t n = llm_attn_calls_n_max (g, ng);
+  size_t s0, s1;
+  slice_bytes (type, offset, head_dim, &s0, &s1);
+  for (size_t p = 0; p < n && p < PREFETCH_ROWS; p++)
+    prefetch_slice (llm_attn_row (k, p), s0, s1);
+  __m256 kb[2 * KB_DIMS / 8][8];
+  for (size_t p0 = 0; p0 < n; p0 += 16) {
+    /* As scores_tiles: a short last tile repeats a row, a tile wholly
+     * past n the first tile. */
+    const uint8_t *rows[2][8];
+    UNROLL for (int t = 0; t < 2; t++) {
+      const size_t pt = p0 + 8 * (size_t) t;
+      if (pt >= n) {
+        memcpy (rows[t], rows[0], sizeof rows[0]);
+        continue;
+      }
+      const size_t cnt = n - pt < 8 ? n - pt : 8;
+      const uint8_t *base = llm_attn_row (k, pt);
+      for (size_t r = 0; r < 8; r++)
+        rows[t][r] = base + (r < cnt ? r : 0) * k->row_bytes;
+    }
+    for (size_t pf = p0 + PREFETCH_ROWS; pf < n && pf < p0 + PREFETCH_ROWS + 16; pf++)
+      prefetch_slice (llm_attn_row (k, pf), s0, s1);
+    for (size_t c = 0; c < head_dim; c += 8)
+      UNROLL for (int t = 0; t < 2; t++) {
+        __m256 *x = kb[2 * (c / 8) + t];
+        for (int r = 0; r < 8; r++)
+          x[r] = load8 (type, rows[t][r], offset + c);
+        transpose8 (x);
+      }
+    for (int i = 0; i < ng; i++) {
+      if (g[i].n_max <= p0)
+        continue;
+      switch (g[i].nq) {
+        case 1: group_scores (type, 1, &g[i], (const __m256 (*)[8]) kb, head_dim, p0, scale); break;
+        case 2: group_scores (type, 2, &g[i], (const __m256 (*)[8]) kb, head_dim, p0, scale); break;
+        case 3: group_scores (type, 3, &g[i], (const __m256 (*)[8]) kb, head_dim, p0, scale); break;
+        default: group_scores (type, 4, &g[i], (const __m256 (*)[8]) kb, head_dim, p0, scale); break;
+      }
+    }
+  }
+}
+
 /* out_i[j0, j0 + 8 * nw) += probs_i[p] * V_p[d, d + 8 * nw) for the
  * @cnt rows from @row on (positions p0...), in order; rows at or past
  * @n_all are skipped by the queries that do not see them. */
@@ -227,6 +319,12 @@ values_all (LlmAttnType type, int nq, const LlmAttnRows *v, size_t offset,
       case 3: scores_tiles (T, 3, k, offset, head_dim, qp, n, scale, scores, stride); break; \
       default: scores_tiles (T, 4, k, offset, head_dim, qp, n, scale, scores, stride); break; \
     }                                                                                 \
+  }                                                                                   \
+  static void                                                                         \
+  scores_groups_##name (const LlmAttnCall *g, int ng, const LlmAttnRows *k,            \
+      size_t offset, size_t head_dim, float scale)                                    \
+  {                                                                                   \
+    scores_groups (T, g, ng, k, offset, head_dim, scale);                             \
   }                                                                                   \
   static void                                                                         \
   values_##name (int nq, const LlmAttnRows *v, size_t offset, size_t head_dim,        \
@@ -385,44 +483,90 @@ llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t
       llm_avx2_attn_round_to_half (c->scores + i * c->n_max, c->n[i]);
 }
 
-void
-llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
-    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
+/* One group's scores with its own expanding of the keys. */
+static void
+scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t head_dim,
+    float scale)
 {
-  LlmAttnCall c;
-  if (!llm_avx2_attn_begin (&c, queries, n_q, QB, k->type, head_dim, scratch))
-    return;
   switch (k->type) {
     case LLM_ATTN_F32:
-      scores_f32 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
+      scores_f32 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_F16:
-      scores_f16 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
+      scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_Q8_0:
-      scores_q8_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
+      scores_q8_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_Q4_0:
-      scores_q4_0 (c.nq, k, offset, head_dim, c.qp, c.n_max, scale, c.scores, c.n_max);
-      break;
-  }
-  llm_avx2_attn_probs (&c, v, offset, head_dim);
-  switch (v->type) {
-    case LLM_ATTN_F32:
-      values_f32 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
-      break;
-    case LLM_ATTN_F16:
-      values_f16 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
-      break;
-    case LLM_ATTN_Q8_0:
-      values_q8_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
-      break;
-    case LLM_ATTN_Q4_0:
-      values_q4_0 (c.nq, v, offset, head_dim, c.scores, c.n_max, c.n, c.n_min, c.n_max, c.out);
+      scores_q4_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
   }
 }
 
+/* One group's probabilities and values. */
+static void
+probs_values_call (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
+{
+  llm_avx2_attn_probs (c, v, offset, head_dim);
+  switch (v->type) {
+    case LLM_ATTN_F32:
+      values_f32 (c->nq, v, offset, head_dim, c->scores, c->n_max, c->n, c->n_min, c->n_max,
+          c->out);
+      break;
+    case LLM_ATTN_F16:
+      values_f16 (c->nq, v, offset, head_dim, c->scores, c->n_max, c->n, c->n_min, c->n_max,
+          c->out);
+      break;
+    case LLM_ATTN_Q8_0:
+      values_q8_0 (c->nq, v, offset, head_dim, c->scores, c->n_max, c->n, c->n_min, c->n_max,
+          c->out);
+      break;
+    case LLM_ATTN_Q4_0:
+      values_q4_0 (c->nq, v, offset, head_dim, c->scores, c->n_max, c->n, c->n_min, c->n_max,
+          c->out);
+      break;
+  }
+}
+
+void
+llm_avx2_attn_drive (const LlmAttnDriver *d, const LlmAttnRows *k, const LlmAttnRows *v,
+    size_t offset, size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale,
+    float *scratch)
+{
+  LlmAttnCall c[LLM_ATTN_GROUPS_MAX];
+  const size_t per = (size_t) d->per_group;
+  int ng = 0;
+  float *at = scratch;
+  for (size_t i = 0; i < n_q && ng < d->max_groups; i += per) {
+    if (!llm_avx2_attn_begin (&c[ng], queries + i, n_q - i < per ? n_q - i : per, d->per_group,
+            k->type, head_dim, at))
+      continue;
+    at += (size_t) c[ng].nq * (c[ng].n_max + head_dim);
+    ng++;
+  }
+  if (ng > 1 && head_dim <= d->groups_dims && d->groups[k->type] != NULL) {
+    d->groups[k->type] (c, ng, k, offset, head_dim, scale);
+  } else {
+    for (int i = 0; i < ng; i++)
+      d->scores (&c[i], k, offset, head_dim, scale);
+  }
+  for (int i = 0; i < ng; i++)
+    d->finish (&c[i], v, offset, head_dim);
+}
+
+void
+llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
+    size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
+{
+  static const LlmAttnDriver driver = {
+    .per_group = QB, .max_groups = LLM_AVX2_ATTN_GROUPS, .scores = scores_call,
+    .groups = { [LLM_ATTN_F32] = scores_groups_f32, [LLM_ATTN_F16] = scores_groups_f16,
+      [LLM_ATTN_Q8_0] = scores_groups_q8_0, [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
+    .groups_dims = KB_DIMS, .finish = probs_values_call,
+  };
+  llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
+}
 /* roundf (half away from zero) of each lane, exactly: the integer part,
  * plus one step away from zero where the dropped fraction is at least a
  * half (x - trunc(x) is exact). */

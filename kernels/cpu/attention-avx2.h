@@ -15,8 +15,13 @@
 bool llm_avx2_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim);
 
-/* llm_attention_batch for at most 4 queries, bit for bit; @scratch holds
- * n_q * (max n_kv + head_dim) floats. */
+/* Queries one llm_avx2_attention call takes, in groups of 4: the keys are
+ * expanded once for all the groups (a prefill chunk's rows). */
+#define LLM_AVX2_ATTN_GROUPS 8
+#define LLM_AVX2_ATTN_MAX (4 * LLM_AVX2_ATTN_GROUPS)
+
+/* llm_attention_batch for at most LLM_AVX2_ATTN_MAX queries, bit for bit;
+ * @scratch holds n_q * (max n_kv + head_dim) floats. */
 void llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch);
 
@@ -42,6 +47,42 @@ typedef struct {
  * is left. */
 bool llm_avx2_attn_begin (LlmAttnCall *c, const LlmAttnQuery *queries, size_t n_q, int max,
     LlmAttnType ktype, size_t head_dim, float *scratch);
+
+/* A kernel's parts for llm_avx2_attn_drive: one group's scores, with its
+ * own expanding of the keys; by key type (NULL where it has none), the
+ * scores of several groups over one expanding of the keys, for head sizes
+ * up to @groups_dims; one group's probabilities and values. */
+typedef struct {
+  int per_group;
+  int max_groups;
+  void (*scores) (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t head_dim,
+      float scale);
+  void (*groups[LLM_ATTN_Q4_0 + 1]) (const LlmAttnCall *c, int ng, const LlmAttnRows *k,
+      size_t offset, size_t head_dim, float scale);
+  size_t groups_dims;
+  void (*finish) (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim);
+} LlmAttnDriver;
+
+#define LLM_ATTN_GROUPS_MAX 8
+
+/* The longest of @ng calls' query rows: how far keys are read for all. */
+static inline size_t
+llm_attn_calls_n_max (const LlmAttnCall *c, int ng)
+{
+  size_t n = 0;
+  for (int i = 0; i < ng; i++)
+    n = c[i].n_max > n ? c[i].n_max : n;
+  return n;
+}
+
+/* One kernel call (llm_avx2_attention, llm_avx512_attention): the queries
+ * in groups of @d->per_group, at most @d->max_groups (<=
+ * LLM_ATTN_GROUPS_MAX) of them, each laid out by llm_avx2_attn_begin in
+ * its own part of @scratch, scored together where the kernel can and
+ * finished one by one. */
+void llm_avx2_attn_drive (const LlmAttnDriver *d, const LlmAttnRows *k, const LlmAttnRows *v,
+    size_t offset, size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale,
+    float *scratch);
 
 /* The scores made probabilities as the reference's softmax does (rounded
  * to half for F16 values), the first value rows prefetched meanwhile. */

@@ -193,14 +193,6 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
   }
 }
 
-/* One call's group of at most ZQ queries, for scores_groups. */
-typedef struct {
-  int nq;
-  const float *qp;
-  float *scores;
-  size_t n, stride;
-} ScoreGroup;
-
 /* Head sizes scores_groups keeps a tile pair's dimensions for. */
 #define KB_DIMS 256
 
@@ -208,7 +200,7 @@ typedef struct {
  * transposed dimensions @kb holds (chunk c's kt[t][j] at kb[2 c + t][j]):
  * the same products in the same order. */
 INLINE void
-group_scores (LlmAttnType type, int nq, const ScoreGroup *g, const __m512 (*kb)[8],
+group_scores (LlmAttnType type, int nq, const LlmAttnCall *g, const __m512 (*kb)[8],
     size_t head_dim, size_t p0, float scale)
 {
   __m512 acc[ZQ][TP];
@@ -225,7 +217,7 @@ group_scores (LlmAttnType type, int nq, const ScoreGroup *g, const __m512 (*kb)[
           acc[i][t] = madd_exact16 (type, b, kt[t][j], acc[i][t]);
       }
   }
-  store_scores (nq, acc, p0, g->n, scale, g->scores, g->stride);
+  store_scores (nq, acc, p0, g->n_max, scale, g->scores, g->n_max);
 }
 
 /* scores_tiles for several groups of queries over the same keys (a
@@ -233,12 +225,10 @@ group_scores (LlmAttnType type, int nq, const ScoreGroup *g, const __m512 (*kb)[
  * into @kb, for all of them, rather than once a group (at 8 queries the
  * expanding and transposing took about as long as the products). */
 INLINE void
-scores_groups (LlmAttnType type, const ScoreGroup *g, int ng, const LlmAttnRows *k,
+scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows *k,
     size_t offset, size_t head_dim, float scale)
 {
-  size_t n = 0;
-  for (int i = 0; i < ng; i++)
-    n = g[i].n > n ? g[i].n : n;
+  const size_t n = llm_attn_calls_n_max (g, ng);
   size_t s0, s1;
   slice_bytes (type, offset, head_dim, &s0, &s1);
   prefetch_rows (k, 0, n, PREFETCH_ROWS, s0, s1);
@@ -249,7 +239,7 @@ scores_groups (LlmAttnType type, const ScoreGroup *g, int ng, const LlmAttnRows 
     for (size_t c = 0; c < head_dim; c += 8)
       tile_chunk (type, (const uint8_t *const (*)[TR]) rows, offset + c, kb + 2 * (c / 8));
     for (int i = 0; i < ng; i++) {
-      if (g[i].n <= p0)
+      if (g[i].n_max <= p0)
         continue;
       BY_NQ (group_scores, type, g[i].nq, &g[i], (const __m512 (*)[8]) kb, head_dim, p0, scale)
     }
@@ -407,7 +397,7 @@ probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
     BY_NQ (scores_tiles, T, nq, k, offset, head_dim, qp, n, scale, scores, stride) \
   } \
   static void \
-  scores_groups_##name (const ScoreGroup *g, int ng, const LlmAttnRows *k, size_t offset, \
+  scores_groups_##name (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t offset, \
       size_t head_dim, float scale) \
   { \
     scores_groups (T, g, ng, k, offset, head_dim, scale); \
@@ -467,44 +457,11 @@ void
 llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
 {
-  if (n_q <= ZQ) {
-    LlmAttnCall c;
-    if (!llm_avx2_attn_begin (&c, queries, n_q, ZQ, k->type, head_dim, scratch))
-      return;
-    scores_call (&c, k, offset, head_dim, scale);
-    probs_values_call (&c, v, offset, head_dim);
-    return;
-  }
-  /* Groups of ZQ queries, each with its own part of @scratch. */
-  LlmAttnCall c[LLM_AVX512_ATTN_GROUPS];
-  int ng = 0;
-  float *at = scratch;
-  for (size_t i = 0; i < n_q && ng < LLM_AVX512_ATTN_GROUPS; i += ZQ) {
-    const size_t m = n_q - i < ZQ ? n_q - i : ZQ;
-    if (!llm_avx2_attn_begin (&c[ng], queries + i, m, ZQ, k->type, head_dim, at))
-      continue;
-    at += (size_t) c[ng].nq * (c[ng].n_max + head_dim);
-    ng++;
-  }
-  if (ng > 1 && head_dim <= KB_DIMS) {
-    ScoreGroup g[LLM_AVX512_ATTN_GROUPS];
-    for (int i = 0; i < ng; i++)
-      g[i] = (ScoreGroup) { c[i].nq, c[i].qp, c[i].scores, c[i].n_max, c[i].n_max };
-    switch (k->type) {
-      case LLM_ATTN_F16:
-        scores_groups_f16 (g, ng, k, offset, head_dim, scale);
-        break;
-      case LLM_ATTN_Q8_0:
-        scores_groups_q8_0 (g, ng, k, offset, head_dim, scale);
-        break;
-      default:
-        scores_groups_q4_0 (g, ng, k, offset, head_dim, scale);
-        break;
-    }
-  } else {
-    for (int i = 0; i < ng; i++)
-      scores_call (&c[i], k, offset, head_dim, scale);
-  }
-  for (int i = 0; i < ng; i++)
-    probs_values_call (&c[i], v, offset, head_dim);
+  static const LlmAttnDriver driver = {
+    .per_group = ZQ, .max_groups = LLM_AVX512_ATTN_GROUPS, .scores = scores_call,
+    .groups = { [LLM_ATTN_F16] = scores_groups_f16, [LLM_ATTN_Q8_0] = scores_groups_q8_0,
+      [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
+    .groups_dims = KB_DIMS, .finish = probs_values_call,
+  };
+  llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }

@@ -219,14 +219,14 @@ llm_attention_head_ref (const LlmAttnRows *k, const LlmAttnRows *v, size_t offse
   llm_attn_accumulate (v, 0, n_kv, offset, scores, head_dim, out, tmp);
 }
 
-/* Queries per call of the fast kernels: the AVX-512 one takes up to
- * LLM_AVX512_ATTN_MAX (expanding the keys once for all), the AVX2 one 4. */
+/* Queries per call of the fast kernels (each expands the keys once for
+ * all of its queries). */
 #ifdef LLM_AVX512_ATTN_MAX
 #define BATCH LLM_AVX512_ATTN_MAX
+#define AVX2_BATCH LLM_AVX2_ATTN_MAX
 #else
 #define BATCH 4
 #endif
-#define AVX2_BATCH 4
 
 size_t
 llm_attention_batch_scratch_floats (size_t n_kv, size_t head_dim, size_t n_q)
