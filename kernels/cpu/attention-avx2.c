@@ -24,6 +24,7 @@
 #include "attention-avx2.h"
 #include "attention-simd.h"
 
+#include <assert.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -47,6 +48,24 @@ llm_avx2_attention_fits (const LlmAttnRows *k, const LlmAttnRows *v, size_t offs
  * 64 rows are 8 KiB in F16), far enough to cover DRAM latency. */
 #define PREFETCH_ROWS 64
 
+/* The 8 rows of the tile from @pt (8 | block_rows, so they are consecutive
+ * in one block), and how many are below @n: a short last tile repeats a
+ * row rather than read past n; a tile wholly past n repeats @first. */
+INLINE size_t
+tile8 (const LlmAttnRows *k, size_t pt, size_t n, const uint8_t *rows[8],
+    const uint8_t *const first[8])
+{
+  if (pt >= n) {
+    memcpy (rows, first, 8 * sizeof *rows);
+    return 0;
+  }
+  const size_t cnt = n - pt < 8 ? n - pt : 8;
+  const uint8_t *base = llm_attn_row (k, pt);
+  for (size_t r = 0; r < 8; r++)
+    rows[r] = base + (r < cnt ? r : 0) * k->row_bytes;
+  return cnt;
+}
+
 /* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
  * @nq queries at @qp (head_dim floats apart). Tiles of 8 rows are expanded
  * and transposed 8 dimensions at a time, in registers (through a buffer,
@@ -62,43 +81,13 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
   const int tp = nq <= 2 ? 4 : 2;
   const __m256 vscale = _mm256_set1_ps (scale);
   size_t s0, s1;
-  slice_bytes (type, offset, head_dim, &s0, &s1);
-  /* The rows before the first pass's prefetch distance. */
-  for (size_t p = 0; p < n && p < PREFETCH_ROWS; p += 8) {
-    const uint8_t *b = llm_attn_row (k, p);
-    const size_t m = n - p < 8 ? n - p : 8;
-    for (size_t r = 0; r < m; r++)
-      prefetch_slice (b + r * k->row_bytes, s0, s1);
-  }
-
+  keys_begin (type, k, offset, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   for (size_t p0 = 0; p0 < n; p0 += 8 * (size_t) tp) {
-    /* 8 | block_rows, so each tile's rows are consecutive in one block. A
-     * short last tile repeats a row rather than read past n; tiles wholly
-     * past n repeat the first tile. */
     const uint8_t *rows[TP_MAX][8];
     size_t cnt[TP_MAX];
-    UNROLL for (int t = 0; t < tp; t++) {
-      const size_t pt = p0 + 8 * (size_t) t;
-      if (pt >= n) {
-        cnt[t] = 0;
-        memcpy (rows[t], rows[0], sizeof rows[0]);
-        continue;
-      }
-      cnt[t] = n - pt < 8 ? n - pt : 8;
-      const uint8_t *base = llm_attn_row (k, pt);
-      for (size_t r = 0; r < 8; r++)
-        rows[t][r] = base + (r < cnt[t] ? r : 0) * k->row_bytes;
-    }
-
-    UNROLL for (int t = 0; t < tp; t++) {
-      const size_t pf = p0 + PREFETCH_ROWS + 8 * (size_t) t;
-      if (pf < n) {
-        const uint8_t *b = llm_attn_row (k, pf);
-        const size_t m = n - pf < 8 ? n - pf : 8;
-        for (size_t r = 0; r < m; r++)
-          prefetch_slice (b + r * k->row_bytes, s0, s1);
-      }
-    }
+    UNROLL for (int t = 0; t < tp; t++)
+      cnt[t] = tile8 (k, p0 + 8 * (size_t) t, n, rows[t], rows[0]);
+    prefetch_rows (k, p0 + PREFETCH_ROWS, n, 8 * (size_t) tp, s0, s1);
 
     __m256 acc[QB][TP_MAX];
     UNROLL for (int i = 0; i < nq; i++)
@@ -133,6 +122,8 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
     }
   }
 }
+
+_Static_assert (LLM_AVX2_ATTN_GROUPS <= LLM_ATTN_GROUPS_MAX, "llm_avx2_attn_drive holds the groups");
 
 /* Head sizes scores_groups keeps a tile pair's dimensions for. */
 #define KB_DIMS 256
@@ -185,27 +176,13 @@ scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows
 {
   const size_t n = llm_attn_calls_n_max (g, ng);
   size_t s0, s1;
-  slice_bytes (type, offset, head_dim, &s0, &s1);
-  for (size_t p = 0; p < n && p < PREFETCH_ROWS; p++)
-    prefetch_slice (llm_attn_row (k, p), s0, s1);
+  keys_begin (type, k, offset, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   __m256 kb[2 * KB_DIMS / 8][8];
   for (size_t p0 = 0; p0 < n; p0 += 16) {
-    /* As scores_tiles: a short last tile repeats a row, a tile wholly
-     * past n the first tile. */
     const uint8_t *rows[2][8];
-    UNROLL for (int t = 0; t < 2; t++) {
-      const size_t pt = p0 + 8 * (size_t) t;
-      if (pt >= n) {
-        memcpy (rows[t], rows[0], sizeof rows[0]);
-        continue;
-      }
-      const size_t cnt = n - pt < 8 ? n - pt : 8;
-      const uint8_t *base = llm_attn_row (k, pt);
-      for (size_t r = 0; r < 8; r++)
-        rows[t][r] = base + (r < cnt ? r : 0) * k->row_bytes;
-    }
-    for (size_t pf = p0 + PREFETCH_ROWS; pf < n && pf < p0 + PREFETCH_ROWS + 16; pf++)
-      prefetch_slice (llm_attn_row (k, pf), s0, s1);
+    UNROLL for (int t = 0; t < 2; t++)
+      tile8 (k, p0 + 8 * (size_t) t, n, rows[t], rows[0]);
+    prefetch_rows (k, p0 + PREFETCH_ROWS, n, 16, s0, s1);
     for (size_t c = 0; c < head_dim; c += 8)
       UNROLL for (int t = 0; t < 2; t++) {
         __m256 *x = kb[2 * (c / 8) + t];
@@ -535,6 +512,7 @@ llm_avx2_attn_drive (const LlmAttnDriver *d, const LlmAttnRows *k, const LlmAttn
     float *scratch)
 {
   LlmAttnCall c[LLM_ATTN_GROUPS_MAX];
+  assert (d->max_groups <= LLM_ATTN_GROUPS_MAX && n_q <= (size_t) (d->per_group * d->max_groups));
   const size_t per = (size_t) d->per_group;
   int ng = 0;
   float *at = scratch;
@@ -567,6 +545,7 @@ llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
   };
   llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }
+
 /* roundf (half away from zero) of each lane, exactly: the integer part,
  * plus one step away from zero where the dropped fraction is at least a
  * half (x - trunc(x) is exact). */

@@ -87,14 +87,6 @@ madd_exact16 (LlmAttnType type, __m512 b, __m512 x, __m512 acc)
 
 enum { TP = 2, TR = 16 };  /* a tile pair: two tiles of 16 key rows */
 
-/* Bytes [s0, s1) of the key rows from @p up to @count of them, below @n. */
-INLINE void
-prefetch_rows (const LlmAttnRows *k, size_t p, size_t n, size_t count, size_t s0, size_t s1)
-{
-  for (size_t end = p + count; p < n && p < end; p++)
-    prefetch_slice (llm_attn_row (k, p), s0, s1);
-}
-
 /* The rows of the tile pair from @p0 (16 | block_rows, so each tile's rows
  * are consecutive in one block), the rows PREFETCH_ROWS further on asked
  * for meanwhile. A short last tile repeats a row rather than read past n;
@@ -162,8 +154,7 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
     size_t n, float scale, float *scores, size_t stride)
 {
   size_t s0, s1;
-  slice_bytes (type, offset, head_dim, &s0, &s1);
-  prefetch_rows (k, 0, n, PREFETCH_ROWS, s0, s1);
+  keys_begin (type, k, offset, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
     const uint8_t *rows[TP][TR];
     tile_pair (k, p0, n, s0, s1, rows);
@@ -192,6 +183,8 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
     store_scores (nq, acc, p0, n, scale, scores, stride);
   }
 }
+
+_Static_assert (LLM_AVX512_ATTN_GROUPS <= LLM_ATTN_GROUPS_MAX, "llm_avx2_attn_drive holds the groups");
 
 /* Head sizes scores_groups keeps a tile pair's dimensions for. */
 #define KB_DIMS 256
@@ -230,8 +223,7 @@ scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows
 {
   const size_t n = llm_attn_calls_n_max (g, ng);
   size_t s0, s1;
-  slice_bytes (type, offset, head_dim, &s0, &s1);
-  prefetch_rows (k, 0, n, PREFETCH_ROWS, s0, s1);
+  keys_begin (type, k, offset, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   __m512 kb[2 * KB_DIMS / 8][8];
   for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
     const uint8_t *rows[TP][TR];

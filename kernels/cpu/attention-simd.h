@@ -146,3 +146,28 @@ slice_bytes (LlmAttnType type, size_t offset, size_t n, size_t *b0, size_t *b1)
       break;
   }
 }
+
+/* Bytes [s0, s1) of the key rows [p, p + count) below @n, 8 rows at a time
+ * (@p and @count multiples of 8: 8 | block_rows, so such 8 rows are
+ * consecutive in one block). */
+INLINE void
+prefetch_rows (const LlmAttnRows *k, size_t p, size_t n, size_t count, size_t s0, size_t s1)
+{
+  for (const size_t end = p + count < n ? p + count : n; p < end; p += 8) {
+    const uint8_t *b = llm_attn_row (k, p);
+    const size_t m = end - p < 8 ? end - p : 8;
+    for (size_t r = 0; r < m; r++)
+      prefetch_slice (b + r * k->row_bytes, s0, s1);
+  }
+}
+
+/* A scores pass's start: the bytes [*s0, *s1) of a row that the head's
+ * @head_dim values from @offset take, and the first @ahead rows (of @n)
+ * asked for, the distance later rows are fetched ahead of their use. */
+INLINE void
+keys_begin (LlmAttnType type, const LlmAttnRows *k, size_t offset, size_t head_dim, size_t n,
+    size_t ahead, size_t *s0, size_t *s1)
+{
+  slice_bytes (type, offset, head_dim, s0, s1);
+  prefetch_rows (k, 0, n, ahead, *s0, *s1);
+}
