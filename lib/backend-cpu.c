@@ -13,6 +13,7 @@
  * attention is split by heads and blocks of queries. */
 #include "backend.h"
 #include "forward.h"
+#include "weight-arena.h"
 #include "cpu/attention.h"
 #include "cpu/attention-full.h"
 #include "cpu/audio.h"
@@ -34,6 +35,7 @@ typedef struct {
   const LlmCpuKernels *kern;
   int max_threads;
   char *weights_key;
+  LlmWeightArena *weights;    /* the prepared layouts */
 
   /* scratch, reserved for the chunk shape */
   guint8 *xq;                 /* activations converted for the weights */
@@ -115,16 +117,6 @@ drop_pages (const void *p, gsize n)
     madvise ((void *) start, end - start, MADV_DONTNEED);
 }
 
-/* Prepared matrices of a 2 MiB page or more are aligned to one and asked
- * to be held in such pages where the system has transparent huge pages
- * (the mapped file's pages, read in place, are not). A decode step
- * streams every weight once, and with 4 KiB pages the hardware
- * prefetchers stop at each page's end and every page costs a TLB walk:
- * measured on Zen 5 (THP on madvise), the 246M F16 model decoded 5-8%
- * faster on one thread (77 -> 82 t/s) and about 5% on two (90 -> 95).
- * The padding before an aligned block is address space, never touched. */
-#define HUGE_BYTES ((gsize) 2 << 20)
-
 /* Norms and biases become floats once, so no op dequantises them per
  * call. Matrices whose kernels want another layout are packed into it
  * once; the others are used in place from the mapping. */
@@ -149,16 +141,7 @@ cpu_prepare_weight (LlmBackend *be, LlmWeight *w, gboolean is_vector, GError **e
   const gsize bytes = llm_prepared_bytes (kern, w->type, w->rows, w->n);
   if (bytes == 0)
     return TRUE;
-  /* At least 64-byte aligned: the kernels' widest loads then never split
-   * a line. */
-  void *packed = NULL;
-  const gboolean huge = bytes >= HUGE_BYTES;
-  if (posix_memalign (&packed, huge ? HUGE_BYTES : 64, bytes) != 0)
-    packed = NULL;
-#ifdef MADV_HUGEPAGE
-  if (packed != NULL && huge)
-    madvise (packed, bytes / HUGE_BYTES * HUGE_BYTES, MADV_HUGEPAGE);
-#endif
+  void *packed = llm_weight_arena_alloc (CPU (be)->weights, bytes);
   if (packed == NULL) {
     g_set_error (error, LLM_BACKEND_ERROR, LLM_BACKEND_ERROR_MEMORY,
         "out of memory for the %" G_GSIZE_FORMAT " bytes of a %u x %u matrix's "
@@ -177,9 +160,8 @@ cpu_prepare_weight (LlmBackend *be, LlmWeight *w, gboolean is_vector, GError **e
 static void
 cpu_release_weight (LlmBackend *be, LlmWeight *w)
 {
-  (void) be;
   if (w->layout == LAYOUT_PREPARED)
-    free (w->data);
+    llm_weight_arena_release (CPU (be)->weights, w->data);
   else
     g_free (w->data);
   w->data = NULL;
@@ -1079,6 +1061,7 @@ cpu_destroy (LlmBackend *be)
   g_free (c->rope_cs);
   g_free (c->rope_pos);
   g_free (c->weights_key);
+  llm_weight_arena_free (c->weights);
   g_free (c);
 }
 
@@ -1153,6 +1136,7 @@ llm_backend_cpu_new (LlmCpuKernelChoice kernels, int max_threads, GError **error
   c->max_threads = MAX (1, max_threads);
   c->att_scratch = g_new0 (float *, c->max_threads);
   c->weights_key = g_strdup_printf ("cpu/%s", llm_cpu_kernels_name (kern));
+  c->weights = llm_weight_arena_new ();
   return &c->parent;
 }
 
