@@ -44,19 +44,25 @@
  * there within 2.5% either way; 32 KiB was 2-3% slower than 16. */
 #define X16_PREFETCH_BYTES (8 * 1024)
 
-/* One block's worth of the stream, X16_PREFETCH_BYTES past @pb: @lines
- * cache lines, at least the block's bytes, so consecutive blocks leave no
- * line out. */
+/* The same for a product of one token (a decode step), where a kernel
+ * file may set its own before including this: see x16-avx2.h. */
+#ifndef X16_PREFETCH_ONE_BYTES
+#define X16_PREFETCH_ONE_BYTES X16_PREFETCH_BYTES
+#endif
+
+/* One block's worth of the stream, @dist bytes past @pb: @lines cache
+ * lines, at least the block's bytes, so consecutive blocks leave no line
+ * out. */
 INLINE void
-x16_prefetch (const uint8_t *pb, int lines)
+x16_prefetch (const uint8_t *pb, int lines, size_t dist)
 {
   for (int l = 0; l < lines; l++)
-    _mm_prefetch ((const char *) pb + X16_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
+    _mm_prefetch ((const char *) pb + dist + 64 * l, _MM_HINT_T0);
 }
 
 /* What a tile fetches ahead while it computes, block by block. With
  * @stream (set for the first token tile when all the tokens fit one),
- * x16_prefetch()'s lines along the stream. Otherwise @lines lines a block
+ * x16_prefetch()'s lines along the stream, @dist bytes ahead. Otherwise @lines lines a block
  * from @p on, up to @end: with X16Kernel.spread, this token tile's share
  * of the next row tile, so the memory reads of a compute-bound product
  * overlap all of its computing (see x16_run); else nothing. */
@@ -64,6 +70,7 @@ typedef struct {
   const char *p, *end;
   size_t lines;
   bool stream;
+  size_t dist;
 } X16Ahead;
 
 /* One block's prefetching (@stream_lines: the lines of a block). A tile
@@ -73,7 +80,7 @@ INLINE void
 x16_ahead (X16Ahead *ahead, const uint8_t *pb, int stream_lines)
 {
   if (ahead->stream) {
-    x16_prefetch (pb, stream_lines);
+    x16_prefetch (pb, stream_lines, ahead->dist);
     return;
   }
   for (size_t l = 0; l < ahead->lines && ahead->p < ahead->end; l++, ahead->p += 64)
@@ -195,7 +202,8 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
       /* Past the claim the next tile is usually this thread's next claim
        * or the one its neighbour is on; past the matrix there is none. */
       X16Ahead ahead = { (const char *) tile + tile_bytes,
-        (const char *) tile + (r + X16_ROWS < r1 ? 2 : 1) * tile_bytes, lines, false };
+        (const char *) tile + (r + X16_ROWS < r1 ? 2 : 1) * tile_bytes, lines, false,
+        n_tok == 1 ? X16_PREFETCH_ONE_BYTES : X16_PREFETCH_BYTES };
       for (size_t t = 0, rn; t < n_tok; t += rn) {
         rn = tile_tokens_even (n_tok - t, k->rn);
         ahead.stream = stream && t == 0;
