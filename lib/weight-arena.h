@@ -6,7 +6,12 @@
  * 4 KiB pages every page costs a TLB walk and stops the hardware
  * prefetchers at its end, and a matrix of its own under 2 MiB (every
  * Q4_0 and Q4_K matrix of a 246M model) could never be in a huge page.
- * GLib only; safe to call from several threads. */
+ * Measured: on Zen 5, huge pages for the (large) F16 matrices made the
+ * 246M F16 model decode 5-8% faster on one thread and about 5% on two;
+ * on Zen 3, the packed Q4_0 kernel over 104 MB of 246M's layer shapes ran
+ * 1.04-1.19x faster from one such arena than from 4 KiB pages (one to 16
+ * tokens, two threads, taking turns in one process). GLib only; safe to
+ * call from several threads. */
 #pragma once
 
 #include <glib.h>

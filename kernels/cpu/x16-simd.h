@@ -62,10 +62,11 @@ x16_prefetch (const uint8_t *pb, int lines, size_t dist)
 
 /* What a tile fetches ahead while it computes, block by block. With
  * @stream (set for the first token tile when all the tokens fit one),
- * x16_prefetch()'s lines along the stream, @dist bytes ahead. Otherwise @lines lines a block
- * from @p on, up to @end: with X16Kernel.spread, this token tile's share
- * of the next row tile, so the memory reads of a compute-bound product
- * overlap all of its computing (see x16_run); else nothing. */
+ * x16_prefetch()'s lines along the stream, @dist bytes ahead. Otherwise
+ * @lines lines a block from @p on, up to @end: with X16Kernel.spread,
+ * this token tile's share of the next row tile, so the memory reads of a
+ * compute-bound product overlap all of its computing (see x16_run); else
+ * nothing. */
 typedef struct {
   const char *p, *end;
   size_t lines;
