@@ -158,8 +158,6 @@ group_add16 (__m256i run, __m256i v, __m256i x)
         acc[f][t] = _mm256_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX_TB (Q5); \
-      if (pf) \
-        prefetch_block (pb + pf, KX_TB (Q5)); \
       __m256i isum[NF][RN]; \
       UNROLL for (int f = 0; f < (NF); f++) \
         UNROLL for (int t = 0; t < (RN); t++) \
@@ -173,6 +171,9 @@ group_add16 (__m256i run, __m256i v, __m256i x)
                 UNROLL for (int t = 0; t < (RN); t++) \
                   run[f][a][e][t] = _mm256_setzero_si256 (); \
           UNROLL for (int i = 0; i < 8; i++) { \
+            if (pf) \
+              prefetch_share (pb + pf, KX_TB (Q5), \
+                  ((j0 / (NJ)) * (2 / (NH)) + h0 / (NH)) * 8 + i, (4 / (NJ)) * (2 / (NH)) * 8); \
             UNROLL for (int f = 0; f < (NF); f++) { \
               const int hf = hf0 + f; \
               const uint8_t *sc_at = pb + KX_SC (Q5) + 8 * hf; \
@@ -270,8 +271,6 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
         acc[f][t] = _mm256_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX6_TB; \
-      if (pf) \
-        prefetch_block (pb + pf, KX6_TB); \
       __m256i isum[NF][RN]; \
       UNROLL for (int f = 0; f < (NF); f++) \
         UNROLL for (int t = 0; t < (RN); t++) \
@@ -287,7 +286,11 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                     run[f][a][e][t] = (VNNI) \
                         ? bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c0 + a) \
                         : _mm256_setzero_si256 (); \
-            UNROLL for (int i0 = 0; i0 < 4; i0++) \
+            UNROLL for (int i0 = 0; i0 < 4; i0++) { \
+              if (pf) \
+                prefetch_share (pb + pf, KX6_TB, \
+                    ((2 * h + c0) / (NC) * (4 / (NQ)) + q0 / (NQ)) * 4 + i0, \
+                    2 * (2 / (NC)) * (4 / (NQ)) * 4); \
               UNROLL for (int f = 0; f < (NF); f++) \
                 UNROLL for (int a = 0; a < (NC); a++) { \
                   const int i = 4 * (c0 + a) + i0, hf = hf0 + f; \
@@ -305,6 +308,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                     } \
                   } \
                 } \
+            } \
             if (VNNI) { \
               UNROLL for (int f = 0; f < (NF); f++) \
                 UNROLL for (int a = 0; a < (NC); a++) \
