@@ -102,11 +102,13 @@ prefetch_block (const uint8_t *p, size_t bytes)
  * block a few lines at a time. A block is 37-53 lines, and all asked for
  * at once they wait on each other: on Zen 3 (AVX2), one token from DRAM
  * read at 9-10 GB/s a thread, about memory time plus compute time; asked
- * for 2-4 lines a step, 14-15 GB/s, near its 15.7 streaming read. Taking
+ * for 2-4 lines a step, 11-15 GB/s against a 15.7 streaming read. Taking
  * turns in one process over 104 MB (Q4_K at 246M's layer shapes, Q6_K as
- * its 32000 x 1024 output), one token ran 1.14-1.33x faster on one thread
- * and 1.14-1.36x on two (every round), 2 and 4 tokens 1.07-1.14x. With
- * this, 2 and 8 KiB ahead were no better than 4, nor were L2 hints. */
+ * its 32000 x 1024 output), one token ran 1.15-1.43x faster on one thread
+ * and 1.16-1.36x on two (every round), 2 and 4 tokens 1.07-1.16x (Q4_K
+ * at 2 tokens on one thread even). With this, 2, 3, 5 and 8 KiB ahead
+ * were no better than 4, nor were L2 hints, nor asking for the lines in
+ * the first half or quarter of the steps. */
 INLINE void
 prefetch_share (const uint8_t *p, size_t bytes, int it, int steps)
 {
