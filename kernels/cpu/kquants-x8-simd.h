@@ -105,10 +105,11 @@ prefetch_block (const uint8_t *p, size_t bytes)
  * for 2-4 lines a step, 11-15 GB/s against a 15.7 streaming read. Taking
  * turns in one process over 104 MB (Q4_K at 246M's layer shapes, Q6_K as
  * its 32000 x 1024 output), one token ran 1.15-1.43x faster on one thread
- * and 1.16-1.36x on two (every round), 2 and 4 tokens 1.07-1.16x (Q4_K
- * at 2 tokens on one thread even). With this, 2, 3, 5 and 8 KiB ahead
- * were no better than 4, nor were L2 hints, nor asking for the lines in
- * the first half or quarter of the steps. */
+ * and 1.16-1.36x on two (every round), 2 and 4 tokens 1.13-1.16x (but
+ * Q4_K at 2 tokens on one thread no faster). With this, 1, 2, 3, 5 and 8
+ * KiB ahead were no better than 4, nor were L2 hints, nor asking for the
+ * lines in the first half or quarter of the steps; 12 KiB was 2-6%
+ * faster on one thread and 6-15% slower on two. */
 INLINE void
 prefetch_share (const uint8_t *p, size_t bytes, int it, int steps)
 {
