@@ -166,6 +166,7 @@ group_add16 (__m256i run, __m256i v, __m256i x)
       UNROLL for (int f = 0; f < (NF); f++) \
         UNROLL for (int t = 0; t < (RN); t++) \
           isum[f][t] = _mm256_setzero_si256 (); \
+      int step = 0; \
       UNROLL for (int j0 = 0; j0 < 4; j0 += (NJ)) { \
         UNROLL for (int h0 = 0; h0 < 2; h0 += (NH)) { \
           __m256i run[NF][NJ][NH][RN]; \
@@ -176,8 +177,8 @@ group_add16 (__m256i run, __m256i v, __m256i x)
                   run[f][a][e][t] = _mm256_setzero_si256 (); \
           UNROLL for (int i = 0; i < 8; i++) { \
             if (pf) \
-              prefetch_share (pb + pf, KX_TB (Q5), \
-                  ((j0 / (NJ)) * (2 / (NH)) + h0 / (NH)) * 8 + i, (4 / (NJ)) * (2 / (NH)) * 8); \
+              prefetch_share (pb + pf, KX_TB (Q5), step, (4 / (NJ)) * (2 / (NH)) * 8); \
+            step++; \
             UNROLL for (int f = 0; f < (NF); f++) { \
               const int hf = hf0 + f; \
               const uint8_t *sc_at = pb + KX_SC (Q5) + 8 * hf; \
@@ -279,6 +280,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
       UNROLL for (int f = 0; f < (NF); f++) \
         UNROLL for (int t = 0; t < (RN); t++) \
           isum[f][t] = _mm256_setzero_si256 (); \
+      int step = 0; \
       UNROLL for (int h = 0; h < 2; h++) \
         UNROLL for (int c0 = 0; c0 < 2; c0 += (NC)) \
           UNROLL for (int q0 = 0; q0 < 4; q0 += (NQ)) { \
@@ -292,9 +294,8 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                         : _mm256_setzero_si256 (); \
             UNROLL for (int i0 = 0; i0 < 4; i0++) { \
               if (pf) \
-                prefetch_share (pb + pf, KX6_TB, \
-                    ((2 * h + c0) / (NC) * (4 / (NQ)) + q0 / (NQ)) * 4 + i0, \
-                    2 * (2 / (NC)) * (4 / (NQ)) * 4); \
+                prefetch_share (pb + pf, KX6_TB, step, 2 * (2 / (NC)) * (4 / (NQ)) * 4); \
+              step++; \
               UNROLL for (int f = 0; f < (NF); f++) \
                 UNROLL for (int a = 0; a < (NC); a++) { \
                   const int i = 4 * (c0 + a) + i0, hf = hf0 + f; \
