@@ -263,19 +263,21 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
  * (units 8 h + 4 c .. + 3) and NQ of the four runs that share them. With
  * VNNI a run's sum starts at -32 times its activation sum (the side
  * table); without, the int16 pair sums cannot take that, so 32 * sum_s
- * sc_s * bsum_s is taken off at the end. */
-#define Q6_PASS(name, RN, NF, NC, NQ, VNNI) \
+ * sc_s * bsum_s is taken off at the end. With U it reads the tile as
+ * q6_unpack() leaves it (KX6U_*), its values ready. */
+#define Q6_PASS(name, RN, NF, NC, NQ, VNNI, U) \
   INLINE void \
   name (KX_TILE_ARGS, int hf0) \
   { \
-    enum { Q6 = 1 }; \
+    enum { Q6 = 1, SC = (U) ? KX6U_SC : KX6_SC, D = (U) ? KX6U_D : KX6_D, \
+      TB = (U) ? KX6U_TB : KX6_TB }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m30 = _mm256_set1_epi8 (0x30); \
     __m256 acc[NF][RN]; \
     UNROLL for (int f = 0; f < (NF); f++) \
       UNROLL for (int t = 0; t < (RN); t++) \
         acc[f][t] = _mm256_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
-      const uint8_t *pb = P + b * KX6_TB; \
+      const uint8_t *pb = P + b * TB; \
       __m256i isum[NF][RN]; \
       UNROLL for (int f = 0; f < (NF); f++) \
         UNROLL for (int t = 0; t < (RN); t++) \
@@ -294,21 +296,27 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                         : _mm256_setzero_si256 (); \
             UNROLL for (int i0 = 0; i0 < 4; i0++) { \
               if (pf) \
-                prefetch_share (pb + pf, KX6_TB, step, 2 * (2 / (NC)) * (4 / (NQ)) * 4); \
+                prefetch_share (pb + pf, TB, step, 2 * (2 / (NC)) * (4 / (NQ)) * 4); \
               step++; \
               UNROLL for (int f = 0; f < (NF); f++) \
                 UNROLL for (int a = 0; a < (NC); a++) { \
                   const int i = 4 * (c0 + a) + i0, hf = hf0 + f; \
                   const uint8_t *unit = pb + 192 * (8 * h + i) + 32 * hf; \
-                  const __m256i ua = load (unit), ub = load (unit + 64), uh = load (unit + 128); \
+                  __m256i ua = m4, ub = m4, uh = m4; \
+                  if (!(U)) { \
+                    ua = load (unit); \
+                    ub = load (unit + 64); \
+                    uh = load (unit + 128); \
+                  } \
                   UNROLL for (int e = 0; e < (NQ); e++) { \
                     const int q = q0 + e, s = 8 * h + 2 * q + c0 + a; \
-                    const __m256i v = q6_values (q, ua, ub, uh, m4, m30); \
+                    const __m256i v = (U) ? load (pb + KX6U_V (h, i, q) + 32 * hf) \
+                        : q6_values (q, ua, ub, uh, m4, m30); \
                     UNROLL for (int t = 0; t < (RN); t++) \
                       run[f][a][e][t] = GROUP_ADD (VNNI, run[f][a][e][t], v, \
                           bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
                     if (!(VNNI) && i0 % 2 == 1) { \
-                      const __m256i sp = scale_pairs (pb + KX6_SC + 8 * hf + 16 * s, true); \
+                      const __m256i sp = scale_pairs (pb + SC + 8 * hf + 16 * s, true); \
                       ADD_PAIRS_SCALED (RN, isum[f], run[f][a][e], sp); \
                     } \
                   } \
@@ -318,14 +326,14 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
               UNROLL for (int f = 0; f < (NF); f++) \
                 UNROLL for (int a = 0; a < (NC); a++) \
                   UNROLL for (int e = 0; e < (NQ); e++) { \
-                    const __m256i sc = scale_dwords (pb + KX6_SC + 8 * (hf0 + f) \
+                    const __m256i sc = scale_dwords (pb + SC + 8 * (hf0 + f) \
                         + 16 * (8 * h + 2 * (q0 + e) + c0 + a), true); \
                     ADD_RUN_SCALED (RN, isum[f], run[f][a][e], sc); \
                   } \
             } \
           } \
       UNROLL for (int f = 0; f < (NF); f++) { \
-        const uint8_t *sc_at = pb + KX6_SC + 8 * (hf0 + f); \
+        const uint8_t *sc_at = pb + SC + 8 * (hf0 + f); \
         if (!(VNNI)) { \
           UNROLL for (int k = 0; k < 8; k++) { \
             const __m256i sp = _mm256_cvtepi8_epi16 (_mm_unpacklo_epi8 ( \
@@ -339,7 +347,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
           } \
         } \
         const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
-                (pb + KX6_D + 16 * (hf0 + f)))); \
+                (pb + D + 16 * (hf0 + f)))); \
         UNROLL for (int t = 0; t < (RN); t++) \
           acc[f][t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, _mm256_set1_ps (XQ (t)->d)), \
               _mm256_cvtepi32_ps (isum[f][t]), acc[f][t]); \
@@ -349,6 +357,30 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
       UNROLL for (int t = 0; t < (RN); t++) \
         store_rows (acc[f][t], rm - 8 * (hf0 + f), y + t * ldy + 8 * (hf0 + f)); \
   }
+
+/* The @nb super-blocks of a Q6_K row tile at @P as the U passes read them
+ * (KX6U_*): each value vector made once, not once per token tile; the
+ * lines @pf further on are fetched meanwhile. */
+static void
+q6_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
+{
+  const __m256i m4 = _mm256_set1_epi8 (0x0f), m30 = _mm256_set1_epi8 (0x30);
+  for (size_t b = 0; b < nb; b++) {
+    const uint8_t *pb = P + b * KX6_TB;
+    uint8_t *ub = out + b * KX6U_TB;
+    for (int u = 0; u < 16; u++) {
+      prefetch_share (pb + pf, KX6_TB, u, 16);
+      for (int hf = 0; hf < 2; hf++) {
+        const uint8_t *unit = pb + 192 * u + 32 * hf;
+        const __m256i ua = load (unit), ubq = load (unit + 64), uh = load (unit + 128);
+        UNROLL for (int q = 0; q < 4; q++)
+          _mm256_store_si256 ((__m256i *) (ub + KX6U_V (u / 8, u % 8, q) + 32 * hf),
+              q6_values (q, ua, ubq, uh, m4, m30));
+      }
+    }
+    memcpy (ub + KX6U_SC, pb + KX6_SC, KX6U_D + 32 - KX6U_SC);
+  }
+}
 
 /* A whole 16-row tile: one pass over both halves (NF = 2), or a pass per
  * half that holds rows. When the tile prefetches (its first token tile),
@@ -375,32 +407,39 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
   K4_PASS (q4_K_p3##sfx, 3, 1, 1, 1, 0, VNNI) K4_PASS (q4_K_p4##sfx, 4, 1, 1, 1, 0, VNNI) \
   K4_PASS (q5_K_p1##sfx, 1, 2, 1, 2, 1, VNNI) K4_PASS (q5_K_p2##sfx, 2, 1, 1, 2, 1, VNNI) \
   K4_PASS (q5_K_p3##sfx, 3, 1, 1, 1, 1, VNNI) K4_PASS (q5_K_p4##sfx, 4, 1, 1, 1, 1, VNNI) \
-  Q6_PASS (q6_K_p1##sfx, 1, 2, 1, 4, VNNI) Q6_PASS (q6_K_p2##sfx, 2, 1, 1, 2, VNNI) \
-  Q6_PASS (q6_K_p3##sfx, 3, 1, 1, 1, VNNI) Q6_PASS (q6_K_p4##sfx, 4, 1, 1, 1, VNNI) \
+  Q6_PASS (q6_K_p1##sfx, 1, 2, 1, 4, VNNI, 0) Q6_PASS (q6_K_p2##sfx, 2, 1, 1, 2, VNNI, 0) \
+  Q6_PASS (q6_K_p3##sfx, 3, 1, 1, 1, VNNI, 0) Q6_PASS (q6_K_p4##sfx, 4, 1, 1, 1, VNNI, 0) \
+  Q6_PASS (q6u_K_p1##sfx, 1, 1, 1, 2, VNNI, 1) Q6_PASS (q6u_K_p2##sfx, 2, 1, 1, 2, VNNI, 1) \
+  Q6_PASS (q6u_K_p3##sfx, 3, 1, 1, 1, VNNI, 1) Q6_PASS (q6u_K_p4##sfx, 4, 1, 1, 1, VNNI, 1) \
   TILE (q4_K_1##sfx, q4_K_p1##sfx, 2, KX_TB (0)) TILE (q4_K_2##sfx, q4_K_p2##sfx, 1, KX_TB (0)) \
   TILE (q4_K_3##sfx, q4_K_p3##sfx, 1, KX_TB (0)) TILE (q4_K_4##sfx, q4_K_p4##sfx, 1, KX_TB (0)) \
   TILE (q5_K_1##sfx, q5_K_p1##sfx, 2, KX_TB (1)) TILE (q5_K_2##sfx, q5_K_p2##sfx, 1, KX_TB (1)) \
   TILE (q5_K_3##sfx, q5_K_p3##sfx, 1, KX_TB (1)) TILE (q5_K_4##sfx, q5_K_p4##sfx, 1, KX_TB (1)) \
   TILE (q6_K_1##sfx, q6_K_p1##sfx, 2, KX6_TB) TILE (q6_K_2##sfx, q6_K_p2##sfx, 1, KX6_TB) \
   TILE (q6_K_3##sfx, q6_K_p3##sfx, 1, KX6_TB) TILE (q6_K_4##sfx, q6_K_p4##sfx, 1, KX6_TB) \
+  TILE (q6u_K_1##sfx, q6u_K_p1##sfx, 1, KX6U_TB) TILE (q6u_K_2##sfx, q6u_K_p2##sfx, 1, KX6U_TB) \
+  TILE (q6u_K_3##sfx, q6u_K_p3##sfx, 1, KX6U_TB) TILE (q6u_K_4##sfx, q6u_K_p4##sfx, 1, KX6U_TB) \
   static const KxTileFn tiles_q4_K##sfx[ARN] = { q4_K_1##sfx, q4_K_2##sfx, q4_K_3##sfx, \
     q4_K_4##sfx }; \
   static const KxTileFn tiles_q5_K##sfx[ARN] = { q5_K_1##sfx, q5_K_2##sfx, q5_K_3##sfx, \
     q5_K_4##sfx }; \
   static const KxTileFn tiles_q6_K##sfx[ARN] = { q6_K_1##sfx, q6_K_2##sfx, q6_K_3##sfx, \
     q6_K_4##sfx }; \
-  ENTRY (q4_K##sfx, RN_Q4##sfx, false, KX_TB (0)) \
-  ENTRY (q5_K##sfx, RN_Q5##sfx, false, KX_TB (1)) \
-  ENTRY (q6_K##sfx, RN_Q6##sfx, true, KX6_TB)
+  static const KxTileFn tiles_q6u_K##sfx[ARN] = { q6u_K_1##sfx, q6u_K_2##sfx, q6u_K_3##sfx, \
+    q6u_K_4##sfx }; \
+  static const KxUnpacked unpacked_q6_K##sfx = { q6_unpack, tiles_q6u_K##sfx, KX6U_TB }; \
+  ENTRY (q4_K##sfx, NULL, RN_Q4##sfx, false, KX_TB (0)) \
+  ENTRY (q5_K##sfx, NULL, RN_Q5##sfx, false, KX_TB (1)) \
+  ENTRY (q6_K##sfx, &unpacked_q6_K##sfx, RN_Q6##sfx, true, KX6_TB)
 
-#define ENTRY(type, RN, Q6, TB) \
+#define ENTRY(type, UNPACKED, RN, Q6, TB) \
   static bool \
   kx8_##type (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, \
       const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, \
       size_t step) \
   { \
-    return kx_drive (tiles_##type, RN, Q6, TB, n, packed, rows, r0, r1, xq, xs, n_tok, y, \
-        ldy, next, step); \
+    return kx_drive (tiles_##type, UNPACKED, RN, Q6, TB, n, packed, rows, r0, r1, xq, xs, \
+        n_tok, y, ldy, next, step); \
   }
 
 /* Tokens a tile takes at most: as many as keep every accumulator in the

@@ -273,7 +273,7 @@ static const KxTileFn tiles_q6_K[ZRN] = { tiles_q6_K_1, tiles_q6_K_2, tiles_q6_K
       const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, \
       size_t step) \
   { \
-    return kx_drive (tiles_##type, ZRN, Q6, TB, n, packed, rows, r0, r1, xq, xs, n_tok, y, \
+    return kx_drive (tiles_##type, NULL, ZRN, Q6, TB, n, packed, rows, r0, r1, xq, xs, n_tok, y, \
         ldy, next, step); \
   }
 

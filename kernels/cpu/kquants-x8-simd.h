@@ -28,6 +28,16 @@
 #define KX6_D 3328
 #define KX6_TB 3392
 
+/* A Q6_K tile's super-block unpacked for the batches that compute one row
+ * tile for many token tiles (KxUnpacked): the 6-bit values as bytes,
+ * value vector q (q6_values' order) of unit i of half h, rows 8 hf ..
+ * 8 hf + 7, at KX6U_V (h, i, q) + 32 hf; then the block's scales and d
+ * as the packed block has them. */
+#define KX6U_V(h, i, q) (64 * (4 * (8 * (h) + (i)) + (q)))
+#define KX6U_SC 4096
+#define KX6U_D (KX6U_SC + (KX6_D - KX6_SC))
+#define KX6U_TB (KX6U_D + 64)
+
 /* What every row tile needs of a token's super-block besides its codes,
  * worked out once per product instead of once per tile:
  * Q4_K/Q5_K: the 8 sums of 32 codes as int16 (dword k pairs runs 2 k and
@@ -118,24 +128,40 @@ prefetch_share (const uint8_t *p, size_t bytes, int it, int steps)
     _mm_prefetch ((const char *) p + 64 * l, _MM_HINT_T0);
 }
 
+/* Tiles over a type's row tiles unpacked once for all the token tiles
+ * that follow: @unpack (nb, P, out, pf) writes the @nb super-blocks at
+ * @P as @tiles (tiles[k] takes k + 1 tokens) read them, @tb bytes each,
+ * prefetching @pf bytes ahead of what it reads. */
+typedef struct {
+  void (*unpack) (size_t nb, const uint8_t *P, uint8_t *out, size_t pf);
+  const KxTileFn *tiles;
+  size_t tb;
+} KxUnpacked;
+
 /* The LlmKx8Fn contract over @tiles (tiles[k] takes k + 1 tokens, up to
  * @RN). Row tiles are the outer loop, so a tile's weights come from memory
  * once and from L1/L2 for every further group of tokens; when the tokens'
- * activations outgrow ACT_BUDGET they are taken a slice at a time. */
+ * activations outgrow ACT_BUDGET they are taken a slice at a time. With
+ * @unpacked (may be NULL), a row tile that more than one token tile
+ * takes is unpacked first, once, and they read that instead, while the
+ * unpacking fetches the next row tile. */
 INLINE bool
-kx_drive (const KxTileFn *tiles, int RN, bool q6, size_t tb, size_t n, const void *packed,
-    size_t rows, size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok, float *y,
-    size_t ldy, atomic_size_t *next, size_t step)
+kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool q6, size_t tb,
+    size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, size_t xs,
+    size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
   assert (r0 % LLM_KX8_ROWS == 0 && r1 <= rows);
   assert (next == NULL || (step > 0 && step % LLM_KX8_ROWS == 0));
   (void) rows;
   const size_t nb = n / LLM_QK_K;
   const size_t sb = KX_SIDE_BYTES (q6), sstride = n_tok * sb;
-  uint8_t *side = llm_gemm_scratch (n_tok * nb * sb);
+  const bool unpack = unpacked != NULL && n_tok > (size_t) RN;
+  const size_t side_bytes = (n_tok * nb * sb + 63) / 64 * 64;
+  uint8_t *side = llm_gemm_scratch (side_bytes + (unpack ? nb * unpacked->tb : 0));
   if (side == NULL)
     return false;
   kx_act_side (q6, xq, xs, n_tok, nb, side);
+  uint8_t *tile_u = side + side_bytes;
 
   size_t tok_block = ACT_BUDGET / (xs + nb * sb) / RN * RN;
   if (tok_block < (size_t) RN)
@@ -149,10 +175,18 @@ kx_drive (const KxTileFn *tiles, int RN, bool q6, size_t tb, size_t n, const voi
       for (size_t r = ra; r < rb; r += LLM_KX8_ROWS) {
         const int rm = rb - r < LLM_KX8_ROWS ? (int) (rb - r) : LLM_KX8_ROWS;
         const uint8_t *P = (const uint8_t *) packed + r / LLM_KX8_ROWS * tile_bytes;
+        const KxTileFn *tt = tiles;
+        size_t pf = KX_PF_DIST;
+        if (unpack && t1 - t0 > (size_t) RN) {
+          unpacked->unpack (nb, P, tile_u, tile_bytes);
+          P = tile_u;
+          tt = unpacked->tiles;
+          pf = 0;
+        }
         for (size_t t = t0, rn; t < t1; t += rn) {
           rn = tile_tokens (t1 - t, RN);
-          tiles[rn - 1] (nb, P, (const uint8_t *) xq + t * xs, xs, side + t * sb, sstride,
-              y + t * ldy + r, ldy, rm, t == t0 ? KX_PF_DIST : 0);
+          tt[rn - 1] (nb, P, (const uint8_t *) xq + t * xs, xs, side + t * sb, sstride,
+              y + t * ldy + r, ldy, rm, t == t0 ? pf : 0);
         }
       }
     }
