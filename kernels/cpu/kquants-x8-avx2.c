@@ -140,6 +140,15 @@ group_add16 (__m256i run, __m256i v, __m256i x)
 #define GROUP_ADD(VNNI, run, v, x) \
   ((VNNI) ? dpbusd ((run), (v), (x)) : group_add16 ((run), (v), (x)))
 
+/* Value vector @h (0: low nibbles, 1: high) of chunk @j's unit whose
+ * codes are @raw, with Q5_K's fifth bits from @qh. */
+INLINE __m256i
+k4_values (__m256i raw, __m256i qh, bool q5, int j, int h, __m256i m4, __m256i m10)
+{
+  const __m256i v = _mm256_and_si256 (h ? _mm256_srli_epi16 (raw, 4) : raw, m4);
+  return q5 ? _mm256_or_si256 (v, _mm256_and_si256 (to_bit4 (qh, 2 * j + h), m10)) : v;
+}
+
 /* Q4_K / Q5_K, RN tokens, halves hf0 .. hf0 + NF - 1 of the tile (NF = 2
  * reads the tile as one stream, which decode wants). A pass takes NJ
  * chunks of 8 units and NH (1 or 2: the two nibbles of a unit) of their
@@ -150,18 +159,20 @@ group_add16 (__m256i run, __m256i v, __m256i x)
  * process over 104 MB, Q4_K 1.13-1.18x and Q5_K 1.09-1.13x on one thread
  * and two; 8 chains (NJ = 2) are faster only with the matrix in cache
  * (1.1-1.25x in L3), where a decode step's weights never are. */
-#define K4_PASS(name, RN, NF, NJ, NH, Q5, VNNI) \
+#define K4_PASS(name, RN, NF, NJ, NH, Q5, VNNI, U) \
   INLINE void \
   name (KX_TILE_ARGS, int hf0) \
   { \
-    enum { Q6 = 0, C = (Q5) ? 4 : 8 }; \
+    enum { Q6 = 0, C = (Q5) ? 4 : 8, SC = (U) ? KXU_SC : KX_SC (Q5), \
+      MN = (U) ? KXU_MN : KX_MN (Q5), D = (U) ? KXU_D : KX_D (Q5), \
+      TB = (U) ? KXU_TB : KX_TB (Q5) }; \
     const __m256i m4 = _mm256_set1_epi8 (0x0f), m10 = _mm256_set1_epi8 (0x10); \
     __m256 acc[NF][RN]; \
     UNROLL for (int f = 0; f < (NF); f++) \
       UNROLL for (int t = 0; t < (RN); t++) \
         acc[f][t] = _mm256_setzero_ps (); \
     for (size_t b = 0; b < nb; b++) { \
-      const uint8_t *pb = P + b * KX_TB (Q5); \
+      const uint8_t *pb = P + b * TB; \
       __m256i isum[NF][RN]; \
       UNROLL for (int f = 0; f < (NF); f++) \
         UNROLL for (int t = 0; t < (RN); t++) \
@@ -177,22 +188,21 @@ group_add16 (__m256i run, __m256i v, __m256i x)
                   run[f][a][e][t] = _mm256_setzero_si256 (); \
           UNROLL for (int i = 0; i < 8; i++) { \
             if (pf) \
-              prefetch_share (pb + pf, KX_TB (Q5), step, (4 / (NJ)) * (2 / (NH)) * 8); \
+              prefetch_share (pb + pf, TB, step, (4 / (NJ)) * (2 / (NH)) * 8); \
             step++; \
             UNROLL for (int f = 0; f < (NF); f++) { \
               const int hf = hf0 + f; \
-              const uint8_t *sc_at = pb + KX_SC (Q5) + 8 * hf; \
+              const uint8_t *sc_at = pb + SC + 8 * hf; \
               __m256i qh = m4; \
-              if (Q5) \
+              if ((Q5) && !(U)) \
                 qh = load (pb + KX_QH + 64 * i + 32 * hf); \
               UNROLL for (int a = 0; a < (NJ); a++) { \
                 const int j = j0 + a; \
-                const __m256i raw = load (pb + KX_QS + 64 * (8 * j + i) + 32 * hf); \
+                const __m256i raw = (U) ? m4 : load (pb + KX_QS + 64 * (8 * j + i) + 32 * hf); \
                 UNROLL for (int e = 0; e < (NH); e++) { \
                   const int h = h0 + e; \
-                  __m256i v = _mm256_and_si256 (h ? _mm256_srli_epi16 (raw, 4) : raw, m4); \
-                  if (Q5) \
-                    v = _mm256_or_si256 (v, _mm256_and_si256 (to_bit4 (qh, 2 * j + h), m10)); \
+                  const __m256i v = (U) ? load (pb + KXU_V (j, i, h) + 32 * hf) \
+                      : k4_values (raw, qh, Q5, j, h, m4, m10); \
                   UNROLL for (int t = 0; t < (RN); t++) \
                     run[f][a][e][t] = GROUP_ADD (VNNI, run[f][a][e][t], v, \
                         bcast4 (XQ (t)->qs + 64 * j + 32 * h + 4 * i)); \
@@ -208,7 +218,7 @@ group_add16 (__m256i run, __m256i v, __m256i x)
             UNROLL for (int f = 0; f < (NF); f++) \
               UNROLL for (int a = 0; a < (NJ); a++) \
                 UNROLL for (int e = 0; e < (NH); e++) { \
-                  const __m256i sc = scale_dwords (pb + KX_SC (Q5) + 8 * (hf0 + f) \
+                  const __m256i sc = scale_dwords (pb + SC + 8 * (hf0 + f) \
                       + 16 * (2 * (j0 + a) + h0 + e), false); \
                   ADD_RUN_SCALED (RN, isum[f], run[f][a][e], sc); \
                 } \
@@ -222,7 +232,7 @@ group_add16 (__m256i run, __m256i v, __m256i x)
           msum[t] = _mm256_setzero_si256 (); \
         UNROLL for (int k = 0; k < 4; k++) { \
           const __m256i mk = _mm256_cvtepu8_epi16 (_mm_loadu_si128 ((const __m128i *) \
-                  (pb + KX_MN (Q5) + 32 * k + 16 * hf))); \
+                  (pb + MN + 32 * k + 16 * hf))); \
           UNROLL for (int t = 0; t < (RN); t++) { \
             const __m256i xk = bcast4 (SIDE (t)->run32 + 2 * k); \
             msum[t] = (VNNI) ? dpwssd (msum[t], mk, xk) \
@@ -230,9 +240,9 @@ group_add16 (__m256i run, __m256i v, __m256i x)
           } \
         } \
         const __m256 dv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
-                (pb + KX_D (Q5) + 16 * hf))); \
+                (pb + D + 16 * hf))); \
         const __m256 dmv = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) \
-                (pb + KX_D (Q5) + 32 + 16 * hf))); \
+                (pb + D + 32 + 16 * hf))); \
         UNROLL for (int t = 0; t < (RN); t++) { \
           const __m256 dx = _mm256_set1_ps (XQ (t)->d); \
           acc[f][t] = _mm256_fmadd_ps (_mm256_mul_ps (dv, dx), \
@@ -382,6 +392,32 @@ q6_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
   }
 }
 
+/* The same for Q5_K (KXU_*): its values are 5 bits, made from the codes
+ * and the fifth bits in 3-4 operations each, and the packed tiles, 2
+ * tokens at a time, remade them for every 2. */
+static void
+q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
+{
+  const __m256i m4 = _mm256_set1_epi8 (0x0f), m10 = _mm256_set1_epi8 (0x10);
+  for (size_t b = 0; b < nb; b++) {
+    const uint8_t *pb = P + b * KX_TB (1);
+    uint8_t *ub = out + b * KXU_TB;
+    for (int i = 0; i < 8; i++) {
+      prefetch_share (pb + pf, KX_TB (1), i, 8);
+      for (int hf = 0; hf < 2; hf++) {
+        const __m256i qh = load (pb + KX_QH + 64 * i + 32 * hf);
+        UNROLL for (int j = 0; j < 4; j++) {
+          const __m256i raw = load (pb + KX_QS + 64 * (8 * j + i) + 32 * hf);
+          UNROLL for (int h = 0; h < 2; h++)
+            _mm256_store_si256 ((__m256i *) (ub + KXU_V (j, i, h) + 32 * hf),
+                k4_values (raw, qh, true, j, h, m4, m10));
+        }
+      }
+    }
+    memcpy (ub + KXU_SC, pb + KX_SC (1), KXU_TB - KXU_SC);
+  }
+}
+
 /* A whole 16-row tile: one pass over both halves (NF = 2), or a pass per
  * half that holds rows. When the tile prefetches (its first token tile),
  * the second half's pass prefetches the next tile: it reads only what the
@@ -403,10 +439,12 @@ q6_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
  * token takes both halves in one pass (a single stream through memory);
  * more take a half at a time. */
 #define VARIANT(sfx, VNNI) \
-  K4_PASS (q4_K_p1##sfx, 1, 2, 1, 2, 0, VNNI) K4_PASS (q4_K_p2##sfx, 2, 1, 1, 2, 0, VNNI) \
-  K4_PASS (q4_K_p3##sfx, 3, 1, 1, 1, 0, VNNI) K4_PASS (q4_K_p4##sfx, 4, 1, 1, 1, 0, VNNI) \
-  K4_PASS (q5_K_p1##sfx, 1, 2, 1, 2, 1, VNNI) K4_PASS (q5_K_p2##sfx, 2, 1, 1, 2, 1, VNNI) \
-  K4_PASS (q5_K_p3##sfx, 3, 1, 1, 1, 1, VNNI) K4_PASS (q5_K_p4##sfx, 4, 1, 1, 1, 1, VNNI) \
+  K4_PASS (q4_K_p1##sfx, 1, 2, 1, 2, 0, VNNI, 0) K4_PASS (q4_K_p2##sfx, 2, 1, 1, 2, 0, VNNI, 0) \
+  K4_PASS (q4_K_p3##sfx, 3, 1, 1, 1, 0, VNNI, 0) K4_PASS (q4_K_p4##sfx, 4, 1, 1, 1, 0, VNNI, 0) \
+  K4_PASS (q5_K_p1##sfx, 1, 2, 1, 2, 1, VNNI, 0) K4_PASS (q5_K_p2##sfx, 2, 1, 1, 2, 1, VNNI, 0) \
+  K4_PASS (q5_K_p3##sfx, 3, 1, 1, 1, 1, VNNI, 0) K4_PASS (q5_K_p4##sfx, 4, 1, 1, 1, 1, VNNI, 0) \
+  K4_PASS (q5u_K_p1##sfx, 1, 1, 1, 2, 1, VNNI, 1) K4_PASS (q5u_K_p2##sfx, 2, 1, 1, 2, 1, VNNI, 1) \
+  K4_PASS (q5u_K_p3##sfx, 3, 1, 1, 1, 1, VNNI, 1) K4_PASS (q5u_K_p4##sfx, 4, 1, 1, 1, 1, VNNI, 1) \
   Q6_PASS (q6_K_p1##sfx, 1, 2, 1, 4, VNNI, 0) Q6_PASS (q6_K_p2##sfx, 2, 1, 1, 2, VNNI, 0) \
   Q6_PASS (q6_K_p3##sfx, 3, 1, 1, 1, VNNI, 0) Q6_PASS (q6_K_p4##sfx, 4, 1, 1, 1, VNNI, 0) \
   Q6_PASS (q6u_K_p1##sfx, 1, 1, 1, 2, VNNI, 1) Q6_PASS (q6u_K_p2##sfx, 2, 1, 1, 2, VNNI, 1) \
@@ -415,6 +453,8 @@ q6_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
   TILE (q4_K_3##sfx, q4_K_p3##sfx, 1, KX_TB (0)) TILE (q4_K_4##sfx, q4_K_p4##sfx, 1, KX_TB (0)) \
   TILE (q5_K_1##sfx, q5_K_p1##sfx, 2, KX_TB (1)) TILE (q5_K_2##sfx, q5_K_p2##sfx, 1, KX_TB (1)) \
   TILE (q5_K_3##sfx, q5_K_p3##sfx, 1, KX_TB (1)) TILE (q5_K_4##sfx, q5_K_p4##sfx, 1, KX_TB (1)) \
+  TILE (q5u_K_1##sfx, q5u_K_p1##sfx, 1, KXU_TB) TILE (q5u_K_2##sfx, q5u_K_p2##sfx, 1, KXU_TB) \
+  TILE (q5u_K_3##sfx, q5u_K_p3##sfx, 1, KXU_TB) TILE (q5u_K_4##sfx, q5u_K_p4##sfx, 1, KXU_TB) \
   TILE (q6_K_1##sfx, q6_K_p1##sfx, 2, KX6_TB) TILE (q6_K_2##sfx, q6_K_p2##sfx, 1, KX6_TB) \
   TILE (q6_K_3##sfx, q6_K_p3##sfx, 1, KX6_TB) TILE (q6_K_4##sfx, q6_K_p4##sfx, 1, KX6_TB) \
   TILE (q6u_K_1##sfx, q6u_K_p1##sfx, 1, KX6U_TB) TILE (q6u_K_2##sfx, q6u_K_p2##sfx, 1, KX6U_TB) \
@@ -427,9 +467,13 @@ q6_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
     q6_K_4##sfx }; \
   static const KxTileFn tiles_q6u_K##sfx[ARN] = { q6u_K_1##sfx, q6u_K_2##sfx, q6u_K_3##sfx, \
     q6u_K_4##sfx }; \
-  static const KxUnpacked unpacked_q6_K##sfx = { q6_unpack, tiles_q6u_K##sfx, KX6U_TB }; \
+  static const KxTileFn tiles_q5u_K##sfx[ARN] = { q5u_K_1##sfx, q5u_K_2##sfx, q5u_K_3##sfx, \
+    q5u_K_4##sfx }; \
+  static const KxUnpacked unpacked_q5_K##sfx = { q5_unpack, tiles_q5u_K##sfx, RNU_Q5, KXU_TB }; \
+  static const KxUnpacked unpacked_q6_K##sfx = { q6_unpack, tiles_q6u_K##sfx, RN_Q6##sfx, \
+    KX6U_TB }; \
   ENTRY (q4_K##sfx, NULL, RN_Q4##sfx, false, KX_TB (0)) \
-  ENTRY (q5_K##sfx, NULL, RN_Q5##sfx, false, KX_TB (1)) \
+  ENTRY (q5_K##sfx, &unpacked_q5_K##sfx, RN_Q5##sfx, false, KX_TB (1)) \
   ENTRY (q6_K##sfx, &unpacked_q6_K##sfx, RN_Q6##sfx, true, KX6_TB)
 
 #define ENTRY(type, UNPACKED, RN, Q6, TB) \
@@ -456,6 +500,9 @@ q6_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
 #define RN_Q4_vnni 4
 #define RN_Q5_vnni 3
 #define RN_Q6_vnni 4
+/* Q5_K read unpacked (KxUnpacked) has no fifth bits to hold, and takes
+ * Q4_K's 4. */
+#define RNU_Q5 4
 VARIANT (, 0)
 VARIANT (_vnni, 1)
 
