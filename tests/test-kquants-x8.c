@@ -383,6 +383,11 @@ START_TEST (test_simd_kernels_equal_the_packed_reference_for_every_batch)
           for (size_t n_tok = 1; n_tok <= 20; n_tok++)
             check_kernel_run (&ks[i], wtype, n, p, rows, 0, rows, xq, xs, n_tok, want, ldy);
           check_kernel_run (&ks[i], wtype, n, p, rows, 0, rows, xq, xs, max_tok, want, ldy);
+          /* Activation slices (ACT_BUDGET) whose last is too short to
+           * unpack a row tile for, after one that unpacks it (n = 2816:
+           * Q6_K 100 + 2 tokens, Q5_K 116 + 2). */
+          check_kernel_run (&ks[i], wtype, n, p, rows, 0, rows, xq, xs, 102, want, ldy);
+          check_kernel_run (&ks[i], wtype, n, p, rows, 0, rows, xq, xs, 118, want, ldy);
           /* A range from a later tile, ending inside one. */
           if (rows > 32)
             check_kernel_run (&ks[i], wtype, n, p, rows, 16, rows - 10, xq, xs, 7, want, ldy);
