@@ -20,7 +20,11 @@
  * header's, so both give the AVX-512 kernels' and the scalar reference's
  * results bit for bit. Per 16-row super-block and token that is 128
  * multiplies of 32 bytes with VNNI (at 2 a cycle, 64 cycles; measured
- * about 100 for Q4_K batches, 125-130 for Q5_K and Q6_K). */
+ * about 100 for Q4_K batches, 125-130 for Q5_K and Q6_K).
+ *
+ * Batches that take a row tile in several token tiles first unpack it
+ * once (KxUnpacked: Q5_K and Q6_K from 5 tokens, Q4_K from 64), so the
+ * values are made once per row tile, not once per 2-4 tokens. */
 #include "kquants-x8.h"
 #include "kquants-x8-simd.h"
 #include "isa.h"
@@ -392,30 +396,42 @@ q6_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
   }
 }
 
-/* The same for Q5_K (KXU_*): its values are 5 bits, made from the codes
- * and the fifth bits in 3-4 operations each, and the packed tiles, 2
- * tokens at a time, remade them for every 2. */
-static void
-q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
+/* The same for Q4_K (@q5 false) and Q5_K (KXU_*). Q5_K's values are 5
+ * bits, made from the codes and the fifth bits in 3-4 operations each,
+ * and its packed tiles, 2 tokens at a time, remade them for every 2. */
+INLINE void
+k4_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf, bool q5)
 {
   const __m256i m4 = _mm256_set1_epi8 (0x0f), m10 = _mm256_set1_epi8 (0x10);
   for (size_t b = 0; b < nb; b++) {
-    const uint8_t *pb = P + b * KX_TB (1);
+    const uint8_t *pb = P + b * KX_TB (q5);
     uint8_t *ub = out + b * KXU_TB;
     for (int i = 0; i < 8; i++) {
-      prefetch_share (pb + pf, KX_TB (1), i, 8);
+      prefetch_share (pb + pf, KX_TB (q5), i, 8);
       for (int hf = 0; hf < 2; hf++) {
-        const __m256i qh = load (pb + KX_QH + 64 * i + 32 * hf);
+        const __m256i qh = q5 ? load (pb + KX_QH + 64 * i + 32 * hf) : m4;
         UNROLL for (int j = 0; j < 4; j++) {
           const __m256i raw = load (pb + KX_QS + 64 * (8 * j + i) + 32 * hf);
           UNROLL for (int h = 0; h < 2; h++)
             _mm256_store_si256 ((__m256i *) (ub + KXU_V (j, i, h) + 32 * hf),
-                k4_values (raw, qh, true, j, h, m4, m10));
+                k4_values (raw, qh, q5, j, h, m4, m10));
         }
       }
     }
-    memcpy (ub + KXU_SC, pb + KX_SC (1), KXU_TB - KXU_SC);
+    memcpy (ub + KXU_SC, pb + KX_SC (q5), KXU_TB - KXU_SC);
   }
+}
+
+static void
+q4_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
+{
+  k4_unpack (nb, P, out, pf, false);
+}
+
+static void
+q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
+{
+  k4_unpack (nb, P, out, pf, true);
 }
 
 /* A whole 16-row tile: one pass over both halves (NF = 2), or a pass per
@@ -443,6 +459,8 @@ q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
   K4_PASS (q4_K_p3##sfx, 3, 1, 1, 1, 0, VNNI, 0) K4_PASS (q4_K_p4##sfx, 4, 1, 1, 1, 0, VNNI, 0) \
   K4_PASS (q5_K_p1##sfx, 1, 2, 1, 2, 1, VNNI, 0) K4_PASS (q5_K_p2##sfx, 2, 1, 1, 2, 1, VNNI, 0) \
   K4_PASS (q5_K_p3##sfx, 3, 1, 1, 1, 1, VNNI, 0) K4_PASS (q5_K_p4##sfx, 4, 1, 1, 1, 1, VNNI, 0) \
+  K4_PASS (q4u_K_p1##sfx, 1, 1, 1, 2, 0, VNNI, 1) K4_PASS (q4u_K_p2##sfx, 2, 1, 1, 2, 0, VNNI, 1) \
+  K4_PASS (q4u_K_p3##sfx, 3, 1, 1, 1, 0, VNNI, 1) K4_PASS (q4u_K_p4##sfx, 4, 1, 1, 1, 0, VNNI, 1) \
   K4_PASS (q5u_K_p1##sfx, 1, 1, 1, 2, 1, VNNI, 1) K4_PASS (q5u_K_p2##sfx, 2, 1, 1, 2, 1, VNNI, 1) \
   K4_PASS (q5u_K_p3##sfx, 3, 1, 1, 1, 1, VNNI, 1) K4_PASS (q5u_K_p4##sfx, 4, 1, 1, 1, 1, VNNI, 1) \
   Q6_PASS (q6_K_p1##sfx, 1, 2, 1, 4, VNNI, 0) Q6_PASS (q6_K_p2##sfx, 2, 1, 1, 2, VNNI, 0) \
@@ -453,6 +471,8 @@ q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
   TILE (q4_K_3##sfx, q4_K_p3##sfx, 1, KX_TB (0)) TILE (q4_K_4##sfx, q4_K_p4##sfx, 1, KX_TB (0)) \
   TILE (q5_K_1##sfx, q5_K_p1##sfx, 2, KX_TB (1)) TILE (q5_K_2##sfx, q5_K_p2##sfx, 1, KX_TB (1)) \
   TILE (q5_K_3##sfx, q5_K_p3##sfx, 1, KX_TB (1)) TILE (q5_K_4##sfx, q5_K_p4##sfx, 1, KX_TB (1)) \
+  TILE (q4u_K_1##sfx, q4u_K_p1##sfx, 1, KXU_TB) TILE (q4u_K_2##sfx, q4u_K_p2##sfx, 1, KXU_TB) \
+  TILE (q4u_K_3##sfx, q4u_K_p3##sfx, 1, KXU_TB) TILE (q4u_K_4##sfx, q4u_K_p4##sfx, 1, KXU_TB) \
   TILE (q5u_K_1##sfx, q5u_K_p1##sfx, 1, KXU_TB) TILE (q5u_K_2##sfx, q5u_K_p2##sfx, 1, KXU_TB) \
   TILE (q5u_K_3##sfx, q5u_K_p3##sfx, 1, KXU_TB) TILE (q5u_K_4##sfx, q5u_K_p4##sfx, 1, KXU_TB) \
   TILE (q6_K_1##sfx, q6_K_p1##sfx, 2, KX6_TB) TILE (q6_K_2##sfx, q6_K_p2##sfx, 1, KX6_TB) \
@@ -467,12 +487,17 @@ q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
     q6_K_4##sfx }; \
   static const KxTileFn tiles_q6u_K##sfx[ARN] = { q6u_K_1##sfx, q6u_K_2##sfx, q6u_K_3##sfx, \
     q6u_K_4##sfx }; \
+  static const KxTileFn tiles_q4u_K##sfx[ARN] = { q4u_K_1##sfx, q4u_K_2##sfx, q4u_K_3##sfx, \
+    q4u_K_4##sfx }; \
+  static const KxUnpacked unpacked_q4_K##sfx = { q4_unpack, tiles_q4u_K##sfx, RN_Q4##sfx, \
+    KXU_TB, UNPACK_MIN_Q4 }; \
   static const KxTileFn tiles_q5u_K##sfx[ARN] = { q5u_K_1##sfx, q5u_K_2##sfx, q5u_K_3##sfx, \
     q5u_K_4##sfx }; \
-  static const KxUnpacked unpacked_q5_K##sfx = { q5_unpack, tiles_q5u_K##sfx, RNU_Q5, KXU_TB }; \
+  static const KxUnpacked unpacked_q5_K##sfx = { q5_unpack, tiles_q5u_K##sfx, RNU_Q5, \
+    KXU_TB, 0 }; \
   static const KxUnpacked unpacked_q6_K##sfx = { q6_unpack, tiles_q6u_K##sfx, RN_Q6##sfx, \
-    KX6U_TB }; \
-  ENTRY (q4_K##sfx, NULL, RN_Q4##sfx, false, KX_TB (0)) \
+    KX6U_TB, 0 }; \
+  ENTRY (q4_K##sfx, &unpacked_q4_K##sfx, RN_Q4##sfx, false, KX_TB (0)) \
   ENTRY (q5_K##sfx, &unpacked_q5_K##sfx, RN_Q5##sfx, false, KX_TB (1)) \
   ENTRY (q6_K##sfx, &unpacked_q6_K##sfx, RN_Q6##sfx, true, KX6_TB)
 
@@ -503,6 +528,13 @@ q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
 /* Q5_K read unpacked (KxUnpacked) has no fifth bits to hold, and takes
  * Q4_K's 4. */
 #define RNU_Q5 4
+/* Q4_K's nibbles cost one AND or shift, and unpacked the tile reads twice
+ * the bytes: on Zen 3 (AVX2 only), taking turns in one process, two
+ * threads, its batches read unpacked were 1.20-1.35x slower at 5-8 tokens
+ * (they still read memory at 10-11 GB/s, which the unpacking does not
+ * overlap), even at 16-32, and 1.02-1.12x faster at 64-128 (one thread
+ * 1.09-1.10x). So only prefill chunks of 64 tokens or more unpack it. */
+#define UNPACK_MIN_Q4 64
 VARIANT (, 0)
 VARIANT (_vnni, 1)
 

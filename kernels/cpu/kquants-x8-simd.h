@@ -38,11 +38,10 @@
 #define KX6U_D (KX6U_SC + (KX6_D - KX6_SC))
 #define KX6U_TB (KX6U_D + 64)
 
-/* The same for Q5_K: value vector h (low or high nibbles with their
- * fifth bits) of unit 8 j + i, rows 8 hf .. 8 hf + 7, at KXU_V (j, i, h)
- * + 32 hf; then the block's scales, mins, d and dmin as the packed block
- * has them from KX_SC on. (Q4_K's nibbles cost an AND or a shift, and
- * read unpacked its batches were up to 1.27x slower at 5-16 tokens.) */
+/* The same for Q4_K and Q5_K: value vector h (low or high nibbles, with
+ * their fifth bits for Q5_K) of unit 8 j + i, rows 8 hf .. 8 hf + 7, at
+ * KXU_V (j, i, h) + 32 hf; then the block's scales, mins, d and dmin as
+ * the packed block has them from KX_SC on. */
 #define KXU_V(j, i, h) (64 * (2 * (8 * (j) + (i)) + (h)))
 #define KXU_SC 4096
 #define KXU_MN (KXU_SC + (KX_MN (1) - KX_SC (1)))
@@ -148,6 +147,7 @@ typedef struct {
   const KxTileFn *tiles;
   int rn;                     /* tiles[k] takes k + 1 tokens, up to rn */
   size_t tb;
+  size_t min_tokens;          /* a slice of fewer tokens reads the packed tile */
 } KxUnpacked;
 
 /* The LlmKx8Fn contract over @tiles (tiles[k] takes k + 1 tokens, up to
@@ -170,7 +170,8 @@ kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool q6, si
   (void) rows;
   const size_t nb = n / LLM_QK_K;
   const size_t sb = KX_SIDE_BYTES (q6), sstride = n_tok * sb;
-  const bool unpack = unpacked != NULL && n_tok > (size_t) unpacked->rn;
+  const bool unpack = unpacked != NULL && n_tok > (size_t) unpacked->rn
+      && n_tok >= unpacked->min_tokens;
   const size_t side_bytes = (n_tok * nb * sb + 63) / 64 * 64;
   uint8_t *side = llm_gemm_scratch (side_bytes + (unpack ? nb * unpacked->tb : 0));
   if (side == NULL)
@@ -195,7 +196,7 @@ kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool q6, si
         size_t pf = KX_PF_DIST;
         const uint8_t *next_tile = P + tile_bytes;
         int k = 0, nk = 0;
-        if (unpack && t1 - t0 > (size_t) unpacked->rn) {
+        if (unpack && t1 - t0 > (size_t) unpacked->rn && t1 - t0 >= unpacked->min_tokens) {
           unpacked->unpack (nb, P, tile_u, KX_PF_DIST);
           for (size_t t = t0, rn; t < t1; t += rn, nk++)
             rn = tile_tokens (t1 - t, unpacked->rn);
