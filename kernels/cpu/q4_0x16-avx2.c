@@ -69,4 +69,4 @@ add_block (int vnni, __m256 acc, __m256i s, int32_t bias, const uint8_t *pb, int
 #define SUMS_HALF(RN, VNNI) X16_NIBBLE_SUMS_HALF (RN, VNNI, x16_nibble_pair, dot_pair)
 
 X16_NIBBLE_KERNELS (q4_0x16, LLM_Q4_0X16_BLOCK_BYTES, 8, start_sum,
-    SUMS_BOTH, SUMS_HALF, add_block)
+    SUMS_BOTH, SUMS_HALF, add_block, NULL, NULL)

@@ -80,5 +80,61 @@ add_block (int vnni, __m256 acc, __m256i sumi, int32_t bias, const uint8_t *pb, 
 /* Q4_0's token tiles: the weights are read the same way and cost about
  * as much per token (bench-q4_0x16 --in-cache, plain AVX2: 20-21 cycles a
  * token-block for both). */
+/* Batches read each row tile unpacked once (X16Unpacked): the 16s are 3
+ * operations a weight vector, which the packed tiles pay again for every
+ * 4 tokens. Block b at U_BLOCK b: for vector pair p and half h its 4
+ * value vectors as unpack_pair() makes them at 256 p + 128 h, then the
+ * 16 d at U_D. */
+#define U_BLOCK 576
+#define U_D 512
+
+INLINE void
+unpacked_pair (const uint8_t *pb, int p, int h, __m256i w[4])
+{
+  UNROLL for (int k = 0; k < 4; k++)
+    w[k] = _mm256_load_si256 ((const __m256i *) (pb + 256 * p + 128 * h + 32 * k));
+}
+
+INLINE __m256
+add_block_u (int vnni, __m256 acc, __m256i s, int32_t bias, const uint8_t *pb, int h, float dx)
+{
+  return add_block (vnni, acc, s, bias, pb + U_D - LLM_Q5_0X16_D_OFFSET, h, dx);
+}
+
+static void
+unpack_tile (size_t nb, const uint8_t *tile, uint8_t *out, size_t dist)
+{
+  for (size_t b = 0; b < nb; b++) {
+    const uint8_t *pb = tile + b * LLM_Q5_0X16_BLOCK_BYTES;
+    uint8_t *ub = out + b * U_BLOCK;
+    x16_prefetch (pb, (LLM_Q5_0X16_BLOCK_BYTES + 63) / 64, dist);
+    UNROLL for (int p = 0; p < 2; p++)
+      UNROLL for (int h = 0; h < 2; h++) {
+        __m256i w[4];
+        unpack_pair (pb, p, h, w);
+        UNROLL for (int k = 0; k < 4; k++)
+          _mm256_store_si256 ((__m256i *) (ub + 256 * p + 128 * h + 32 * k), w[k]);
+      }
+    memcpy (ub + U_D, pb + LLM_Q5_0X16_D_OFFSET, 32);
+  }
+}
+
+#define SUMS_HALF_U(RN, VNNI) X16_NIBBLE_SUMS_HALF (RN, VNNI, unpacked_pair, dot_pair)
+#define U_TILES(pre, VNNI) \
+  X16_TILE_HALVES (pre##_1, 1, VNNI, U_BLOCK, x16_start_bias, SUMS_HALF_U, add_block_u) \
+  X16_TILE_HALVES (pre##_2, 2, VNNI, U_BLOCK, x16_start_bias, SUMS_HALF_U, add_block_u) \
+  X16_TILE_HALVES (pre##_3, 3, VNNI, U_BLOCK, x16_start_bias, SUMS_HALF_U, add_block_u) \
+  X16_TILE_HALVES (pre##_4, 4, VNNI, U_BLOCK, x16_start_bias, SUMS_HALF_U, add_block_u) \
+  static const X16TileFn pre[X16_NIBBLE_RN] = { pre##_1, pre##_2, pre##_3, pre##_4 }; \
+  static const X16Unpacked pre##_unpacked = { unpack_tile, pre, U_BLOCK, U_MIN_TOKENS };
+/* From 12 tokens: on Zen 3 (AVX2 only), taking turns in one process, two
+ * threads, 246M's layer shapes in huge pages, unpacked was 1.15-1.20x
+ * slower at 5-6 tokens (the unpacking's reads do not overlap the
+ * compute), even at 8, and 1.03x, 1.07x, 1.10x and 1.13x faster at 12,
+ * 16, 32 and 128 (every round). */
+#define U_MIN_TOKENS 12
+U_TILES (u_plain, 0)
+U_TILES (u_vnni, 1)
+
 X16_NIBBLE_KERNELS (q5_0x16, LLM_Q5_0X16_BLOCK_BYTES, 16, x16_start_bias,
-    SUMS_BOTH, SUMS_HALF, add_block)
+    SUMS_BOTH, SUMS_HALF, add_block, &u_plain_unpacked, &u_vnni_unpacked)

@@ -135,9 +135,22 @@ x16_act_tile (const uint8_t *xq, size_t xs, size_t rn, size_t nb, int offset, in
 typedef void (*X16TileFn) (size_t nb, const uint8_t *tile, const int8_t *q, const float *dx,
     const int32_t *bias, float *y, size_t ldy, int rm, X16Ahead *ahead);
 
+/* Tiles over a row tile unpacked once for all the token tiles of a
+ * batch: @unpack (nb, tile, out, dist) writes the @nb blocks at @tile as
+ * @tiles (each a kernel's X16Kernel.rn of them) read them, @block_bytes
+ * each, fetching the stream @dist bytes ahead as it reads; used for
+ * products of at least @min_tokens tokens. */
+typedef struct {
+  void (*unpack) (size_t nb, const uint8_t *tile, uint8_t *out, size_t dist);
+  const X16TileFn *tiles;
+  size_t block_bytes;
+  size_t min_tokens;
+} X16Unpacked;
+
 /* A kernel family over one layout. */
 typedef struct {
   const X16TileFn *tiles;     /* [k] takes k + 1 tokens, k < rn */
+  const X16Unpacked *unpacked;  /* NULL: none */
   int rn;
   /* Passes tiles[k] makes over the blocks (a tile in halves makes 2);
    * NULL: one each. */
@@ -170,12 +183,16 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
   /* Tiles are addressed from their first row. */
   assert (r0 % X16_ROWS == 0 && (next == NULL || step % X16_ROWS == 0));
   const size_t nb = n / LLM_QK8_0;
+  const X16Unpacked *u = k->unpacked != NULL && n_tok >= k->unpacked->min_tokens
+      ? k->unpacked : NULL;
   /* Token tile by token tile, the one from token t at [t * nb]. */
-  float *dx = llm_gemm_scratch (n_tok * nb * (sizeof (float) + sizeof (int32_t) + 32));
+  const size_t side_bytes = (n_tok * nb * (sizeof (float) + sizeof (int32_t) + 32) + 63) / 64 * 64;
+  float *dx = llm_gemm_scratch (side_bytes + (u != NULL ? nb * u->block_bytes : 0));
   if (dx == NULL)
     return false;
   int32_t *bias = (int32_t *) (dx + n_tok * nb);
   int8_t *q = (int8_t *) (bias + n_tok * nb);
+  uint8_t *tile_u = (uint8_t *) dx + side_bytes;
   for (size_t t = 0, rn; t < n_tok; t += rn) {
     rn = tile_tokens_even (n_tok - t, k->rn);
     x16_act_tile ((const uint8_t *) xq + t * xs, xs, rn, nb, k->offset, q + 32 * t * nb,
@@ -183,14 +200,15 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
   }
 
   const size_t tile_bytes = nb * k->block_bytes;
-  const bool stream = !k->spread || n_tok <= (size_t) k->rn;
+  const bool stream = u == NULL && (!k->spread || n_tok <= (size_t) k->rn);
   size_t lines = 0;
   if (!stream) {
-    /* The next tile's lines over every pass of every token tile's blocks. */
+    /* The next tile's lines over every pass of every token tile's blocks
+     * (an unpacked tile's token tiles take it in halves). */
     size_t passes = 0;
     for (size_t t = 0, rn; t < n_tok; t += rn) {
       rn = tile_tokens_even (n_tok - t, k->rn);
-      passes += k->passes != NULL ? k->passes[rn - 1] : 1;
+      passes += u != NULL ? 2 : k->passes != NULL ? k->passes[rn - 1] : 1;
     }
     lines = (tile_bytes / 64 + passes * nb - 1) / (passes * nb);
   }
@@ -205,11 +223,18 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
       X16Ahead ahead = { (const char *) tile + tile_bytes,
         (const char *) tile + (r + X16_ROWS < r1 ? 2 : 1) * tile_bytes, lines, false,
         n_tok == 1 ? X16_PREFETCH_ONE_BYTES : X16_PREFETCH_BYTES };
+      const uint8_t *T = tile;
+      const X16TileFn *tt = k->tiles;
+      if (u != NULL) {
+        u->unpack (nb, tile, tile_u, X16_PREFETCH_BYTES);
+        T = tile_u;
+        tt = u->tiles;
+      }
       for (size_t t = 0, rn; t < n_tok; t += rn) {
         rn = tile_tokens_even (n_tok - t, k->rn);
         ahead.stream = stream && t == 0;
-        k->tiles[rn - 1] (nb, tile, q + 32 * t * nb, dx + t * nb, bias + t * nb,
-            y + t * ldy + r, ldy, rm, &ahead);
+        tt[rn - 1] (nb, T, q + 32 * t * nb, dx + t * nb, bias + t * nb, y + t * ldy + r, ldy,
+            rm, &ahead);
       }
     }
   }
