@@ -175,7 +175,12 @@ typedef struct {
  * time. With @k->spread, all the passes over a tile (every token tile, each
  * half) fetch the next tile into L2 a few lines a block, so fetching
  * overlaps all the computing and the product takes nearer the larger of
- * the two (Q8_0 at 8 and 16 tokens on AVX2: 15% and 10% faster). */
+ * the two (Q8_0 at 8 and 16 tokens on AVX2: 15% and 10% faster).
+ *
+ * With @k->unpacked and at least its min_tokens, each row tile is first
+ * unpacked once (fetching along the stream as it reads), and its token
+ * tiles read that copy, each half of each fetching its share of the next
+ * row tile as with @k->spread. */
 INLINE bool
 x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1, const void *xq,
     size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
