@@ -150,6 +150,14 @@ typedef struct {
   size_t min_tokens;          /* a slice of fewer tokens reads the packed tile */
 } KxUnpacked;
 
+/* Whether a slice of @tokens tokens reads its row tiles through @u (may
+ * be NULL): more than one of its token tiles, and at least its minimum. */
+INLINE bool
+kx_unpacks (const KxUnpacked *u, size_t tokens)
+{
+  return u != NULL && tokens > (size_t) u->rn && tokens >= u->min_tokens;
+}
+
 /* The LlmKx8Fn contract over @tiles (tiles[k] takes k + 1 tokens, up to
  * @RN). Row tiles are the outer loop, so a tile's weights come from memory
  * once and from L1/L2 for every further group of tokens; when the tokens'
@@ -170,8 +178,7 @@ kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool q6, si
   (void) rows;
   const size_t nb = n / LLM_QK_K;
   const size_t sb = KX_SIDE_BYTES (q6), sstride = n_tok * sb;
-  const bool unpack = unpacked != NULL && n_tok > (size_t) unpacked->rn
-      && n_tok >= unpacked->min_tokens;
+  const bool unpack = kx_unpacks (unpacked, n_tok);
   const size_t side_bytes = (n_tok * nb * sb + 63) / 64 * 64;
   uint8_t *side = llm_gemm_scratch (side_bytes + (unpack ? nb * unpacked->tb : 0));
   if (side == NULL)
@@ -196,7 +203,7 @@ kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool q6, si
         size_t pf = KX_PF_DIST;
         const uint8_t *next_tile = P + tile_bytes;
         int k = 0, nk = 0;
-        if (unpack && t1 - t0 > (size_t) unpacked->rn && t1 - t0 >= unpacked->min_tokens) {
+        if (unpack && kx_unpacks (unpacked, t1 - t0)) {
           unpacked->unpack (nb, P, tile_u, KX_PF_DIST);
           for (size_t t = t0, rn; t < t1; t += rn, nk++)
             rn = tile_tokens (t1 - t, unpacked->rn);

@@ -137,9 +137,10 @@ typedef void (*X16TileFn) (size_t nb, const uint8_t *tile, const int8_t *q, cons
 
 /* Tiles over a row tile unpacked once for all the token tiles of a
  * batch: @unpack (nb, tile, out, dist) writes the @nb blocks at @tile as
- * @tiles (each a kernel's X16Kernel.rn of them) read them, @block_bytes
- * each, fetching the stream @dist bytes ahead as it reads; used for
- * products of at least @min_tokens tokens. */
+ * @tiles (each a kernel's X16Kernel.rn of them, each taking the tile in
+ * halves, two passes) read them, @block_bytes each, fetching the stream
+ * @dist bytes ahead as it reads; used for products of at least
+ * @min_tokens tokens, which must be more than X16Kernel.rn. */
 typedef struct {
   void (*unpack) (size_t nb, const uint8_t *tile, uint8_t *out, size_t dist);
   const X16TileFn *tiles;
