@@ -59,6 +59,8 @@ static const Shape shapes[] = {
   { "smollm2-135m", "llama", 576, 30, 1536, 9, 3, 49152, 8192, 100000.0f, 1e-5f, FALSE },
   /* Seconds to make and run: smoke tests of the tool and the elements. */
   { "tiny", "llama", 256, 2, 512, 4, 2, 1024, 4096, 10000.0f, 1e-5f, FALSE },
+  /* Room for the real test models' 8 heads in 4 groups, 3 heads a group (--widen). */
+  { "tiny-12h", "llama", 384, 6, 512, 12, 4, 1024, 4096, 10000.0f, 1e-5f, FALSE },
   { "tiny-qwen2", "qwen2", 256, 2, 512, 4, 2, 1024, 4096, 1000000.0f, 1e-6f, TRUE },
 };
 
@@ -331,10 +333,13 @@ add_bpe_vocab (LlmGgufWriter *w, guint32 n_vocab)
   g_string_chunk_free (chunk);
 }
 
+/* @from: the real model a widened file holds, or NULL. */
 static void
-add_hparams (LlmGgufWriter *w, const Shape *s, const ModelType *mt)
+add_hparams (LlmGgufWriter *w, const Shape *s, const ModelType *mt, const char *from)
 {
-  g_autofree char *name = g_strdup_printf ("gst-llm-bench %s %s", s->name, mt->name);
+  g_autofree char *name = from != NULL
+      ? g_strdup_printf ("%s widened to %s %s", from, s->name, mt->name)
+      : g_strdup_printf ("gst-llm-bench %s %s", s->name, mt->name);
   llm_gguf_writer_add_string (w, "general.architecture", s->arch);
   llm_gguf_writer_add_string (w, "general.name", name);
   llm_gguf_writer_add_uint32 (w, "general.file_type", mt->ftype);
@@ -467,6 +472,7 @@ convert_row (guint32 type, const float *x, void *dst, gsize n)
 
 typedef struct {
   const TensorPlan *t;
+  const BenchWiden *widen;    /* rows from a real model instead of random ones */
   guint tensor;
   guint64 seed;
   guint64 row0, n_rows;       /* this chunk */
@@ -482,7 +488,10 @@ chunk_task (void *data, int ith, int nth)
   gsize r0, r1;
   llm_split_range (c->n_rows, ith, nth, &r0, &r1);
   for (gsize r = r0; r < r1; r++) {
-    fill_row (c->scratch[ith], c->t->ne[0], c->t, c->seed, c->tensor, c->row0 + r);
+    if (c->widen != NULL)
+      bench_widen_row (c->widen, c->t->name, c->row0 + r, c->scratch[ith], c->t->ne[0]);
+    else
+      fill_row (c->scratch[ith], c->t->ne[0], c->t, c->seed, c->tensor, c->row0 + r);
     convert_row (c->t->type, c->scratch[ith], c->out + r * c->row_bytes, c->t->ne[0]);
   }
 }
@@ -508,8 +517,8 @@ write_all (int fd, const guint8 *p, gsize n, const char *what, GError **error)
 
 /* Generates every tensor of @plan into @fd, recording offsets. */
 static gboolean
-generate (GArray *plan, int fd, const char *tmp_path, guint64 seed, int n_threads,
-    gboolean verbose, GError **error)
+generate (GArray *plan, const BenchWiden *widen, int fd, const char *tmp_path, guint64 seed,
+    int n_threads, gboolean verbose, GError **error)
 {
   LlmThreadPool *pool = llm_threadpool_new (n_threads);
   if (pool == NULL) {
@@ -552,7 +561,7 @@ generate (GArray *plan, int fd, const char *tmp_path, guint64 seed, int n_thread
       out = g_malloc (out_size);
     }
     for (guint64 r = 0; ok && r < t->ne[1]; r += rows_per_chunk) {
-      ChunkTask c = { t, i, seed, r, MIN (rows_per_chunk, t->ne[1] - r), row_bytes, out,
+      ChunkTask c = { t, widen, i, seed, r, MIN (rows_per_chunk, t->ne[1] - r), row_bytes, out,
         scratch };
       llm_threadpool_run (pool, chunk_task, &c);
       ok = write_all (fd, out, c.n_rows * row_bytes, tmp_path, error);
@@ -573,9 +582,9 @@ generate (GArray *plan, int fd, const char *tmp_path, guint64 seed, int n_thread
   return ok;
 }
 
-gboolean
-bench_make_model (const char *shape_name, const char *type_name, const char *path,
-    guint64 seed, int n_threads, gboolean verbose, GError **error)
+static gboolean
+make_model (const char *shape_name, const char *type_name, const char *source,
+    const char *path, guint64 seed, int n_threads, gboolean verbose, GError **error)
 {
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
   /* The rows go to the file as the kernels produce them (host order). */
@@ -599,12 +608,40 @@ bench_make_model (const char *shape_name, const char *type_name, const char *pat
     return FALSE;
   }
 
+  g_autoptr (BenchWiden) widen = NULL;
+  Shape widened;
+  if (source != NULL) {
+    /* qwen2 rotates dimension pairs (i, i + hd / 2), which the widening
+     * does not move; and its biases would need widening too. */
+    if (s->qwen2) {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+          "--widen takes llama shapes only, not %s", s->name);
+      return FALSE;
+    }
+    const BenchWidenShape to = { s->n_embd, s->n_layer, s->n_ff, s->n_head, s->n_head_kv };
+    widen = bench_widen_open (source, &to, error);
+    if (widen == NULL)
+      return FALSE;
+    widened = *s;
+    bench_widen_hparams (widen, &widened.n_vocab, &widened.n_ctx, &widened.rope_base,
+        &widened.rms_eps);
+    s = &widened;
+  }
+
   g_autoptr (LlmGgufWriter) w = llm_gguf_writer_new ();
-  add_hparams (w, s, mt);
-  if (s->qwen2)
+  g_autofree char *from = widen != NULL ? bench_widen_source_name (widen) : NULL;
+  add_hparams (w, s, mt, from);
+  if (widen != NULL) {
+    if (!bench_widen_copy_vocab (widen, w)) {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+          "--widen: cannot copy the tokenizer of %s", source);
+      return FALSE;
+    }
+  } else if (s->qwen2) {
     add_bpe_vocab (w, s->n_vocab);
-  else
+  } else {
     add_spm_vocab (w, s->n_vocab);
+  }
 
   g_autofree char *tmp = g_strdup_printf ("%s.weights-XXXXXX", path);
   int fd = g_mkstemp (tmp);
@@ -619,7 +656,7 @@ bench_make_model (const char *shape_name, const char *type_name, const char *pat
 
   GArray *plan = plan_tensors (s, mt);
   /* Progress rewrites one line: only on a terminal. */
-  gboolean ok = generate (plan, fd, tmp, seed, n_threads, verbose && isatty (2), error);
+  gboolean ok = generate (plan, widen, fd, tmp, seed, n_threads, verbose && isatty (2), error);
   GMappedFile *map = NULL;
   if (ok) {
     map = g_mapped_file_new_from_fd (fd, FALSE, error);
@@ -673,4 +710,18 @@ bench_make_model (const char *shape_name, const char *type_name, const char *pat
   }
   g_array_unref (plan);
   return ok;
+}
+
+gboolean
+bench_make_model (const char *shape_name, const char *type_name, const char *path,
+    guint64 seed, int n_threads, gboolean verbose, GError **error)
+{
+  return make_model (shape_name, type_name, NULL, path, seed, n_threads, verbose, error);
+}
+
+gboolean
+bench_make_widened_model (const char *shape_name, const char *type_name, const char *source,
+    const char *path, int n_threads, gboolean verbose, GError **error)
+{
+  return make_model (shape_name, type_name, source, path, 0, n_threads, verbose, error);
 }

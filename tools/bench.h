@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "engine.h"
+#include "gguf-writer.h"
 #include "cpu/matmul.h"
 #include "cpu/threadpool.h"
 #include "kvcache.h"
@@ -59,6 +60,38 @@ const char *bench_model_mix_help (void);
  * Progress goes to stderr when @verbose. */
 gboolean bench_make_model (const char *shape, const char *type_name, const char *path,
     guint64 seed, int n_threads, gboolean verbose, GError **error);
+/* The same shape and type mix, but holding the real llama model at
+ * @source (bench-widen.c) instead of random weights: its tokenizer, and
+ * weights that compute what @source computes. */
+gboolean bench_make_widened_model (const char *shape, const char *type_name,
+    const char *source, const char *path, int n_threads, gboolean verbose, GError **error);
+
+/* --- bench-widen.c --- */
+
+/* The dimensions of the shape a model is widened to. */
+typedef struct {
+  guint32 n_embd, n_layer, n_ff, n_head, n_head_kv;
+} BenchWidenShape;
+
+typedef struct _BenchWiden BenchWiden;
+
+/* The llama model at @path, checked to fit @to (no wider, no more heads,
+ * kv heads, query heads per kv head, feed-forward units or layers, and
+ * no biases), or NULL with @error saying what does not fit. */
+BenchWiden *bench_widen_open (const char *path, const BenchWidenShape *to, GError **error);
+void bench_widen_free (BenchWiden *w);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BenchWiden, bench_widen_free)
+/* What the widened file must say: the source's vocabulary size and
+ * context length, RoPE's base and the norms' epsilon as widened. */
+void bench_widen_hparams (const BenchWiden *w, guint32 *n_vocab, guint32 *n_ctx,
+    float *rope_base, float *rms_eps);
+/* The source's tokenizer.* keys into @out; FALSE if one cannot be copied. */
+gboolean bench_widen_copy_vocab (const BenchWiden *w, LlmGgufWriter *out);
+/* The source's general.name (or file name), newly allocated. */
+char *bench_widen_source_name (const BenchWiden *w);
+/* Row @row (@n values) of the widened shape's tensor @name, as floats.
+ * Safe to call from several threads at once. */
+void bench_widen_row (const BenchWiden *w, const char *name, guint64 row, float *x, gsize n);
 
 /* --- bench-bandwidth.c --- */
 

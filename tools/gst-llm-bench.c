@@ -48,7 +48,7 @@ typedef struct {
   gboolean pipeline;
   gint64 seed;
   int bandwidth_mib;
-  char *make_shape, *make_type, *output;
+  char *make_shape, *make_type, *output, *widen;
   char *vision, *vision_image;
   char *audio, *audio_pcm;
 } Options;
@@ -1182,8 +1182,14 @@ static const char *summary =
     "16 layers, ffn 2816, 16/4 heads, vocab 32000), qwen2-0.5b (qwen2: 896 wide,\n"
     "24 layers, ffn 4864, 14/2 heads, vocab 151936, QKV biases, tied output),\n"
     "smollm2-135m (llama: 576 wide, 30 layers, ffn 1536, 9/3 heads, vocab 49152;\n"
-    "SmolVLM-256M's language model, its output not tied), tiny and tiny-qwen2\n"
-    "(seconds to make, for smoke tests).\n"
+    "SmolVLM-256M's language model, its output not tied), tiny, tiny-12h and\n"
+    "tiny-qwen2 (seconds to make, for smoke tests).\n"
+    "  gst-llm-bench --make-model SHAPE --type TYPE --widen REAL.gguf -o FILE\n"
+    "writes a llama SHAPE holding the real llama model REAL instead: REAL's\n"
+    "tokenizer, its weights in the first channels, heads and layers and zeros\n"
+    "elsewhere (norms, query scale and RoPE base adjusted), so FILE computes what\n"
+    "REAL computes while a step reads as many bytes as SHAPE's: real text at the\n"
+    "speed of a model that size, for speculative decoding's acceptance.\n"
     "\n"
     "Vision encoders (files from gst-llm-make-mmproj smolvlm|llava --n-out N -o F):\n"
     "  gst-llm-bench --vision MMPROJ [-t 1,2] [-r 5] [--json]\n"
@@ -1279,6 +1285,9 @@ main (int argc, char **argv)
       "TYPE" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output,
       "File --make-model writes", "FILE" },
+    { "widen", 0, 0, G_OPTION_ARG_FILENAME, &o.widen,
+      "With --make-model: hold this real llama model instead of random weights (see above)",
+      "GGUF" },
     { "vision", 0, 0, G_OPTION_ARG_FILENAME, &o.vision,
       "The vision encoder of this mmproj file, images/s at each -t, instead", "MMPROJ" },
     { "vision-image", 0, 0, G_OPTION_ARG_FILENAME, &o.vision_image,
@@ -1316,6 +1325,7 @@ main (int argc, char **argv)
   g_strfreev (o.draft_maxes);
   g_free (o.make_shape);
   g_free (o.make_type);
+  g_free (o.widen);
   g_free (o.output);
   g_free (o.vision);
   g_free (o.vision_image);
@@ -1346,8 +1356,11 @@ bench_main (const Options *opt)
       g_printerr ("gst-llm-bench: --make-model needs --type and -o\n");
       return 2;
     }
-    if (!bench_make_model (o.make_shape, o.make_type, o.output, (guint64) o.seed,
-            (int) g_array_index (threads, guint, 0), TRUE, &error)) {
+    const int nth = (int) g_array_index (threads, guint, 0);
+    if (o.widen != NULL ? !bench_make_widened_model (o.make_shape, o.make_type, o.widen,
+            o.output, nth, TRUE, &error)
+        : !bench_make_model (o.make_shape, o.make_type, o.output, (guint64) o.seed, nth, TRUE,
+            &error)) {
       g_printerr ("gst-llm-bench: %s\n", error->message);
       return 1;
     }
