@@ -34,7 +34,9 @@ struct _LlmEngine {
   guint returning[2];         /* requests that finished in forward sched_gen
                                * ([0]) and the one before ([1]) whose
                                * streams have not submitted again */
-  gint64 last_forward_us;     /* how long that forward took */
+  gint64 last_step_us;        /* how long the last forward of decode steps
+                               * only (one row a stream) took */
+  guint64 n_waits, waited_us; /* wait_for_returning's, under sched_lock */
 
   guint64 n_forwards, n_rows; /* atomic */
 };
@@ -90,5 +92,9 @@ gboolean llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments,
  * failed (every segment then has an error). Takes eval_lock. */
 gboolean llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows,
     LlmEvalSegment *segs, guint n_segs);
+
+/* @seq is being freed: the scheduler stops expecting its next request
+ * (scheduler.c). */
+void llm_engine_sched_forget (LlmEngine *e, LlmSeq *seq);
 
 G_END_DECLS

@@ -176,5 +176,8 @@ gboolean llm_engine_submit_embd (LlmEngine *e, LlmSeq *seq, const gint32 *tokens
 /* Forwards run and rows they held, since the engine started (a measure of
  * how well the scheduler batches). */
 void llm_engine_batch_stats (LlmEngine *e, guint64 *forwards, guint64 *rows);
+/* Forwards whose leader waited for streams the forwards before served
+ * (so they step together), and the microseconds it waited in all. */
+void llm_engine_wait_stats (LlmEngine *e, guint64 *waits, guint64 *waited_us);
 
 G_END_DECLS

@@ -89,7 +89,14 @@ lead_one_forward (LlmEngine *e)
   e->sched_gen++;
   e->returning[1] = e->returning[0];
   e->returning[0] = 0;
-  e->last_forward_us = took;
+  /* The streams waited for come back from a step; a forward with prompt
+   * rows (hundreds of milliseconds, for a long prompt) says nothing
+   * about how long that takes. */
+  gboolean steps_only = TRUE;
+  for (guint s = 0; s < n_segs; s++)
+    steps_only &= segs[s].n == 1;
+  if (n_segs > 0 && steps_only)
+    e->last_step_us = took;
 
   for (guint s = 0; s < n_segs; s++) {
     SchedRequest *r = reqs[s];
@@ -122,27 +129,69 @@ lead_one_forward (LlmEngine *e)
   }
 }
 
+/* @seq, if a stream the leader would wait for (its last request finished
+ * in one of the last two forwards), is not any more: it is back with its
+ * next request, or gone. Under sched_lock. */
+static void
+no_longer_returning (LlmEngine *e, LlmSeq *seq)
+{
+  for (guint back = 0; back < 2; back++) {
+    if (e->sched_gen >= back + 1 && seq->finished_gen == e->sched_gen - back
+        && e->returning[back] > 0) {
+      e->returning[back]--;
+      seq->finished_gen = 0;
+    }
+  }
+}
+
+void
+llm_engine_sched_forget (LlmEngine *e, LlmSeq *seq)
+{
+  g_mutex_lock (&e->sched_lock);
+  no_longer_returning (e, seq);
+  g_mutex_unlock (&e->sched_lock);
+}
+
 /* The streams whose steps the last forwards ran are a sample away from
  * their next step. A forward started without them would leave them to run
  * alone in the next one, and streams would take turns instead of stepping
  * together: two streams would decode no faster than one. So the leader
- * waits for them, at most a quarter of the last forward's time (a stream
- * that finished its response, or whose downstream blocks, costs that
- * once). Streams of the forward before count too, so two streams that
- * fell out of step (each alone in every other forward) fall back in. A
- * lone stream has nobody to wait for and runs at once. Waking a thread
- * on two busy cores can take most of a millisecond, so tiny models wait
- * up to MIN_WAIT_US. */
+ * waits for them, at most a quarter of the time of the last forward that
+ * ran one-row steps only (a stream that finished its response, or whose
+ * downstream blocks, costs that once; a freed one nothing). Not a quarter
+ * of the last forward's, whatever it ran: after a 113-token prompt a
+ * verification waited 35 ms, nine times its own time, for a stream that
+ * had been freed. Streams of the forward before count too, so two
+ * streams that fell out of step (each alone in every other forward) fall
+ * back in. A lone stream has nobody to wait for and runs at once. Waking
+ * a thread on two busy cores can take most of a millisecond, so tiny
+ * models wait up to MIN_WAIT_US. */
 #define MIN_WAIT_US 1000
 
 
 static void
 wait_for_returning (LlmEngine *e)
 {
-  const gint64 until = g_get_monotonic_time () + MAX (e->last_forward_us / 4, MIN_WAIT_US);
+  if (e->returning[0] + e->returning[1] == 0)
+    return;
+  const gint64 t0 = g_get_monotonic_time ();
+  const gint64 until = t0 + MAX (e->last_step_us / 4, MIN_WAIT_US);
   while (e->returning[0] + e->returning[1] > 0
       && g_cond_wait_until (&e->sched_cond, &e->sched_lock, until))
     ;
+  e->n_waits++;
+  e->waited_us += (guint64) (g_get_monotonic_time () - t0);
+}
+
+void
+llm_engine_wait_stats (LlmEngine *e, guint64 *waits, guint64 *waited_us)
+{
+  g_mutex_lock (&e->sched_lock);
+  if (waits)
+    *waits = e->n_waits;
+  if (waited_us)
+    *waited_us = e->waited_us;
+  g_mutex_unlock (&e->sched_lock);
 }
 
 gboolean
@@ -167,14 +216,7 @@ llm_engine_submit_embd (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, const f
   };
   g_mutex_lock (&e->sched_lock);
   g_atomic_int_set (&seq->pending, TRUE);
-  /* Back from a step of one of the last two forwards. */
-  for (guint back = 0; back < 2; back++) {
-    if (e->sched_gen >= back + 1 && seq->finished_gen == e->sched_gen - back
-        && e->returning[back] > 0) {
-      e->returning[back]--;
-      seq->finished_gen = 0;
-    }
-  }
+  no_longer_returning (e, seq);
   g_cond_init (&req.wake);
   g_queue_push_tail (&e->pending, &req);
   /* Only a leader waiting for company waits on sched_cond. */

@@ -49,6 +49,8 @@ llm_seq_free (LlmSeq *seq)
   if (seq == NULL)
     return;
   LlmEngine *e = seq->engine;
+  /* The scheduler's leader must not wait for this one's next step. */
+  llm_engine_sched_forget (e, seq);
   g_mutex_lock (&e->eval_lock);
   e->seqs = g_list_remove (e->seqs, seq);
   g_mutex_unlock (&e->eval_lock);

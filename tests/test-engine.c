@@ -505,6 +505,46 @@ START_TEST (test_streams_without_batch_wait_still_step_together)
 }
 END_TEST
 
+/* The leader of a forward waits a little for the streams the last
+ * forwards served, so they step together; a stream freed after its step
+ * never comes back and must not be waited for. It was, for a quarter of
+ * the last forward: after a prompt, a step of the stream left waited
+ * nine times its own time. */
+START_TEST (test_a_freed_stream_is_not_waited_for)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
+  g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+  g_autoptr (GError) error = NULL;
+  g_autofree float *logits = g_new (float, llm_model_hparams (m)->n_vocab);
+  gint32 prompt[40];
+  for (guint k = 0; k < G_N_ELEMENTS (prompt); k++)
+    prompt[k] = (gint32) (3 + 5 * k);
+  gint32 tok = 7;
+  LlmSeq *a = llm_test_new_seq (e, &kv_long), *b = llm_test_new_seq (e, &kv_long);
+  guint64 waits, waited_us;
+
+  /* a's step, then a is freed: b's prompt and steps wait for nobody. */
+  ck_assert (llm_engine_submit (e, a, &tok, 1, logits, FALSE, &error));
+  llm_seq_free (a);
+  ck_assert (llm_engine_submit (e, b, prompt, G_N_ELEMENTS (prompt), logits, FALSE, &error));
+  for (guint k = 0; k < 3; k++)
+    ck_assert (llm_engine_submit (e, b, &tok, 1, logits, FALSE, &error));
+  llm_engine_wait_stats (e, &waits, &waited_us);
+  ck_assert_msg (waits == 0, "waited %" G_GUINT64_FORMAT " times (%" G_GUINT64_FORMAT
+      " us) for a freed stream", waits, waited_us);
+
+  /* The control: a stream alive after its step is waited for (once, then
+   * the leader no longer expects it). */
+  LlmSeq *c = llm_test_new_seq (e, &kv_long);
+  ck_assert (llm_engine_submit (e, c, &tok, 1, logits, FALSE, &error));
+  ck_assert (llm_engine_submit (e, b, &tok, 1, logits, FALSE, &error));
+  llm_engine_wait_stats (e, &waits, &waited_us);
+  ck_assert_uint_ge (waits, 1);
+  llm_seq_free (c);
+  llm_seq_free (b);
+}
+END_TEST
+
 /* Prompts that arrive together share max-prefill-chunk: a forward takes
  * that many prompt rows in all, not that many of each, so every stream's
  * step waits on at most one chunk however many prompts arrive. */
@@ -792,6 +832,7 @@ engine_suite (void)
   tcase_set_timeout (sched, 120);
   tcase_add_test (sched, test_concurrent_streams_share_forwards_and_keep_their_ids);
   tcase_add_test (sched, test_streams_without_batch_wait_still_step_together);
+  tcase_add_test (sched, test_a_freed_stream_is_not_waited_for);
   tcase_add_test (sched, test_prompts_arriving_together_share_the_prefill_chunk);
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
