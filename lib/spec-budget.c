@@ -12,6 +12,15 @@
  * fixed weight would take. */
 #define ACCEPT_WEIGHT 0.05
 #define COST_WEIGHT 0.2
+/* A width's cost is its own after this many observations, starting from
+ * the fastest of them; before, estimates from the widths that are known
+ * stand unless an observation was faster. A first verification once took
+ * 9 times a step (a stream the scheduler waited for), and the planner,
+ * trusting it, never asked for two proposals again where two paid 1.2x. */
+#define COST_TRUST 3
+/* A known width's observation counts as at most this many times its cost:
+ * a spike moves the average, but not by more than one step's weight. */
+#define COST_SPIKE 2.0
 /* A planner that chose 0 this many steps in a row checks one proposal;
  * each probe that fails doubles the wait, up to PROBE_MAX. */
 #define PROBE_EVERY 16
@@ -38,23 +47,32 @@ llm_spec_budget_configure (LlmSpecBudget *b, guint draft_max, gboolean fixed)
  * nearest measured width below it (one row more costing what the
  * measurements say per row, else PRIOR_SLOPE). Relative units while
  * nothing is measured; only ratios matter. */
+static gboolean
+known (const LlmSpecBudget *b, guint w)
+{
+  return b->cost_seen[w] >= COST_TRUST;
+}
+
 static double
 cost (const LlmSpecBudget *b, guint w)
 {
-  if (b->cost_known[w])
+  if (known (b, w))
     return b->cost_us[w];
-  const double base = b->cost_known[0] ? b->cost_us[0] : 1.0;
+  const double base = known (b, 0) ? b->cost_us[0] : 1.0;
   double slope = PRIOR_SLOPE;
   guint from = 0;
   for (guint j = w; j-- > 1;) {
-    if (b->cost_known[j]) {
+    if (known (b, j)) {
       from = j;
-      slope = b->cost_known[0] ? MAX (0.0, (b->cost_us[j] / base - 1.0) / j) : PRIOR_SLOPE;
+      slope = known (b, 0) ? MAX (0.0, (b->cost_us[j] / base - 1.0) / j) : PRIOR_SLOPE;
       break;
     }
   }
   const double at = from > 0 ? b->cost_us[from] : base;
-  return at + base * slope * (w - from);
+  const double estimate = at + base * slope * (w - from);
+  /* Observed but not known yet: only a faster observation counts (in
+   * microseconds, once width 0 is known and the estimate is too). */
+  return b->cost_seen[w] > 0 && known (b, 0) ? MIN (estimate, b->cost_us[w]) : estimate;
 }
 
 double
@@ -113,10 +131,13 @@ llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64
   }
   if (took_us <= 0)
     return;
-  if (!b->cost_known[drafted]) {
-    b->cost_us[drafted] = (double) took_us;
-    b->cost_known[drafted] = TRUE;
+  const double t = (double) took_us;
+  if (!known (b, drafted)) {
+    /* The fastest of the first observations. */
+    b->cost_us[drafted] = b->cost_seen[drafted] == 0 ? t : MIN (b->cost_us[drafted], t);
+    b->cost_seen[drafted]++;
   } else {
-    b->cost_us[drafted] += COST_WEIGHT * ((double) took_us - b->cost_us[drafted]);
+    b->cost_us[drafted] += COST_WEIGHT * (MIN (t, COST_SPIKE * b->cost_us[drafted])
+        - b->cost_us[drafted]);
   }
 }

@@ -5,7 +5,10 @@
  * a step that checks each number of proposals, and each step takes the
  * number k (0 included) whose expected tokens, 1 + p1 + p1 p2 + ... +
  * p1...pk, over its time is largest. Widths not measured yet are
- * estimated from the nearest measured one, so it tries them. A planner
+ * estimated from the nearest measured one, so it tries them; a width's
+ * own measurements count only from the third on (before, the fastest of
+ * them, if faster than the estimate), so one slow step (a page fault, a
+ * preempted thread) cannot keep it from being tried again. A planner
  * that settled on plain steps checks one proposal now and then, to notice
  * drafts that start to succeed: after 16 plain steps, twice as many after
  * each probe that fails (up to 256), so drafts that never succeed cost
@@ -24,7 +27,7 @@ typedef struct {
   double accept[LLM_SPEC_BUDGET_MAX];         /* P(position i accepted | i - 1 was) */
   guint seen[LLM_SPEC_BUDGET_MAX];            /* observations of it, up to a cap */
   double cost_us[LLM_SPEC_BUDGET_MAX + 1];    /* a step checking w proposals */
-  gboolean cost_known[LLM_SPEC_BUDGET_MAX + 1];
+  guint cost_seen[LLM_SPEC_BUDGET_MAX + 1];   /* its observations, up to a cap */
   guint idle;                                 /* steps in a row that chose 0 */
   guint probe_every;                          /* steps of 0 before a probe */
   gboolean probing;                           /* the last choice was a probe */

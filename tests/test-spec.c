@@ -755,6 +755,33 @@ START_TEST (test_budget_drafts_long_when_it_pays)
 }
 END_TEST
 
+/* A width's first step is slow (one-time work: memory touched for the
+ * first time, a thread woken), and now and then any step is (the machine
+ * is shared): neither may keep the planner from the length that pays. */
+START_TEST (test_budget_is_not_put_off_by_slow_steps)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  llm_test_rng_seed (7);
+  gboolean tried[9] = { FALSE };
+  double asked = 0;
+  for (guint step = 0; step < 600; step++) {
+    const guint k = llm_spec_budget_choose (&b);
+    guint accepted = 0;
+    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < 0.9)
+      accepted++;
+    double us = 1000 + 20.0 * k;
+    if (!tried[k] || step % 37 == 0)
+      us *= 10;
+    tried[k] = TRUE;
+    llm_spec_budget_observe (&b, k, accepted, (gint64) us);
+    if (step >= 400)
+      asked += k;
+  }
+  ck_assert_msg (asked / 200 >= 7.0, "asks for %.2f proposals a step", asked / 200);
+}
+END_TEST
+
 START_TEST (test_budget_fixed_always_asks_for_the_maximum)
 {
   LlmSpecBudget b;
@@ -797,6 +824,7 @@ spec_suite (void)
   tcase_add_test (budget, test_budget_drafts_long_when_it_pays);
   tcase_add_test (budget, test_budget_notices_drafts_that_start_to_succeed);
   tcase_add_test (budget, test_budget_fixed_always_asks_for_the_maximum);
+  tcase_add_test (budget, test_budget_is_not_put_off_by_slow_steps);
   suite_add_tcase (s, budget);
 
   TCase *draw = tcase_create ("draw");
