@@ -8,11 +8,14 @@
  * estimated from the nearest measured one, so it tries them; a width's
  * own measurements count only from the third on (before, the fastest of
  * them, if faster than the estimate), so one slow step (a page fault, a
- * preempted thread) cannot keep it from being tried again. A planner
- * that settled on plain steps checks one proposal now and then, to notice
- * drafts that start to succeed: after 16 plain steps, twice as many after
- * each probe that fails (up to 256), so drafts that never succeed cost
- * well under 1%. Pure arithmetic: no clock, no threads. */
+ * preempted thread) cannot keep it from being tried again. Likewise a
+ * later position's acceptance leans on the position before it until it
+ * has been seen a few times, and every 32nd drafting step checks one
+ * proposal more than the best, so no length is judged once for good. A
+ * planner that settled on plain steps checks one proposal now and then,
+ * to notice drafts that start to succeed: after 16 plain steps, twice as
+ * many after each probe that fails (up to 256), so drafts that never
+ * succeed cost well under 1%. Pure arithmetic: no clock, no threads. */
 #pragma once
 
 #include <glib.h>
@@ -29,6 +32,7 @@ typedef struct {
   double cost_us[LLM_SPEC_BUDGET_MAX + 1];    /* a step checking w proposals */
   guint cost_seen[LLM_SPEC_BUDGET_MAX + 1];   /* its observations, up to a cap */
   guint idle;                                 /* steps in a row that chose 0 */
+  guint drafting;                             /* steps that chose more */
   guint probe_every;                          /* steps of 0 before a probe */
   gboolean probing;                           /* the last choice was a probe */
 } LlmSpecBudget;

@@ -782,6 +782,36 @@ START_TEST (test_budget_is_not_put_off_by_slow_steps)
 }
 END_TEST
 
+/* Proposals are accepted 90% of the time at every position and a row
+ * costs 25% of a step (4 to 8 proposals pay best, 1 pays 0.73 of that),
+ * but the first three second proposals are rejected: the planner must
+ * not conclude that second proposals never pay. */
+START_TEST (test_budget_is_not_put_off_by_an_unlucky_start)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  llm_test_rng_seed (11);
+  guint second_seen = 0;
+  double asked = 0;
+  for (guint step = 0; step < 600; step++) {
+    const guint k = llm_spec_budget_choose (&b);
+    guint accepted = 0;
+    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < 0.9) {
+      if (accepted == 1 && second_seen < 3)
+        break;
+      accepted++;
+    }
+    if (k >= 2 && accepted >= 1)
+      second_seen++;
+    llm_spec_budget_observe (&b, k, accepted, (gint64) (1000 + 250.0 * k));
+    if (step >= 400)
+      asked += k;
+  }
+  ck_assert_uint_ge (second_seen, 3);
+  ck_assert_msg (asked / 200 >= 3.5, "asks for %.2f proposals a step", asked / 200);
+}
+END_TEST
+
 START_TEST (test_budget_fixed_always_asks_for_the_maximum)
 {
   LlmSpecBudget b;
@@ -825,6 +855,7 @@ spec_suite (void)
   tcase_add_test (budget, test_budget_notices_drafts_that_start_to_succeed);
   tcase_add_test (budget, test_budget_fixed_always_asks_for_the_maximum);
   tcase_add_test (budget, test_budget_is_not_put_off_by_slow_steps);
+  tcase_add_test (budget, test_budget_is_not_put_off_by_an_unlucky_start);
   suite_add_tcase (s, budget);
 
   TCase *draw = tcase_create ("draw");
