@@ -94,7 +94,7 @@ llm_spec_budget_rate (const LlmSpecBudget *b, guint k)
      * rejections of a second proposal held it at one for a whole run,
      * 1.31x plain against 1.58x at a fixed two). */
     const double n = b->seen[i];
-    p = i == 0 || n + SHRINK == 0 ? b->accept[i] : (n * b->accept[i] + SHRINK * p) / (n + SHRINK);
+    p = i == 0 ? b->accept[0] : (n * b->accept[i] + SHRINK * p) / (n + SHRINK);
     reach *= p;
     expected += reach;
   }
