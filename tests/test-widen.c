@@ -14,6 +14,8 @@
 
 #include "../tools/bench.h"
 #include "ggml-type.h"
+#include "gguf.h"
+#include "gguf-writer.h"
 
 typedef struct {
   const char *model;
@@ -146,6 +148,35 @@ check_refused (const char *model, const char *shape, const char *says)
       error ? error->message : "(no error)", says);
 }
 
+/* stories260K with blk.0.attn_q.weight in IQ4_NL (zero bytes), a type
+ * this build cannot read, at @path. */
+static void
+write_iq4_nl_source (const char *path)
+{
+  g_autofree char *src = llm_test_data_path ("models/stories260K.gguf");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (LlmGguf) g = llm_gguf_open (src, &error);
+  ck_assert_msg (g != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmGgufWriter) w = llm_gguf_writer_new ();
+  for (guint64 i = 0; i < llm_gguf_n_kv (g); i++)
+    ck_assert (llm_gguf_writer_copy_kv (w, g, llm_gguf_key (g, i)));
+  for (guint64 i = 0; i < llm_gguf_n_tensors (g); i++) {
+    const LlmGgufTensor *t = llm_gguf_tensor (g, i);
+    if (strcmp (t->name, "blk.0.attn_q.weight") != 0) {
+      ck_assert (llm_gguf_writer_add_tensor (w, t->name, t->type, t->n_dims, t->ne, t->data,
+              t->size, &error));
+      continue;
+    }
+    guint64 row;
+    ck_assert (llm_type_row_bytes (LLM_TYPE_IQ4_NL, t->ne[0], &row));
+    g_autofree guint8 *zeros = g_malloc0 (row * t->ne[1]);
+    ck_assert (llm_gguf_writer_add_tensor (w, t->name, LLM_TYPE_IQ4_NL, t->n_dims, t->ne, zeros,
+            row * t->ne[1], &error));
+  }
+  ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s",
+      error ? error->message : "");
+}
+
 START_TEST (test_widen_refuses_what_does_not_fit)
 {
   /* tiny: 4 heads in 2 groups, fewer than the model's 4 kv heads. */
@@ -153,6 +184,20 @@ START_TEST (test_widen_refuses_what_does_not_fit)
   /* qwen2 rotates other dimension pairs. */
   check_refused ("TinyStories-656K-Q8_0.gguf", "tiny-qwen2", "llama shapes only");
   check_refused ("random-qwen2-f32.gguf", "tiny-12h", "not a llama model");
+
+  /* A weight type it cannot read: an error, not a crash. */
+  g_autofree char *odd = g_build_filename (g_get_tmp_dir (), "test-widen-iq4nl-XXXXXX.gguf",
+      NULL);
+  const int fd = g_mkstemp (odd);
+  ck_assert_int_ge (fd, 0);
+  close (fd);
+  write_iq4_nl_source (odd);
+  const BenchWidenShape to = { 384, 6, 512, 12, 4 };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (BenchWiden) w = bench_widen_open (odd, &to, &error);
+  g_unlink (odd);
+  ck_assert (w == NULL);
+  ck_assert_msg (strstr (error->message, "IQ4_NL") != NULL, "%s", error->message);
 }
 END_TEST
 

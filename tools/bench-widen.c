@@ -24,7 +24,8 @@
  * - feed-forward units beyond n_ff_src have zero gate, up and down, and
  *   layers beyond the source's are all zero: identities on the stream.
  * Quantized blocks of 32 (and K-quant sub-blocks) hold either source
- * values or zeros, so the source's rows quantize as they would alone. */
+ * values or zeros, so the source's rows quantize as they would alone
+ * (query rows scaled by other than a power of two excepted). */
 #include "bench.h"
 
 #include <math.h>
@@ -78,6 +79,12 @@ src_tensor (const BenchWiden *w, const char *name, guint64 ne0, guint64 ne1, GEr
   if (t == NULL) {
     g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
         "--widen: the source has no tensor %s", name);
+    return NULL;
+  }
+  if (!llm_matmul_supports (t->type)) {
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+        "--widen: the source's %s is %s, which this build cannot read", name,
+        llm_type_name (t->type));
     return NULL;
   }
   guint64 row_bytes;
