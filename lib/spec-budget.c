@@ -49,16 +49,17 @@ llm_spec_budget_configure (LlmSpecBudget *b, guint draft_max, gboolean fixed)
   b->fixed = fixed;
 }
 
-/* The time of a step checking @w proposals: measured, or scaled from the
- * nearest measured width below it (one row more costing what the
- * measurements say per row, else PRIOR_SLOPE). Relative units while
- * nothing is measured; only ratios matter. */
+/* Whether width @w's cost is its own measurements' (COST_TRUST). */
 static gboolean
 known (const LlmSpecBudget *b, guint w)
 {
   return b->cost_seen[w] >= COST_TRUST;
 }
 
+/* The time of a step checking @w proposals: measured, or scaled from the
+ * nearest measured width below it (one row more costing what the
+ * measurements say per row, else PRIOR_SLOPE). Relative units while
+ * nothing is measured; only ratios matter. */
 static double
 cost (const LlmSpecBudget *b, guint w)
 {
