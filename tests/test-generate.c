@@ -1197,6 +1197,33 @@ START_TEST (test_draft_model_proposals_give_the_same_tokens)
 }
 END_TEST
 
+/* The dynamic budget learns over a stream, not over one response: with a
+ * draft model that is never right (random weights, stories260K's
+ * vocabulary) the first response drafts until it has learnt so, and the
+ * next one starts from that and checks at most the one proposal of a
+ * probe. Either way the tokens are the golden ones. */
+START_TEST (test_spec_verify_budget_carries_over_to_the_next_response)
+{
+  GstBus *bus;
+  g_autofree char *other = llm_test_data_path ("models/random-llama-bf16.gguf");
+  g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
+      "! llmspecverify", other);
+  GstHarness *h = harness_new_with ("prompt-mode=buffer", draft, "max-tokens=32", &bus);
+  guint64 drafted[2], accepted[2];
+  for (guint r = 0; r < 2; r++) {
+    expect_golden_response (h, 32);
+    GstStructure *s = pop_stats (bus);
+    ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted[r]));
+    ck_assert (gst_structure_get_uint64 (s, "accepted-tokens", &accepted[r]));
+    gst_structure_free (s);
+  }
+  ck_assert_uint_eq (accepted[0] + accepted[1], 0);
+  ck_assert_uint_ge (drafted[0], 2);
+  ck_assert_uint_le (drafted[1], 1);
+  harness_free (h, bus);
+}
+END_TEST
+
 /* Drafting ahead: on behind a queue (auto), off without one, as the
  * property says otherwise; whichever, the tokens are the same, and a draft
  * model that is the target itself always confirms the guess, so every
@@ -1374,6 +1401,7 @@ generate_suite (void)
     tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
     tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
     tcase_add_test (tc, test_draft_model_proposals_give_the_same_tokens);
+    tcase_add_test (tc, test_spec_verify_budget_carries_over_to_the_next_response);
     tcase_add_test (tc, test_draft_ahead_behind_a_queue_gives_the_same_tokens);
     tcase_add_test (tc, test_draft_ahead_stops_with_the_pipeline);
     tcase_add_test (tc, test_draft_model_of_another_vocabulary_is_refused);
