@@ -6,9 +6,12 @@
  *
  * With LLM_TEST_DECODER=spec the same tests run through llmdraft !
  * llmspecverify, the drop-in for llmdecode, with its budget fixed at 4
- * proposals a step (the planner alone might stop drafting): everything
- * but the exact draws of a seeded sampler must be the same, as speculative
- * sampling keeps each token's probability but draws differently. */
+ * proposals a step (the planner alone might stop drafting), and with
+ * spec-dynamic through its default, the dynamic budget (plain steps and
+ * verifications of 1 to 8 proposals mixed as the planner chooses):
+ * everything but the exact draws of a seeded sampler must be the same, as
+ * speculative sampling keeps each token's probability but draws
+ * differently. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,8 +75,11 @@ static char *model_path;
 static char vocab_hash[GST_LLM_VOCAB_HASH_LEN + 1];
 
 /* What decodes: llmdecode, or llmspecverify behind llmdraft. */
-static gboolean spec;
-#define DECODER (spec ? "llmdraft ! llmspecverify budget=fixed draft-max=4" : "llmdecode")
+static gboolean spec, dynamic;
+#define DECODER (!spec ? "llmdecode" : dynamic ? "llmdraft ! llmspecverify" \
+    : "llmdraft ! llmspecverify budget=fixed draft-max=4")
+/* The most proposals DECODER checks a step. */
+#define DECODER_DRAFT_MAX (dynamic ? 8.0 : 4.0)
 
 static void
 setup (void)
@@ -1151,12 +1157,16 @@ START_TEST (test_spec_verify_reports_its_drafts)
   ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
   ck_assert (gst_structure_get_uint64 (s, "accepted-tokens", &accepted));
   ck_assert_uint_gt (drafted, 0);
-  ck_assert_uint_gt (accepted, 0);
   ck_assert_uint_le (accepted, drafted);
   ck_assert_double_eq_tol (stats_double (s, "acceptance-rate"), (double) accepted / drafted,
       1e-12);
-  ck_assert_double_gt (stats_double (s, "mean-accepted-length"), 1.0);
-  ck_assert_double_le (stats_double (s, "draft-length-mean"), 4.0);
+  /* Four proposals a step find some that hold. The dynamic budget tries a
+   * few, and on this story (lookups rarely right in 64 tokens) stops. */
+  if (!dynamic) {
+    ck_assert_uint_gt (accepted, 0);
+    ck_assert_double_gt (stats_double (s, "mean-accepted-length"), 1.0);
+  }
+  ck_assert_double_le (stats_double (s, "draft-length-mean"), DECODER_DRAFT_MAX);
   /* Steps that made several tokens count each of them. */
   ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 64);
   gst_structure_free (s);
@@ -1378,8 +1388,10 @@ END_TEST
 static Suite *
 generate_suite (void)
 {
-  spec = g_strcmp0 (g_getenv ("LLM_TEST_DECODER"), "spec") == 0;
-  Suite *s = suite_create (spec ? "generate-spec" : "generate");
+  const char *decoder = g_getenv ("LLM_TEST_DECODER");
+  dynamic = g_strcmp0 (decoder, "spec-dynamic") == 0;
+  spec = dynamic || g_strcmp0 (decoder, "spec") == 0;
+  Suite *s = suite_create (dynamic ? "generate-spec-dynamic" : spec ? "generate-spec" : "generate");
   TCase *tc = tcase_create ("generate");
 
   gst_init (NULL, NULL);
