@@ -27,8 +27,10 @@
  * on this engine, and takes the k whose expected tokens (1 + the chance
  * of accepting the first, the first two, ...) over its time is largest.
  * So drafts that keep failing are soon not asked for (now and then one
- * token is, to notice when they start to succeed). `fixed` always asks
- * for #GstLlmSpecVerify:draft-max.
+ * token is, to notice when they start to succeed; prompt lookup's first
+ * guess, free to make, is compared with every plain step's token). What
+ * it learnt carries over to the stream's next response. `fixed` always
+ * asks for #GstLlmSpecVerify:draft-max.
  *
  * Under a window KV policy a step checks only as many tokens as plain
  * steps would add before their next eviction (an eviction cannot be

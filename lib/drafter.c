@@ -754,6 +754,12 @@ llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n)
   d->klass->accept (d, ids, n);
 }
 
+gboolean
+llm_drafter_guess (LlmDrafter *d, gint32 *out)
+{
+  return d->klass == &ngram_class && ngram_propose (d, 1, out) == 1;
+}
+
 void
 llm_drafter_set_ahead (LlmDrafter *d, gboolean ahead)
 {

@@ -63,6 +63,11 @@ void llm_drafter_begin (LlmDrafter *d, LlmSession *session, gint32 first);
 guint llm_drafter_propose (LlmDrafter *d, guint max, gint32 *out);
 /* The verifier confirmed @n more tokens. */
 void llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n);
+/* The first proposal into @out, where making one costs nothing and
+ * changes nothing (prompt lookup; FALSE for the model drafters, and where
+ * the lookup finds nothing): a step that checks no proposal can still
+ * tell the budget whether the drafter would have been right. */
+gboolean llm_drafter_guess (LlmDrafter *d, gint32 *out);
 
 /* Pipelined drafting (PEARL), for a model drafter (others ignore it):
  * after each proposal a thread of the drafter's drafts on while the

@@ -131,6 +131,22 @@ llm_spec_budget_choose (LlmSpecBudget *b)
   return 1;
 }
 
+/* Position @i's proposal was accepted (@hit) or not. */
+static void
+learn (LlmSpecBudget *b, guint i, gboolean hit)
+{
+  const double w = MAX (ACCEPT_WEIGHT, 1.0 / (b->seen[i] + 2));
+  b->accept[i] += w * ((hit ? 1.0 : 0.0) - b->accept[i]);
+  if (b->seen[i] < G_MAXUINT)
+    b->seen[i]++;
+}
+
+void
+llm_spec_budget_observe_guess (LlmSpecBudget *b, gboolean right)
+{
+  learn (b, 0, right);
+}
+
 void
 llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64 took_us)
 {
@@ -140,13 +156,8 @@ llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64
     b->probe_every = accepted > 0 ? PROBE_EVERY : MIN (2 * b->probe_every, PROBE_MAX);
   b->probing = FALSE;
   /* Positions up to the first rejection were reached; later ones not. */
-  for (guint i = 0; i < drafted && i <= accepted; i++) {
-    const double hit = i < accepted ? 1.0 : 0.0;
-    const double w = MAX (ACCEPT_WEIGHT, 1.0 / (b->seen[i] + 2));
-    b->accept[i] += w * (hit - b->accept[i]);
-    if (b->seen[i] < G_MAXUINT)
-      b->seen[i]++;
-  }
+  for (guint i = 0; i < drafted && i <= accepted; i++)
+    learn (b, i, i < accepted);
   if (took_us <= 0)
     return;
   const double t = (double) took_us;

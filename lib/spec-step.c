@@ -14,6 +14,8 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   const gint64 t0 = g_get_monotonic_time ();
   const guint k = drafter ? llm_spec_budget_choose (budget) : 0;
   const guint m = k > 0 ? llm_drafter_propose (drafter, k, ids + 1) : 0;
+  gint32 guess;
+  const gboolean guessed = k == 0 && drafter && llm_drafter_guess (drafter, &guess);
   gboolean ok;
   if (m == 0) {
     *n_out = 1;
@@ -24,6 +26,8 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   if (!ok)
     return FALSE;
   llm_spec_budget_observe (budget, m, *n_out - 1, g_get_monotonic_time () - t0);
+  if (guessed)
+    llm_spec_budget_observe_guess (budget, guess == out[0]);
   if (drafter)
     llm_drafter_accept (drafter, out, *n_out);
   if (stats) {
