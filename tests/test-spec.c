@@ -888,25 +888,30 @@ END_TEST
  * shape writes the same tokens), drafted by prompt lookup as llmdraft's
  * defaults do, each step costing what a step checking that many
  * proposals took on the widened model (medians on Zen 3, plain AVX2, two
- * threads), within +-10%. Each length's tokens per second are replayed
- * from the text alone, so the comparison is exact where the machine's
- * are noisy (runs of the same benchmark agree to 5-10% there). The
- * planner must come near the length that proved best in hindsight, which
- * differs by workload and weight type (1 to 7 here), without knowing it. */
+ * threads), within +-10% drawn from a seeded sequence. Each length's
+ * tokens per second are replayed from the text alone, so the comparison
+ * is exact where the machine's are noisy (runs of the same benchmark
+ * agree to 5-10% there); 8 jitter sequences average out how one sequence
+ * happens to favour a length. The planner must come near the length that
+ * proved best in hindsight, which differs by workload and weight type (1
+ * to 7 here), without knowing it. */
 #define REPLAY_GEN 256
+#define REPLAY_SEEDS 8
 static const double replay_cost_us[2][9] = {
   { 6100, 6800, 8500, 10600, 12100, 15200, 18300, 18700, 20200 },     /* Q4_0 */
   { 16100, 15700, 18900, 20200, 20300, 22200, 28500, 29300, 31500 },  /* F16 */
 };
 
-/* Tokens per microsecond of decoding @gen after @prompt with budget @b. */
+/* Tokens per microsecond of decoding @gen after @prompt with budget @b,
+ * the step times' jitter drawn from @seed. */
 static double
-replay (LlmSpecBudget *b, const GArray *prompt, const gint32 *gen, const double *cost_us)
+replay (LlmSpecBudget *b, const GArray *prompt, const gint32 *gen, const double *cost_us,
+    guint64 seed)
 {
   g_autoptr (LlmNgramDraft) d = llm_ngram_draft_new (1, 4, 4096);
   llm_ngram_draft_add (d, (const gint32 *) prompt->data, prompt->len);
   llm_ngram_draft_add (d, gen, 1);
-  llm_test_rng_seed (5);
+  llm_test_rng_seed (seed);
   double us = 0;
   for (guint have = 1; have < REPLAY_GEN;) {
     gint32 draft[LLM_SPEC_BUDGET_MAX];
@@ -936,6 +941,7 @@ START_TEST (test_budget_on_real_text_is_near_the_best_fixed_length)
   g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   const LlmKvConfig kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_FULL,
     .context_length = 512 };
+  double all_of_best = 0;
   for (guint w = 0; w < G_N_ELEMENTS (workloads); w++) {
     g_autofree char *rel = g_strdup_printf ("../../tools/spec-workloads/%s.txt", workloads[w]);
     g_autofree char *path = llm_test_data_path (rel);
@@ -952,28 +958,38 @@ START_TEST (test_budget_on_real_text_is_near_the_best_fixed_length)
     for (guint i = 1; i < REPLAY_GEN; i++)
       ck_assert (llm_session_step (s, gen[i - 1], &gen[i], &error));
 
+    /* Over 8 jitter sequences, against the fixed length that was best
+     * with each. */
     for (guint c = 0; c < G_N_ELEMENTS (replay_cost_us); c++) {
-      double best = 0;
+      double of_best = 0, worst_of_best = G_MAXDOUBLE, of_plain = 0;
       guint best_k = 0;
-      for (guint k = 1; k <= 8; k++) {
-        LlmSpecBudget b;
-        llm_spec_budget_init (&b, k, TRUE);
-        const double r = replay (&b, prompt, gen, replay_cost_us[c]);
-        if (r > best) {
-          best = r;
-          best_k = k;
+      for (guint64 seed = 1; seed <= REPLAY_SEEDS; seed++) {
+        double best = 0;
+        for (guint k = 1; k <= 8; k++) {
+          LlmSpecBudget b;
+          llm_spec_budget_init (&b, k, TRUE);
+          const double r = replay (&b, prompt, gen, replay_cost_us[c], seed);
+          if (r > best) {
+            best = r;
+            best_k = k;
+          }
         }
+        LlmSpecBudget b;
+        llm_spec_budget_init (&b, 8, FALSE);
+        const double dynamic = replay (&b, prompt, gen, replay_cost_us[c], seed);
+        of_best += dynamic / best / REPLAY_SEEDS;
+        worst_of_best = MIN (worst_of_best, dynamic / best);
+        of_plain += dynamic * replay_cost_us[c][0] / REPLAY_SEEDS;
       }
-      LlmSpecBudget b;
-      llm_spec_budget_init (&b, 8, FALSE);
-      const double dynamic = replay (&b, prompt, gen, replay_cost_us[c]);
-      const double plain = 1.0 / replay_cost_us[c][0];
-      /* Measured: 0.95-1.02 of the best fixed length, 1.33-1.82x plain. */
-      ck_assert_msg (dynamic >= 0.93 * best && dynamic >= 1.25 * plain,
-          "%s, costs %u: dynamic %.3fx plain, best fixed (%u) %.3fx", workloads[w], c,
-          dynamic / plain, best_k, best / plain);
+      /* Measured: means 0.956-1.019 of the best fixed length (all six
+       * 0.987), the worst sequence 0.939; 1.3-1.8x plain. */
+      ck_assert_msg (of_best >= 0.94 && worst_of_best >= 0.90 && of_plain >= 1.25,
+          "%s, costs %u: dynamic %.3fx plain, %.3f of the best fixed length (%u) on average, "
+          "%.3f at worst", workloads[w], c, of_plain, of_best, best_k, worst_of_best);
+      all_of_best += of_best / (G_N_ELEMENTS (workloads) * G_N_ELEMENTS (replay_cost_us));
     }
   }
+  ck_assert_msg (all_of_best >= 0.975, "%.3f of the best fixed length on average", all_of_best);
 }
 END_TEST
 
