@@ -4,7 +4,8 @@
  * accepted, given that those before it were, and of the measured time of
  * a step that checks each number of proposals, and each step takes the
  * number k (0 included) whose expected tokens, 1 + p1 + p1 p2 + ... +
- * p1...pk, over its time is largest. Widths not measured yet are
+ * p1...pk, over its time is largest (a wider step's time taken as at
+ * least a narrower one's, whatever noise says). Widths not measured yet are
  * estimated from the nearest measured one, so it tries them; a width's
  * own measurements count only from the third on (before, the fastest of
  * them, if faster than the estimate), so one slow step (a page fault, a
