@@ -42,6 +42,10 @@
  * `accepted-tokens`, `acceptance-rate`, `mean-accepted-length` (tokens
  * per verifying forward, the model's own pick included) and
  * `draft-length-mean` (proposals checked per step, plain steps included),
+ * `draft-lengths` (an array: how many steps checked 0, 1, 2, ...
+ * proposals), `acceptance-by-position` (an array: the dynamic budget's
+ * estimate of the chance that the proposal at each position is accepted
+ * when those before it were, as it stood at the end of the response),
  * and for drafting ahead (#GstLlmDraft:draft-ahead) `draft-ahead` (whether
  * the response was drafted ahead), `ahead-used` (proposals that a draft
  * made during the previous step's verification began, its guess of the
@@ -197,6 +201,31 @@ gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
       "draft-ahead", G_TYPE_BOOLEAN, self->drafter && llm_drafter_get_ahead (self->drafter),
       "ahead-used", G_TYPE_UINT64, st->ahead_used,
       "ahead-discarded", G_TYPE_UINT64, st->ahead_discarded, NULL);
+
+  /* Steps by proposals checked, up to the most any step checked; and
+   * the planner's acceptance at each position it may ask for, as it stood
+   * when the response ended. */
+  guint longest = 0;
+  for (guint k = 0; k <= LLM_SPEC_BUDGET_MAX; k++)
+    if (st->lengths[k] > 0)
+      longest = k;
+  GValue lengths = G_VALUE_INIT, acceptance = G_VALUE_INIT;
+  gst_value_array_init (&lengths, longest + 1);
+  for (guint k = 0; k <= longest; k++) {
+    GValue v = G_VALUE_INIT;
+    g_value_init (&v, G_TYPE_UINT64);
+    g_value_set_uint64 (&v, st->lengths[k]);
+    gst_value_array_append_and_take_value (&lengths, &v);
+  }
+  gst_structure_take_value (s, "draft-lengths", &lengths);
+  gst_value_array_init (&acceptance, self->plan.draft_max);
+  for (guint i = 0; i < self->plan.draft_max; i++) {
+    GValue v = G_VALUE_INIT;
+    g_value_init (&v, G_TYPE_DOUBLE);
+    g_value_set_double (&v, llm_spec_budget_acceptance (&self->plan, i));
+    gst_value_array_append_and_take_value (&acceptance, &v);
+  }
+  gst_structure_take_value (s, "acceptance-by-position", &acceptance);
 }
 
 static void

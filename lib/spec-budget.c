@@ -82,6 +82,30 @@ cost (const LlmSpecBudget *b, guint w)
   return b->cost_seen[w] > 0 && known (b, 0) ? MIN (estimate, b->cost_us[w]) : estimate;
 }
 
+/* Position @i's acceptance as the planner weighs it, from @before, the
+ * weighed acceptance of position i - 1: its own average pulled towards
+ * @before as if that had been seen SHRINK more times. A position is only
+ * reached when every one before it was accepted, so it is seen least,
+ * and a few unlucky first verdicts would otherwise keep the planner from
+ * ever asking for it again (on real text at 0.9 acceptance, three
+ * rejections of a second proposal held it at one for a whole run, 1.31x
+ * plain against 1.58x at a fixed two). */
+static double
+weighed (const LlmSpecBudget *b, guint i, double before)
+{
+  const double n = b->seen[i];
+  return i == 0 ? b->accept[0] : (n * b->accept[i] + SHRINK * before) / (n + SHRINK);
+}
+
+double
+llm_spec_budget_acceptance (const LlmSpecBudget *b, guint i)
+{
+  double p = 0.0;
+  for (guint j = 0; j <= i && j < LLM_SPEC_BUDGET_MAX; j++)
+    p = weighed (b, j, p);
+  return p;
+}
+
 /* @rate[k] for k = 0 .. @k_max: the expected tokens of asking for k
  * proposals now, over the time of such a step. A step checking more
  * proposals is taken to cost at least what one checking fewer does (a
@@ -99,15 +123,7 @@ rates (const LlmSpecBudget *b, guint k_max, double *rate)
     rate[k] = expected / c;
     if (k == LLM_SPEC_BUDGET_MAX)
       break;
-    /* Position k's own average, pulled towards position k - 1's as if
-     * that had been seen SHRINK more times: a position is only reached
-     * when every one before it was accepted, so it is seen least, and a
-     * few unlucky first verdicts would otherwise keep the planner from
-     * ever asking for it again (on real text at 0.9 acceptance, three
-     * rejections of a second proposal held it at one for a whole run,
-     * 1.31x plain against 1.58x at a fixed two). */
-    const double n = b->seen[k];
-    p = k == 0 ? b->accept[0] : (n * b->accept[k] + SHRINK * p) / (n + SHRINK);
+    p = weighed (b, k, p);
     reach *= p;
     expected += reach;
   }

@@ -57,6 +57,9 @@ void llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, g
  * proposal there would have been (@right) or not: the first position's
  * acceptance goes on learning, free, while the planner drafts nothing. */
 void llm_spec_budget_observe_guess (LlmSpecBudget *b, gboolean right);
+/* The moving average of acceptance at position @i (the planner's
+ * estimate, as it weighs it; for stats). */
+double llm_spec_budget_acceptance (const LlmSpecBudget *b, guint i);
 /* The expected tokens per microsecond of asking for @k now (for tests
  * and stats). */
 double llm_spec_budget_rate (const LlmSpecBudget *b, guint k);

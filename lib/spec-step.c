@@ -32,6 +32,7 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
     llm_drafter_accept (drafter, out, *n_out);
   if (stats) {
     stats->steps++;
+    stats->lengths[MIN (m, LLM_SPEC_BUDGET_MAX)]++;
     if (m > 0) {
       stats->verifications++;
       stats->drafted += m;

@@ -20,6 +20,7 @@ typedef struct {
   guint64 accepted;           /* of those, kept */
   guint64 ahead_used;         /* proposals begun ahead (llm_drafter_set_ahead) */
   guint64 ahead_discarded;    /* drafts ahead thrown away */
+  guint64 lengths[LLM_SPEC_BUDGET_MAX + 1];  /* steps by proposals checked (0: plain) */
 } LlmSpecStats;
 
 /* The tokens after @token (sampled last, not fed) into @out (at most

@@ -39,6 +39,6 @@ gst-launch-1.0 -m filesrc location="$prompt" \
   ! "${decode[@]}" max-tokens="${MAX_TOKENS:-96}" \
   ! llmdetokenize model="$model" \
   ! fdsink fd=2 sync=false \
-  | sed -n 's/.*(element): \(llm-stats.*\)/\n\n\1/p' | tr ',' '\n' \
+  | sed -n 's/.*(element): \(llm-stats.*\)/\n\n\1/p' | sed -E 's/, ([a-z-]+=)/\n \1/g' \
   | grep -E 'llm-stats|generated-tokens|tokens-per-s|draft|accept' || true
 echo

@@ -1167,6 +1167,25 @@ START_TEST (test_spec_verify_reports_its_drafts)
     ck_assert_double_gt (stats_double (s, "mean-accepted-length"), 1.0);
   }
   ck_assert_double_le (stats_double (s, "draft-length-mean"), DECODER_DRAFT_MAX);
+  /* Steps by proposals checked add up to the proposals checked, and no
+   * step checked more than the most asked for. */
+  const GValue *lengths = gst_structure_get_value (s, "draft-lengths");
+  ck_assert (lengths != NULL && GST_VALUE_HOLDS_ARRAY (lengths));
+  const guint n_lengths = gst_value_array_get_size (lengths);
+  ck_assert_uint_ge (n_lengths, 2);
+  ck_assert_uint_le (n_lengths, DECODER_DRAFT_MAX + 1);
+  guint64 checked = 0;
+  for (guint k = 0; k < n_lengths; k++)
+    checked += k * g_value_get_uint64 (gst_value_array_get_value (lengths, k));
+  ck_assert_uint_eq (checked, drafted);
+  /* The planner's acceptance at every position it may ask for. */
+  const GValue *acceptance = gst_structure_get_value (s, "acceptance-by-position");
+  ck_assert (acceptance != NULL && GST_VALUE_HOLDS_ARRAY (acceptance));
+  ck_assert_uint_eq (gst_value_array_get_size (acceptance), (guint) DECODER_DRAFT_MAX);
+  for (guint i = 0; i < gst_value_array_get_size (acceptance); i++) {
+    const double p = g_value_get_double (gst_value_array_get_value (acceptance, i));
+    ck_assert (p >= 0.0 && p <= 1.0);
+  }
   /* Steps that made several tokens count each of them. */
   ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 64);
   gst_structure_free (s);
