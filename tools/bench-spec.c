@@ -113,6 +113,7 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
       r->verifications = stats.verifications;
       r->ahead_used = stats.ahead_used;
       r->ahead_discarded = stats.ahead_discarded;
+      memcpy (r->lengths, stats.lengths, sizeof r->lengths);
     }
   }
   for (guint v = 0; v < n_var; v++) {

@@ -22,6 +22,7 @@
 #include "model.h"
 #include "sampler.h"
 #include "session.h"
+#include "spec-budget.h"
 
 G_BEGIN_DECLS
 
@@ -233,6 +234,7 @@ typedef struct {
   double tokens_per_s;
   guint64 steps, verifications, drafted, accepted;  /* of the last round */
   guint64 ahead_used, ahead_discarded;
+  guint64 lengths[LLM_SPEC_BUDGET_MAX + 1];  /* of the last round: steps by proposals checked */
 } BenchSpecResult;
 
 /* Decodes @s->n_gen greedy tokens after @prompt with each variant on a

@@ -1016,6 +1016,15 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
         json_number (j, "proposals_per_step", per_step);
         json_number (j, "acceptance_rate", acc);
         json_number (j, "tokens_per_verification", per_verify);
+        /* Steps by proposals checked, 0 first, up to the most checked. */
+        guint longest = 0;
+        for (guint k = 0; k <= LLM_SPEC_BUDGET_MAX; k++)
+          if (r->lengths[k] > 0)
+            longest = k;
+        g_string_append (j, ", \"draft_lengths\": [");
+        for (guint k = 0; k <= longest; k++)
+          g_string_append_printf (j, "%s%" G_GUINT64_FORMAT, k ? ", " : "", r->lengths[k]);
+        g_string_append_c (j, ']');
         if (o->draft_ahead) {
           json_int (j, "ahead_used", r->ahead_used);
           json_int (j, "ahead_discarded", r->ahead_discarded);
@@ -1169,7 +1178,8 @@ static const char *summary =
     "rounds; -n tokens (default 128), medians over the rounds. 'x plain' is a\n"
     "variant's decode t/s over plain decoding's; acceptance, tokens per verifying\n"
     "forward (the model's own pick included) and proposals per step come from the\n"
-    "last round. A variant whose tokens differ from plain decoding's fails the run.\n"
+    "last round (with --json also draft_lengths: its steps by proposals checked,\n"
+    "0 first). A variant whose tokens differ from plain decoding's fails the run.\n"
     "--draft-ahead (with --spec model) drafts the next proposal while the verifier\n"
     "checks this one (llmdraft draft-ahead=on); the variants name how many\n"
     "proposals that began and how many drafts ahead a verdict threw away.\n"
