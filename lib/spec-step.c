@@ -14,8 +14,11 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   const gint64 t0 = g_get_monotonic_time ();
   const guint k = drafter ? llm_spec_budget_choose (budget) : 0;
   const guint m = k > 0 ? llm_drafter_propose (drafter, k, ids + 1) : 0;
+  /* A dynamic budget that chose no proposal still learns from the free
+   * guess; one that may not draft (or is fixed) has nothing to learn. */
   gint32 guess;
-  const gboolean guessed = k == 0 && drafter && llm_drafter_guess (drafter, &guess);
+  const gboolean guessed = k == 0 && drafter && !budget->fixed && budget->draft_max > 0
+      && llm_drafter_guess (drafter, &guess);
   gboolean ok;
   if (m == 0) {
     *n_out = 1;
