@@ -205,13 +205,10 @@ gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
   /* Steps by proposals checked, up to the most any step checked; and
    * the planner's acceptance at each position it may ask for, as it stood
    * when the response ended. */
-  guint longest = 0;
-  for (guint k = 0; k <= LLM_SPEC_BUDGET_MAX; k++)
-    if (st->lengths[k] > 0)
-      longest = k;
+  const guint n_lengths = llm_spec_stats_n_lengths (st->lengths);
   GValue lengths = G_VALUE_INIT, acceptance = G_VALUE_INIT;
-  gst_value_array_init (&lengths, longest + 1);
-  for (guint k = 0; k <= longest; k++) {
+  gst_value_array_init (&lengths, n_lengths);
+  for (guint k = 0; k < n_lengths; k++) {
     GValue v = G_VALUE_INIT;
     g_value_init (&v, G_TYPE_UINT64);
     g_value_set_uint64 (&v, st->lengths[k]);

@@ -50,3 +50,13 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   }
   return TRUE;
 }
+
+guint
+llm_spec_stats_n_lengths (const guint64 *lengths)
+{
+  guint n = 1;
+  for (guint k = 1; k <= LLM_SPEC_BUDGET_MAX; k++)
+    if (lengths[k] > 0)
+      n = k + 1;
+  return n;
+}

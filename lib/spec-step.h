@@ -23,6 +23,10 @@ typedef struct {
   guint64 lengths[LLM_SPEC_BUDGET_MAX + 1];  /* steps by proposals checked (0: plain) */
 } LlmSpecStats;
 
+/* How many entries of an LlmSpecStats.lengths are worth reporting: up to
+ * the longest step counted (1 when none drafted). */
+guint llm_spec_stats_n_lengths (const guint64 *lengths);
+
 /* The tokens after @token (sampled last, not fed) into @out (at most
  * LLM_SPEC_BUDGET_MAX + 1), *@n_out of them, every one but the last fed
  * to @session (llm_session_verify's contract). With @drafter NULL, a

@@ -27,6 +27,7 @@
 #include "cpu/matmul.h"
 #include "model-private.h"
 #include "spec-budget.h"
+#include "spec-step.h"
 
 typedef struct {
   char **models;
@@ -1017,12 +1018,9 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
         json_number (j, "acceptance_rate", acc);
         json_number (j, "tokens_per_verification", per_verify);
         /* Steps by proposals checked, 0 first, up to the most checked. */
-        guint longest = 0;
-        for (guint k = 0; k <= LLM_SPEC_BUDGET_MAX; k++)
-          if (r->lengths[k] > 0)
-            longest = k;
+        const guint n_lengths = llm_spec_stats_n_lengths (r->lengths);
         g_string_append (j, ", \"draft_lengths\": [");
-        for (guint k = 0; k <= longest; k++)
+        for (guint k = 0; k < n_lengths; k++)
           g_string_append_printf (j, "%s%" G_GUINT64_FORMAT, k ? ", " : "", r->lengths[k]);
         g_string_append_c (j, ']');
         if (o->draft_ahead) {
