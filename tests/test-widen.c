@@ -42,7 +42,8 @@ static const WidenCase cases[] = {
 #define STEPS 48
 
 static char *
-widen_to_temp (const char *model, const char *shape, const char *type, GError **error)
+widen_to_temp (const char *model, const char *shape, guint n_layer, const char *type,
+    GError **error)
 {
   g_autofree char *rel = g_build_filename ("models", model, NULL);
   g_autofree char *src = llm_test_data_path (rel);
@@ -50,7 +51,7 @@ widen_to_temp (const char *model, const char *shape, const char *type, GError **
   int fd = g_mkstemp (path);
   ck_assert_int_ge (fd, 0);
   close (fd);
-  if (!bench_make_widened_model (shape, type, src, path, 2, FALSE, error)) {
+  if (!bench_make_widened_model (shape, n_layer, type, src, path, 2, FALSE, error)) {
     g_unlink (path);
     g_free (path);
     return NULL;
@@ -73,7 +74,7 @@ START_TEST (test_widened_model_computes_the_real_one)
 {
   const WidenCase *c = &cases[_i];
   g_autoptr (GError) error = NULL;
-  g_autofree char *path = widen_to_temp (c->model, "tiny-12h", c->type, &error);
+  g_autofree char *path = widen_to_temp (c->model, "tiny-12h", 0, c->type, &error);
   ck_assert_msg (path != NULL, "%s", error ? error->message : "");
   g_autoptr (LlmModel) wide = llm_model_load (path, &error);
   g_unlink (path);
@@ -137,11 +138,60 @@ START_TEST (test_widened_model_computes_the_real_one)
 }
 END_TEST
 
+/* Layer skipping measured on a widened model means what it means on the
+ * real one only where no layer is an identity: stories260K's 5 layers
+ * widened into tiny-12h with --layers 5, each sequence skipping the same
+ * layers, give the same logits at every step (F32, within 1e-4), and the
+ * skipping changes them (so the comparison can fail). */
+START_TEST (test_widened_layers_skip_as_the_real_ones)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *path = widen_to_temp ("stories260K.gguf", "tiny-12h", 5, "f32", &error);
+  ck_assert_msg (path != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmModel) wide = llm_model_load (path, &error);
+  g_unlink (path);
+  ck_assert_msg (wide != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmModel) real = llm_test_requantized_model ("stories260K.gguf", LLM_TYPE_F32);
+  ck_assert_uint_eq (llm_model_hparams (wide)->n_layer, 5);
+  ck_assert_uint_eq (llm_model_hparams (wide)->n_embd, 384);
+  const guint nv = llm_model_hparams (real)->n_vocab;
+
+  static const guint8 skips[][5] = { { 0, 0, 1, 0, 0 }, { 0, 1, 0, 1, 0 } };
+  for (gsize k = 0; k < G_N_ELEMENTS (skips); k++) {
+    LlmKvConfig kv = { .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 128 };
+    g_autoptr (LlmSeq) sr = llm_test_standalone_seq (real, &kv, 2, FALSE);
+    g_autoptr (LlmSeq) sw = llm_test_standalone_seq (wide, &kv, 2, FALSE);
+    g_autoptr (LlmSeq) full = llm_test_standalone_seq (real, &kv, 2, FALSE);
+    ck_assert (llm_seq_set_skip_layers (sr, skips[k]));
+    ck_assert (llm_seq_set_skip_layers (sw, skips[k]));
+    g_autofree float *lr = g_new (float, nv);
+    g_autofree float *lw = g_new (float, nv);
+    g_autofree float *lf = g_new (float, nv);
+    gint32 tok = 1;           /* BOS */
+    double worst = 0, moved = 0;
+    for (guint s = 0; s < STEPS; s++) {
+      ck_assert (llm_seq_eval_tokens (sr, &tok, 1, lr, FALSE, &error));
+      ck_assert (llm_seq_eval_tokens (sw, &tok, 1, lw, FALSE, &error));
+      ck_assert (llm_seq_eval_tokens (full, &tok, 1, lf, FALSE, &error));
+      for (guint i = 0; i < nv; i++) {
+        worst = MAX (worst, fabs ((double) lr[i] - lw[i]));
+        moved = MAX (moved, fabs ((double) lr[i] - lf[i]));
+      }
+      tok = (gint32) llm_test_argmax (lr, nv);
+    }
+    ck_assert_msg (worst <= 1e-4, "skip set %zu: logits differ by %g", k, worst);
+    ck_assert_msg (moved > 0.5, "skip set %zu changed the logits by only %g", k, moved);
+    g_print ("widen stories260K to tiny-12h, 5 layers, skip set %zu: max |dlogit| %.3g, "
+        "%.3g from the full model's\n", k, worst, moved);
+  }
+}
+END_TEST
+
 static void
 check_refused (const char *model, const char *shape, const char *says)
 {
   g_autoptr (GError) error = NULL;
-  g_autofree char *path = widen_to_temp (model, shape, "f32", &error);
+  g_autofree char *path = widen_to_temp (model, shape, 0, "f32", &error);
   ck_assert_msg (path == NULL, "%s widened to %s", model, shape);
   ck_assert_msg (error != NULL && strstr (error->message, says) != NULL,
       "widening %s to %s: \"%s\" does not say \"%s\"", model, shape,
@@ -184,6 +234,12 @@ START_TEST (test_widen_refuses_what_does_not_fit)
   /* qwen2 rotates other dimension pairs. */
   check_refused ("TinyStories-656K-Q8_0.gguf", "tiny-qwen2", "llama shapes only");
   check_refused ("random-qwen2-f32.gguf", "tiny-12h", "not a llama model");
+  /* Fewer layers than the model's. */
+  g_autoptr (GError) few = NULL;
+  g_autofree char *cut = widen_to_temp ("stories260K.gguf", "tiny-12h", 4, "f32", &few);
+  ck_assert (cut == NULL);
+  ck_assert_msg (few != NULL && strstr (few->message, "layers") != NULL, "%s",
+      few ? few->message : "(no error)");
 
   /* A weight type it cannot read: an error, not a crash. */
   g_autofree char *odd = g_build_filename (g_get_tmp_dir (), "test-widen-iq4nl-XXXXXX.gguf",
@@ -208,6 +264,7 @@ widen_suite (void)
   TCase *tc = tcase_create ("widen");
   tcase_set_timeout (tc, 120);
   tcase_add_loop_test (tc, test_widened_model_computes_the_real_one, 0, G_N_ELEMENTS (cases));
+  tcase_add_test (tc, test_widened_layers_skip_as_the_real_ones);
   tcase_add_test (tc, test_widen_refuses_what_does_not_fit);
   suite_add_tcase (s, tc);
   return s;

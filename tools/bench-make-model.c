@@ -583,7 +583,7 @@ generate (GArray *plan, const BenchWiden *widen, int fd, const char *tmp_path, g
 }
 
 static gboolean
-make_model (const char *shape_name, const char *type_name, const char *source,
+make_model (const char *shape_name, guint n_layer, const char *type_name, const char *source,
     const char *path, guint64 seed, int n_threads, gboolean verbose, GError **error)
 {
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
@@ -606,6 +606,21 @@ make_model (const char *shape_name, const char *type_name, const char *source,
     g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unknown %s '%s' (known: %s)",
         s == NULL ? "shape" : "type", s == NULL ? shape_name : type_name, all);
     return FALSE;
+  }
+
+  /* Layers other than the shape's: a widened model with exactly its
+   * source's layers has no identity layers, so skipping one of its layers
+   * drafts what skipping it in the source would. */
+  Shape layered;
+  if (n_layer > 0) {
+    if (n_layer > 1024) {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+          "--layers %u: at most 1024", n_layer);
+      return FALSE;
+    }
+    layered = *s;
+    layered.n_layer = n_layer;
+    s = &layered;
   }
 
   g_autoptr (BenchWiden) widen = NULL;
@@ -713,15 +728,15 @@ make_model (const char *shape_name, const char *type_name, const char *source,
 }
 
 gboolean
-bench_make_model (const char *shape_name, const char *type_name, const char *path,
-    guint64 seed, int n_threads, gboolean verbose, GError **error)
+bench_make_model (const char *shape_name, guint n_layer, const char *type_name,
+    const char *path, guint64 seed, int n_threads, gboolean verbose, GError **error)
 {
-  return make_model (shape_name, type_name, NULL, path, seed, n_threads, verbose, error);
+  return make_model (shape_name, n_layer, type_name, NULL, path, seed, n_threads, verbose, error);
 }
 
 gboolean
-bench_make_widened_model (const char *shape_name, const char *type_name, const char *source,
-    const char *path, int n_threads, gboolean verbose, GError **error)
+bench_make_widened_model (const char *shape_name, guint n_layer, const char *type_name,
+    const char *source, const char *path, int n_threads, gboolean verbose, GError **error)
 {
-  return make_model (shape_name, type_name, source, path, 0, n_threads, verbose, error);
+  return make_model (shape_name, n_layer, type_name, source, path, 0, n_threads, verbose, error);
 }

@@ -54,17 +54,19 @@ const char *const *bench_model_types (void);
  * --help. Static. */
 const char *bench_model_mix_help (void);
 
-/* Writes a random-weight GGUF of @shape with weights of @type_name to
- * @path, generating and converting rows in parallel on @n_threads (<= 0:
- * one per core) and streaming through a temporary file beside @path, so
- * memory stays well under the model's size. @seed fixes every weight.
- * Progress goes to stderr when @verbose. */
-gboolean bench_make_model (const char *shape, const char *type_name, const char *path,
-    guint64 seed, int n_threads, gboolean verbose, GError **error);
+/* Writes a random-weight GGUF of @shape (with @n_layer layers; 0: the
+ * shape's) with weights of @type_name to @path, generating and converting
+ * rows in parallel on @n_threads (<= 0: one per core) and streaming
+ * through a temporary file beside @path, so memory stays well under the
+ * model's size. @seed fixes every weight. Progress goes to stderr when
+ * @verbose. */
+gboolean bench_make_model (const char *shape, guint n_layer, const char *type_name,
+    const char *path, guint64 seed, int n_threads, gboolean verbose, GError **error);
 /* The same shape and type mix, but holding the real llama model at
  * @source (bench-widen.c) instead of random weights: its tokenizer, and
- * weights that compute what @source computes. */
-gboolean bench_make_widened_model (const char *shape, const char *type_name,
+ * weights that compute what @source computes. @n_layer at least the
+ * source's; equal to it, no layer is an identity (for layer skipping). */
+gboolean bench_make_widened_model (const char *shape, guint n_layer, const char *type_name,
     const char *source, const char *path, int n_threads, gboolean verbose, GError **error);
 
 /* --- bench-widen.c --- */

@@ -50,6 +50,7 @@ typedef struct {
   gint64 seed;
   int bandwidth_mib;
   char *make_shape, *make_type, *output, *widen;
+  int make_layers;            /* 0: the shape's */
   char *vision, *vision_image;
   char *audio, *audio_pcm;
 } Options;
@@ -1198,6 +1199,9 @@ static const char *summary =
     "elsewhere (norms, query scale and RoPE base adjusted), so FILE computes what\n"
     "REAL computes while a step reads as many bytes as SHAPE's: real text at the\n"
     "speed of a model that size, for speculative decoding's acceptance.\n"
+    "--layers N gives SHAPE N layers instead of its own. Widened, N at least REAL's;\n"
+    "with exactly REAL's, no layer is an identity, so layer skipping (--spec\n"
+    "layerskip) drafts as it would on REAL, at SHAPE's width.\n"
     "\n"
     "Vision encoders (files from gst-llm-make-mmproj smolvlm|llava --n-out N -o F):\n"
     "  gst-llm-bench --vision MMPROJ [-t 1,2] [-r 5] [--json]\n"
@@ -1293,6 +1297,8 @@ main (int argc, char **argv)
       "TYPE" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output,
       "File --make-model writes", "FILE" },
+    { "layers", 0, 0, G_OPTION_ARG_INT, &o.make_layers,
+      "With --make-model: this many layers instead of the shape's", "N" },
     { "widen", 0, 0, G_OPTION_ARG_FILENAME, &o.widen,
       "With --make-model: hold this real llama model instead of random weights (see above)",
       "GGUF" },
@@ -1364,11 +1370,15 @@ bench_main (const Options *opt)
       g_printerr ("gst-llm-bench: --make-model needs --type and -o\n");
       return 2;
     }
+    if (o.make_layers < 0) {
+      g_printerr ("gst-llm-bench: --layers must be at least 1\n");
+      return 2;
+    }
     const int nth = (int) g_array_index (threads, guint, 0);
-    if (o.widen != NULL ? !bench_make_widened_model (o.make_shape, o.make_type, o.widen,
-            o.output, nth, TRUE, &error)
-        : !bench_make_model (o.make_shape, o.make_type, o.output, (guint64) o.seed, nth, TRUE,
-            &error)) {
+    if (o.widen != NULL ? !bench_make_widened_model (o.make_shape, (guint) o.make_layers,
+            o.make_type, o.widen, o.output, nth, TRUE, &error)
+        : !bench_make_model (o.make_shape, (guint) o.make_layers, o.make_type, o.output,
+            (guint64) o.seed, nth, TRUE, &error)) {
       g_printerr ("gst-llm-bench: %s\n", error->message);
       return 1;
     }
