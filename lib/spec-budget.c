@@ -66,17 +66,19 @@ cost (const LlmSpecBudget *b, guint w)
   if (known (b, w))
     return b->cost_us[w];
   const double base = known (b, 0) ? b->cost_us[0] : 1.0;
-  double slope = PRIOR_SLOPE;
+  /* A proposal more: its row of the verification and its drafting. */
+  double per = base * PRIOR_SLOPE + (known (b, 0) && b->draft_seen > 0 ? b->draft_us : 0.0);
   guint from = 0;
   for (guint j = w; j-- > 1;) {
     if (known (b, j)) {
       from = j;
-      slope = known (b, 0) ? MAX (0.0, (b->cost_us[j] / base - 1.0) / j) : PRIOR_SLOPE;
+      if (known (b, 0))
+        per = MAX (0.0, (b->cost_us[j] - base) / j);
       break;
     }
   }
   const double at = from > 0 ? b->cost_us[from] : base;
-  const double estimate = at + base * slope * (w - from);
+  const double estimate = at + per * (w - from);
   /* Observed but not known yet: only a faster observation counts (in
    * microseconds, once width 0 is known and the estimate is too). */
   return b->cost_seen[w] > 0 && known (b, 0) ? MIN (estimate, b->cost_us[w]) : estimate;
@@ -143,6 +145,12 @@ llm_spec_budget_choose (LlmSpecBudget *b)
 {
   if (b->fixed || b->draft_max == 0)
     return b->draft_max;
+  /* Costs are relative to a plain step's until three are timed, and a
+   * draft's cost cannot be weighed without them: a fresh planner whose
+   * first verification of 2 proposals was accepted whole went on to ask
+   * for 5 and 6 where each proposal (skipped layers) cost 0.8 of a step. */
+  if (!known (b, 0))
+    return 0;
   double rate[LLM_SPEC_BUDGET_MAX + 1];
   rates (b, b->draft_max, rate);
   guint best = 1;
@@ -178,6 +186,17 @@ void
 llm_spec_budget_observe_guess (LlmSpecBudget *b, gboolean right)
 {
   learn (b, 0, right);
+}
+
+void
+llm_spec_budget_observe_draft (LlmSpecBudget *b, guint proposals, gint64 took_us)
+{
+  if (proposals == 0 || took_us < 0)
+    return;
+  const double t = (double) took_us / proposals;
+  b->draft_us = b->draft_seen == 0 ? t : b->draft_us + COST_WEIGHT * (t - b->draft_us);
+  if (b->draft_seen < G_MAXUINT)
+    b->draft_seen++;
 }
 
 void

@@ -14,6 +14,8 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   const gint64 t0 = g_get_monotonic_time ();
   const guint k = drafter ? llm_spec_budget_choose (budget) : 0;
   const guint m = k > 0 ? llm_drafter_propose (drafter, k, ids + 1) : 0;
+  if (m > 0)
+    llm_spec_budget_observe_draft (budget, m, g_get_monotonic_time () - t0);
   /* A dynamic budget that chose no proposal still learns from the free
    * guess; one that may not draft (or is fixed) has nothing to learn. */
   gint32 guess;
