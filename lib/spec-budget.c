@@ -145,11 +145,13 @@ llm_spec_budget_choose (LlmSpecBudget *b)
 {
   if (b->fixed || b->draft_max == 0)
     return b->draft_max;
-  /* Costs are relative to a plain step's until three are timed, and a
-   * draft's cost cannot be weighed without them: a fresh planner whose
-   * first verification of 2 proposals was accepted whole went on to ask
-   * for 5 and 6 where each proposal (skipped layers) cost 0.8 of a step. */
-  if (!known (b, 0))
+  /* Costs are relative to a plain step's until three are timed, and
+   * drafting that is a real part of a step cannot be weighed without
+   * them: a fresh planner whose first verification of 2 proposals was
+   * accepted whole went on to ask for 5 and 6 where each proposal
+   * (skipped layers) cost 0.8 of a step. Prompt lookup, next to free,
+   * drafts on from the start. */
+  if (!known (b, 0) && b->draft_seen > 0 && b->draft_share > PRIOR_SLOPE)
     return 0;
   double rate[LLM_SPEC_BUDGET_MAX + 1];
   rates (b, b->draft_max, rate);
@@ -188,19 +190,25 @@ llm_spec_budget_observe_guess (LlmSpecBudget *b, gboolean right)
   learn (b, 0, right);
 }
 
-void
-llm_spec_budget_observe_draft (LlmSpecBudget *b, guint proposals, gint64 took_us)
+/* Drafting @drafted proposals took @draft_us of a step's @took_us. */
+static void
+learn_draft (LlmSpecBudget *b, guint drafted, double draft_us, double took_us)
 {
-  if (proposals == 0 || took_us < 0)
-    return;
-  const double t = (double) took_us / proposals;
-  b->draft_us = b->draft_seen == 0 ? t : b->draft_us + COST_WEIGHT * (t - b->draft_us);
+  const double per = draft_us / drafted, share = MIN (draft_us / took_us, 1.0);
+  if (b->draft_seen == 0) {
+    b->draft_us = per;
+    b->draft_share = share;
+  } else {
+    b->draft_us += COST_WEIGHT * (per - b->draft_us);
+    b->draft_share += COST_WEIGHT * (share - b->draft_share);
+  }
   if (b->draft_seen < G_MAXUINT)
     b->draft_seen++;
 }
 
 void
-llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64 took_us)
+llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64 took_us,
+    gint64 draft_us)
 {
   drafted = MIN (drafted, LLM_SPEC_BUDGET_MAX);
   accepted = MIN (accepted, drafted);
@@ -213,6 +221,8 @@ llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64
   if (took_us <= 0)
     return;
   const double t = (double) took_us;
+  if (drafted > 0)
+    learn_draft (b, drafted, (double) CLAMP (draft_us, 0, took_us), t);
   if (!known (b, drafted)) {
     /* The fastest of the first observations. */
     b->cost_us[drafted] = b->cost_seen[drafted] == 0 ? t : MIN (b->cost_us[drafted], t);

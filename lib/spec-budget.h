@@ -5,11 +5,10 @@
  * a step that checks each number of proposals, and each step takes the
  * number k (0 included) whose expected tokens, 1 + p1 + p1 p2 + ... +
  * p1...pk, over its time is largest (a wider step's time taken as at
- * least a narrower one's, whatever noise says). Times count against a
- * plain step's, so a fresh planner first times three plain steps. Widths
- * not measured yet are estimated from the nearest measured one (a
- * proposal more adding its row of the verification and its drafting,
- * timed apart), so it tries them; a width's
+ * least a narrower one's, whatever noise says). Widths not measured yet
+ * are estimated from the nearest measured one (a proposal more adding its
+ * row of the verification and its drafting, timed apart), so it tries
+ * them; a width's
  * own measurements count only from the third on (before, the fastest of
  * them, if faster than the estimate), so one slow step (a page fault, a
  * preempted thread) cannot keep it from being tried again. Likewise a
@@ -25,8 +24,9 @@
  * drafts nothing: replayed on TinyStories-656K's text of three workloads
  * at two types' step costs (8 timing sequences each), 0.978 of the best
  * fixed length with probes alone, 0.987 with the guesses (the worst
- * sequence 0.894 and 0.939; 0.985 and 0.944 since the first three steps
- * are plain). Pure arithmetic: no clock, no threads. */
+ * sequence 0.894 and 0.939). A drafter whose proposals cost forwards (a
+ * draft model, skipped layers) is weighed against plain steps timed first:
+ * its costs mean nothing before. Pure arithmetic: no clock, no threads. */
 #pragma once
 
 #include <glib.h>
@@ -43,7 +43,8 @@ typedef struct {
   double cost_us[LLM_SPEC_BUDGET_MAX + 1];    /* a step checking w proposals */
   guint cost_seen[LLM_SPEC_BUDGET_MAX + 1];   /* its observations, up to a cap */
   double draft_us;                            /* drafting one proposal */
-  guint draft_seen;                           /* its observations, up to a cap */
+  double draft_share;                         /* of a drafting step's time */
+  guint draft_seen;                           /* drafting steps, up to a cap */
   guint idle;                                 /* steps in a row that chose 0 */
   guint drafting;                             /* steps that chose more */
   guint probe_every;                          /* steps of 0 before a probe */
@@ -57,14 +58,10 @@ void llm_spec_budget_configure (LlmSpecBudget *b, guint draft_max, gboolean fixe
 /* The number of proposals to ask for now (0..draft_max). */
 guint llm_spec_budget_choose (LlmSpecBudget *b);
 /* A step checked @drafted proposals, of which the first @accepted were
- * kept, in @took_us. */
-void llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64 took_us);
-/* Drafting @proposals proposals took @took_us, part of the step's time
- * that llm_spec_budget_observe() then gets: one proposal more is taken
- * to cost one of these besides its row of the verification, so a drafter
- * whose proposals cost forwards (a draft model, skipped layers) is not
- * asked for long drafts on the verification's cost alone. */
-void llm_spec_budget_observe_draft (LlmSpecBudget *b, guint proposals, gint64 took_us);
+ * kept, in @took_us, @draft_us of it drafting them (0 where drafting
+ * costs nothing worth timing). */
+void llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64 took_us,
+    gint64 draft_us);
 /* A step that checked no proposal made the token the drafter's first
  * proposal there would have been (@right) or not: the first position's
  * acceptance goes on learning, free, while the planner drafts nothing. */

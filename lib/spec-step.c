@@ -14,8 +14,7 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   const gint64 t0 = g_get_monotonic_time ();
   const guint k = drafter ? llm_spec_budget_choose (budget) : 0;
   const guint m = k > 0 ? llm_drafter_propose (drafter, k, ids + 1) : 0;
-  if (m > 0)
-    llm_spec_budget_observe_draft (budget, m, g_get_monotonic_time () - t0);
+  const gint64 drafted_at = g_get_monotonic_time ();
   /* A dynamic budget that chose no proposal still learns from the free
    * guess; one that may not draft (or is fixed) has nothing to learn. */
   gint32 guess;
@@ -30,7 +29,7 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   }
   if (!ok)
     return FALSE;
-  llm_spec_budget_observe (budget, m, *n_out - 1, g_get_monotonic_time () - t0);
+  llm_spec_budget_observe (budget, m, *n_out - 1, g_get_monotonic_time () - t0, drafted_at - t0);
   if (guessed)
     llm_spec_budget_observe_guess (budget, guess == out[0]);
   if (drafter)
