@@ -46,7 +46,10 @@
  * proposals), `acceptance-by-position` (an array: the dynamic budget's
  * estimate of the chance that the proposal at each position is accepted
  * when those before it were, as it stood at the end of the response),
- * and for drafting ahead (#GstLlmDraft:draft-ahead) `draft-ahead` (whether
+ * `step-us-by-width` (an array: the budget's moving average of the time
+ * of a step checking 0, 1, 2, ... proposals, drafting included, in
+ * microseconds; 0 where no such step was timed), `drafting-us` (its
+ * moving average of one proposal's drafting time), and for drafting ahead (#GstLlmDraft:draft-ahead) `draft-ahead` (whether
  * the response was drafted ahead), `ahead-used` (proposals that a draft
  * made during the previous step's verification began, its guess of the
  * model's next token confirmed) and `ahead-discarded` (drafts ahead that
@@ -223,6 +226,18 @@ gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
     gst_value_array_append_and_take_value (&acceptance, &v);
   }
   gst_structure_take_value (s, "acceptance-by-position", &acceptance);
+  /* What the planner weighs those against: each width's step time. */
+  GValue step_us = G_VALUE_INIT;
+  gst_value_array_init (&step_us, self->plan.draft_max + 1);
+  for (guint w = 0; w <= self->plan.draft_max; w++) {
+    GValue v = G_VALUE_INIT;
+    g_value_init (&v, G_TYPE_DOUBLE);
+    g_value_set_double (&v, llm_spec_budget_step_us (&self->plan, w));
+    gst_value_array_append_and_take_value (&step_us, &v);
+  }
+  gst_structure_take_value (s, "step-us-by-width", &step_us);
+  gst_structure_set (s, "drafting-us", G_TYPE_DOUBLE, llm_spec_budget_draft_us (&self->plan),
+      NULL);
 }
 
 static void

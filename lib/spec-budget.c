@@ -132,6 +132,18 @@ rates (const LlmSpecBudget *b, guint k_max, double *rate)
 }
 
 double
+llm_spec_budget_step_us (const LlmSpecBudget *b, guint w)
+{
+  return w <= LLM_SPEC_BUDGET_MAX && b->cost_seen[w] > 0 ? b->cost_us[w] : 0.0;
+}
+
+double
+llm_spec_budget_draft_us (const LlmSpecBudget *b)
+{
+  return b->draft_seen > 0 ? b->draft_us : 0.0;
+}
+
+double
 llm_spec_budget_rate (const LlmSpecBudget *b, guint k)
 {
   double rate[LLM_SPEC_BUDGET_MAX + 1];

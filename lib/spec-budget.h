@@ -69,6 +69,13 @@ void llm_spec_budget_observe_guess (LlmSpecBudget *b, gboolean right);
 /* The moving average of acceptance at position @i (the planner's
  * estimate, as it weighs it; for stats). */
 double llm_spec_budget_acceptance (const LlmSpecBudget *b, guint i);
+/* The moving average of the measured time of a step checking @w
+ * proposals, drafting included, in microseconds; 0 if none was timed
+ * (for stats). */
+double llm_spec_budget_step_us (const LlmSpecBudget *b, guint w);
+/* The moving average of one proposal's drafting time, in microseconds; 0
+ * if no drafting was timed (for stats). */
+double llm_spec_budget_draft_us (const LlmSpecBudget *b);
 /* The expected tokens per microsecond of asking for @k now (for tests
  * and stats). */
 double llm_spec_budget_rate (const LlmSpecBudget *b, guint k);

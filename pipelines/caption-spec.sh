@@ -40,5 +40,5 @@ gst-launch-1.0 -m filesrc location="$prompt" \
   ! llmdetokenize model="$model" \
   ! fdsink fd=2 sync=false \
   | sed -n 's/.*(element): \(llm-stats.*\)/\n\n\1/p' | sed -E 's/, ([a-z-]+=)/\n \1/g' \
-  | grep -E 'llm-stats|generated-tokens|tokens-per-s|draft|accept' || true
+  | grep -E 'llm-stats|generated-tokens|tokens-per-s|draft|accept|step-us' || true
 echo

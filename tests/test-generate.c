@@ -1186,6 +1186,21 @@ START_TEST (test_spec_verify_reports_its_drafts)
     const double p = g_value_get_double (gst_value_array_get_value (acceptance, i));
     ck_assert (p >= 0.0 && p <= 1.0);
   }
+  /* Every width a step took was timed, and drafting is part of a step. */
+  const GValue *step_us = gst_structure_get_value (s, "step-us-by-width");
+  ck_assert (step_us != NULL && GST_VALUE_HOLDS_ARRAY (step_us));
+  ck_assert_uint_eq (gst_value_array_get_size (step_us), (guint) DECODER_DRAFT_MAX + 1);
+  double widest = 0;
+  for (guint k = 0; k < n_lengths; k++) {
+    const double us = g_value_get_double (gst_value_array_get_value (step_us, k));
+    ck_assert (us >= 0.0);
+    if (g_value_get_uint64 (gst_value_array_get_value (lengths, k)) > 0) {
+      ck_assert_msg (us > 0.0, "steps of %u proposals were not timed", k);
+      widest = us;
+    }
+  }
+  const double drafting = stats_double (s, "drafting-us");
+  ck_assert (drafting >= 0.0 && drafting <= widest);
   /* Steps that made several tokens count each of them. */
   ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 64);
   gst_structure_free (s);
