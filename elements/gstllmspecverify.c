@@ -49,8 +49,9 @@
  * `step-us-by-width` (an array: the budget's moving average of the time
  * of a step checking 0, 1, 2, ... proposals, drafting included, in
  * microseconds; 0 where no such step was timed), `drafting-us` (its
- * moving average of one proposal's drafting time), and for drafting ahead (#GstLlmDraft:draft-ahead) `draft-ahead` (whether
- * the response was drafted ahead), `ahead-used` (proposals that a draft
+ * moving average of one proposal's drafting time), and for drafting
+ * ahead (#GstLlmDraft:draft-ahead) `draft-ahead` (whether the response
+ * was drafted ahead), `ahead-used` (proposals that a draft
  * made during the previous step's verification began, its guess of the
  * model's next token confirmed) and `ahead-discarded` (drafts ahead that
  * a verdict refuted, or no step asked for).
@@ -186,6 +187,22 @@ gst_llm_spec_verify_step (GstLlmDecode *base, GstBuffer *state, LlmSession *sess
       error);
 }
 
+/* @field: an array of @at (@plan, i) for i < @n. */
+static void
+set_plan_array (GstStructure *s, const char *field, const LlmSpecBudget *plan, guint n,
+    double (*at) (const LlmSpecBudget *, guint))
+{
+  GValue array = G_VALUE_INIT;
+  gst_value_array_init (&array, n);
+  for (guint i = 0; i < n; i++) {
+    GValue v = G_VALUE_INIT;
+    g_value_init (&v, G_TYPE_DOUBLE);
+    g_value_set_double (&v, at (plan, i));
+    gst_value_array_append_and_take_value (&array, &v);
+  }
+  gst_structure_take_value (s, field, &array);
+}
+
 static void
 gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
 {
@@ -209,7 +226,7 @@ gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
    * the planner's acceptance at each position it may ask for, as it stood
    * when the response ended. */
   const guint n_lengths = llm_spec_stats_n_lengths (st->lengths);
-  GValue lengths = G_VALUE_INIT, acceptance = G_VALUE_INIT;
+  GValue lengths = G_VALUE_INIT;
   gst_value_array_init (&lengths, n_lengths);
   for (guint k = 0; k < n_lengths; k++) {
     GValue v = G_VALUE_INIT;
@@ -218,24 +235,11 @@ gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
     gst_value_array_append_and_take_value (&lengths, &v);
   }
   gst_structure_take_value (s, "draft-lengths", &lengths);
-  gst_value_array_init (&acceptance, self->plan.draft_max);
-  for (guint i = 0; i < self->plan.draft_max; i++) {
-    GValue v = G_VALUE_INIT;
-    g_value_init (&v, G_TYPE_DOUBLE);
-    g_value_set_double (&v, llm_spec_budget_acceptance (&self->plan, i));
-    gst_value_array_append_and_take_value (&acceptance, &v);
-  }
-  gst_structure_take_value (s, "acceptance-by-position", &acceptance);
+  set_plan_array (s, "acceptance-by-position", &self->plan, self->plan.draft_max,
+      llm_spec_budget_acceptance);
   /* What the planner weighs those against: each width's step time. */
-  GValue step_us = G_VALUE_INIT;
-  gst_value_array_init (&step_us, self->plan.draft_max + 1);
-  for (guint w = 0; w <= self->plan.draft_max; w++) {
-    GValue v = G_VALUE_INIT;
-    g_value_init (&v, G_TYPE_DOUBLE);
-    g_value_set_double (&v, llm_spec_budget_step_us (&self->plan, w));
-    gst_value_array_append_and_take_value (&step_us, &v);
-  }
-  gst_structure_take_value (s, "step-us-by-width", &step_us);
+  set_plan_array (s, "step-us-by-width", &self->plan, self->plan.draft_max + 1,
+      llm_spec_budget_step_us);
   gst_structure_set (s, "drafting-us", G_TYPE_DOUBLE, llm_spec_budget_draft_us (&self->plan),
       NULL);
 }

@@ -67,7 +67,7 @@ cost (const LlmSpecBudget *b, guint w)
     return b->cost_us[w];
   const double base = known (b, 0) ? b->cost_us[0] : 1.0;
   /* A proposal more: its row of the verification and its drafting. */
-  double per = base * PRIOR_SLOPE + (known (b, 0) && b->draft_seen > 0 ? b->draft_us : 0.0);
+  double per = base * PRIOR_SLOPE + (known (b, 0) ? b->draft_us : 0.0);
   guint from = 0;
   for (guint j = w; j-- > 1;) {
     if (known (b, j)) {
@@ -140,7 +140,7 @@ llm_spec_budget_step_us (const LlmSpecBudget *b, guint w)
 double
 llm_spec_budget_draft_us (const LlmSpecBudget *b)
 {
-  return b->draft_seen > 0 ? b->draft_us : 0.0;
+  return b->draft_us;
 }
 
 double

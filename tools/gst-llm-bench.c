@@ -1371,7 +1371,7 @@ bench_main (const Options *opt)
       return 2;
     }
     if (o.make_layers < 0) {
-      g_printerr ("gst-llm-bench: --layers must be at least 1\n");
+      g_printerr ("gst-llm-bench: --layers must be at least 1 (0: the shape's)\n");
       return 2;
     }
     const int nth = (int) g_array_index (threads, guint, 0);
