@@ -790,6 +790,23 @@ START_TEST (test_budget_drafts_long_when_it_pays)
 }
 END_TEST
 
+/* One proposal timed a little faster than plain steps (noise: a row of
+ * a memory-bound step costs next to nothing) says little of what eight
+ * cost. At even odds and a row 30% of a step, checking one is best (1.5
+ * tokens over 1.3 steps); the planner may try two or three, not eight. */
+START_TEST (test_budget_does_not_take_unmeasured_proposals_for_free)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  for (guint i = 0; i < 3; i++)
+    llm_spec_budget_observe (&b, 0, 0, 1000, 0);
+  for (guint i = 0; i < 4; i++)
+    llm_spec_budget_observe (&b, 1, i % 2, 990, 0);
+  const guint k = llm_spec_budget_choose (&b);
+  ck_assert_msg (k >= 1 && k <= 3, "asks for %u proposals", k);
+}
+END_TEST
+
 /* Steps until a planner that learnt drafts never hold (600 steps, its
  * probes failing) drafts again once they hold 90% of the time, each plain
  * step also telling it (@guesses) whether the free first guess was
@@ -1026,8 +1043,10 @@ START_TEST (test_budget_on_real_text_is_near_the_best_fixed_length)
         worst_of_best = MIN (worst_of_best, dynamic / best);
         of_plain += dynamic * replay_cost_us[c][0] / REPLAY_SEEDS;
       }
-      /* Measured: means 0.965-1.019 of the best fixed length (all six
-       * 0.989), the worst sequence 0.943; 1.3-1.8x plain. */
+      /* Measured: means 0.966-1.026 of the best fixed length (all six
+       * 1.000), the worst sequence 0.948; 1.3-1.9x plain. Before the
+       * planner weighed its prior slope against one measured width,
+       * 0.965-1.019 (0.989). */
       ck_assert_msg (of_best >= 0.94 && worst_of_best >= 0.90 && of_plain >= 1.25,
           "%s, costs %u: dynamic %.3fx plain, %.3f of the best fixed length (%u) on average, "
           "%.3f at worst", workloads[w], c, of_plain, of_best, best_k, worst_of_best);
@@ -1037,7 +1056,7 @@ START_TEST (test_budget_on_real_text_is_near_the_best_fixed_length)
     }
   }
   g_print ("replay: %.3f of the best fixed length on average\n", all_of_best);
-  ck_assert_msg (all_of_best >= 0.975, "%.3f of the best fixed length on average", all_of_best);
+  ck_assert_msg (all_of_best >= 0.99, "%.3f of the best fixed length on average", all_of_best);
 }
 END_TEST
 
@@ -1081,6 +1100,7 @@ spec_suite (void)
   TCase *budget = tcase_create ("budget");
   tcase_add_test (budget, test_budget_stops_drafting_what_is_never_accepted);
   tcase_add_test (budget, test_budget_drafts_long_when_it_pays);
+  tcase_add_test (budget, test_budget_does_not_take_unmeasured_proposals_for_free);
   tcase_add_test (budget, test_budget_notices_drafts_that_start_to_succeed);
   tcase_add_test (budget, test_budget_fixed_always_asks_for_the_maximum);
   tcase_add_test (budget, test_budget_is_not_put_off_by_slow_steps);
