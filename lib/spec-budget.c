@@ -26,8 +26,9 @@
  * slope counted as this many rows of it: a width-1 step timed no dearer
  * than a plain one (noise) made every further proposal look free, and
  * the planner went from 1 to 8 proposals and spent 20-30 steps coming
- * back (replayed on real text at F16's step costs, 0.965-0.978 of the
- * best fixed length; 0.97-1.02 with this, 32 jitter sequences). */
+ * back (replayed on real text at F16's step costs over 32 jitter
+ * sequences: 0.962-0.978 of the best fixed length, 0.969-1.000 with
+ * this). */
 #define PRIOR_ROWS 2.0
 /* A planner that chose 0 this many steps in a row checks one proposal;
  * each probe that fails doubles the wait, up to PROBE_MAX. */

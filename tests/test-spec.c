@@ -792,8 +792,9 @@ END_TEST
 
 /* One proposal timed a little faster than plain steps (noise: a row of
  * a memory-bound step costs next to nothing) says little of what eight
- * cost. At even odds and a row 30% of a step, checking one is best (1.5
- * tokens over 1.3 steps); the planner may try two or three, not eight. */
+ * cost. Were a row really 30% of a step, checking one would be best at
+ * these even odds (1.5 tokens over 1.3 steps): the planner may try two
+ * or three, not eight. */
 START_TEST (test_budget_does_not_take_unmeasured_proposals_for_free)
 {
   LlmSpecBudget b;
