@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-llm-bench's command line as a user types it: arguments it cannot
+ * honour are refused with an exit status of 1 or 2 and a message that
+ * names the range, before anything is allocated for them; the same
+ * options with values in range run. */
+#include "llm-check.h"
+
+#include <string.h>
+#include <sys/wait.h>
+#include <glib/gstdio.h>
+
+typedef struct {
+  int status;                 /* exit status, -1 if it did not exit */
+  char *out, *err;
+} Run;
+
+static void
+run_clear (Run *r)
+{
+  g_free (r->out);
+  g_free (r->err);
+}
+
+/* gst-llm-bench with @args (NULL-terminated) and no bandwidth test. */
+static Run
+bench (const char *const *args)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (argv, g_build_filename (LLM_BUILD_ROOT, "tools", "gst-llm-bench", NULL));
+  g_ptr_array_add (argv, g_strdup ("--bandwidth-mib=0"));
+  for (const char *const *a = args; *a != NULL; a++)
+    g_ptr_array_add (argv, g_strdup (*a));
+  g_ptr_array_add (argv, NULL);
+  Run r = { -1, NULL, NULL };
+  int wait_status = 0;
+  GError *error = NULL;
+  ck_assert_msg (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+          &r.out, &r.err, &wait_status, &error), "%s", error ? error->message : "");
+  if (WIFEXITED (wait_status))
+    r.status = WEXITSTATUS (wait_status);
+  return r;
+}
+
+static void
+assert_refused (const char *const *args, const char *message)
+{
+  Run r = bench (args);
+  g_autofree char *line = g_strjoinv (" ", (char **) args);
+  ck_assert_msg (r.status == 1 || r.status == 2, "%s: exit status %d\n%s", line, r.status,
+      r.err);
+  ck_assert_msg (strstr (r.err, message) != NULL, "%s: \"%s\" not in:\n%s", line, message,
+      r.err);
+  run_clear (&r);
+}
+
+/* random:0 was read as a file name, and a random:N too large for memory
+ * went to one allocation that GLib aborts on. */
+START_TEST (test_bench_refuses_random_prompts_out_of_range)
+{
+  g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
+  for (guint i = 0; i < 2; i++) {
+    const char *spec = i == 0 ? "random:0" : "random:2000000";
+    const char *args[] = { "-m", model, "--spec", "ngram", "--spec-prompt", spec, "-n", "8",
+      "--draft-max", "2", "-r", "1", NULL };
+    assert_refused (args, "random:N takes N from 1 to 1048576 ids");
+  }
+  /* In range: the run's table has its row. */
+  const char *args[] = { "-m", model, "--spec", "ngram", "--spec-prompt", "random:8", "-n", "8",
+    "--draft-max", "2", "-r", "1", NULL };
+  Run r = bench (args);
+  ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
+  ck_assert_msg (strstr (r.out, "| random:8 | 8 | ngram fixed 2 |") != NULL, "%s", r.out);
+  run_clear (&r);
+}
+END_TEST
+
+START_TEST (test_bench_refuses_models_it_cannot_make)
+{
+  g_autofree char *dir = g_dir_make_tmp ("bench-cli-XXXXXX", NULL);
+  g_autofree char *out = g_build_filename (dir, "m.gguf", NULL);
+  const char *layers[] = { "--make-model", "tiny", "--type", "f32", "--layers", "2000", "-o",
+    out, NULL };
+  assert_refused (layers, "--layers 2000: at most 1024");
+  const char *shape[] = { "--make-model", "nosuch", "--type", "f32", "-o", out, NULL };
+  assert_refused (shape, "unknown shape 'nosuch'");
+  ck_assert (!g_file_test (out, G_FILE_TEST_EXISTS));
+  /* In range: a file is written. */
+  const char *ok[] = { "--make-model", "tiny", "--type", "f32", "--layers", "3", "-o", out,
+    NULL };
+  Run r = bench (ok);
+  ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
+  run_clear (&r);
+  ck_assert (g_file_test (out, G_FILE_TEST_IS_REGULAR));
+  g_remove (out);
+  g_rmdir (dir);
+}
+END_TEST
+
+static Suite *
+bench_cli_suite (void)
+{
+  Suite *s = suite_create ("bench-cli");
+  TCase *tc = tcase_create ("cli");
+  tcase_set_timeout (tc, 120);
+  tcase_add_test (tc, test_bench_refuses_random_prompts_out_of_range);
+  tcase_add_test (tc, test_bench_refuses_models_it_cannot_make);
+  suite_add_tcase (s, tc);
+  return s;
+}
+
+LLM_TEST_MAIN (bench_cli_suite)
