@@ -112,7 +112,10 @@ static GType
 gst_llm_token_compress_method_get_type (void)
 {
   static GType type = 0;
+  /* "none" has a nick of its own, so that method=none on a gst-launch
+   * line means what the property's blurb says; 0 alone was the only way. */
   static const GFlagsValue values[] = {
+    {0, "Pass rows unchanged", "none"},
     {GST_LLM_TOKEN_COMPRESS_MERGE, "Fold the most similar rows into size-weighted averages "
           "(ToMe bipartite matching)", "merge"},
     {GST_LLM_TOKEN_COMPRESS_PRUNE, "Keep the most salient rows (class-token attention, "
