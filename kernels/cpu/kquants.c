@@ -127,24 +127,32 @@ k4_scales_mins (const uint8_t *packed, uint8_t sc[8], uint8_t m[8])
 
 /* --- dequantization --- */
 
+/* One Q4_K or Q5_K super-block to @y, from its values @a (unpacked), the
+ * packed 6-bit scales and mins and its two fp16 factors. */
+static void
+dequantize_k4_block (uint16_t d16, uint16_t dmin16, const uint8_t *scales, const int8_t *a,
+    float *y)
+{
+  const float d = llm_fp16_to_f32 (d16);
+  const float dmin = llm_fp16_to_f32 (dmin16);
+  uint8_t sc[8], m[8];
+  k4_scales_mins (scales, sc, m);
+  for (int j = 0; j < 8; j++) {
+    const float dl = d * sc[j];
+    const float ml = dmin * m[j];
+    for (int l = 0; l < 32; l++)
+      y[32 * j + l] = dl * a[32 * j + l] - ml;
+  }
+}
+
 void
 llm_dequantize_row_q4_K (const LlmBlockQ4_K *src, float *dst, size_t n)
 {
   assert (n % LLM_QK_K == 0);
   for (size_t b = 0; b < n / LLM_QK_K; b++) {
-    const float d = llm_fp16_to_f32 (src[b].d);
-    const float dmin = llm_fp16_to_f32 (src[b].dmin);
-    uint8_t sc[8], m[8];
     int8_t a[LLM_QK_K];
-    k4_scales_mins (src[b].scales, sc, m);
     unpack_q4_K (&src[b], a);
-    float *y = dst + b * LLM_QK_K;
-    for (int j = 0; j < 8; j++) {
-      const float dl = d * sc[j];
-      const float ml = dmin * m[j];
-      for (int l = 0; l < 32; l++)
-        y[32 * j + l] = dl * a[32 * j + l] - ml;
-    }
+    dequantize_k4_block (src[b].d, src[b].dmin, src[b].scales, a, dst + b * LLM_QK_K);
   }
 }
 
@@ -153,19 +161,9 @@ llm_dequantize_row_q5_K (const LlmBlockQ5_K *src, float *dst, size_t n)
 {
   assert (n % LLM_QK_K == 0);
   for (size_t b = 0; b < n / LLM_QK_K; b++) {
-    const float d = llm_fp16_to_f32 (src[b].d);
-    const float dmin = llm_fp16_to_f32 (src[b].dmin);
-    uint8_t sc[8], m[8];
     int8_t a[LLM_QK_K];
-    k4_scales_mins (src[b].scales, sc, m);
     unpack_q5_K (&src[b], a);
-    float *y = dst + b * LLM_QK_K;
-    for (int j = 0; j < 8; j++) {
-      const float dl = d * sc[j];
-      const float ml = dmin * m[j];
-      for (int l = 0; l < 32; l++)
-        y[32 * j + l] = dl * a[32 * j + l] - ml;
-    }
+    dequantize_k4_block (src[b].d, src[b].dmin, src[b].scales, a, dst + b * LLM_QK_K);
   }
 }
 
