@@ -23,7 +23,19 @@
  * Per token and 16-row block that is 16 multiplies (VNNI; plain 18) and 4
  * vmulps on Zen 5's two multiply pipes: 10 cycles at best, twice the
  * AVX-512 kernel's 5. Measured in cache: about 13 (VNNI) and 17 (plain;
- * 21 before its int16 sums were kept in order, see X16_KEEP). */
+ * 21 before its int16 sums were kept in order, see X16_KEEP).
+ *
+ * Zen 3 (plain only) is bound by issue, not by its multipliers. Measured
+ * there: vpmaddubsw and vmulps share two pipes (8 of each take as long as
+ * 16 vpmaddubsw), vpshufd runs beside them, and the 4-token tile issues
+ * about 70 vector instructions a token-block, 22 on those pipes: 11
+ * cycles of multiplies, 17.5 of issue at 4 a cycle. A loop of the same
+ * instructions over blocks in L1 or L2 ran at 18-19 cycles (6.0-6.3 ns at
+ * the 3.0 GHz a chain of dependent adds shows), the tile itself at 20-23
+ * without its prefetches, which cost 10-13% more in cache. Not faster
+ * there: activations broadcast once per token tile and read by
+ * vpmaddubsw from memory (8-14% slower: 256 bytes a token-block of
+ * loads), both halves at once (spills). */
 #include "q4_0x16.h"
 #include "x16-avx2.h"
 
