@@ -158,9 +158,9 @@ typedef struct {
   const uint8_t *passes;
   size_t block_bytes;         /* of a (tile, block) record */
   int offset;                 /* weights are multiplied this far above their values */
-  /* With more tokens than one token tile takes, every token tile fetches
-   * its share of the next row tile (X16Ahead); else only the first fetches,
-   * x16_prefetch() ahead. */
+  /* With more tokens than one token tile takes, or one token tile that
+   * makes two passes, every pass fetches its share of the next row tile
+   * (X16Ahead); else the first fetches, x16_prefetch() ahead. */
   bool spread;
 } X16Kernel;
 
@@ -176,7 +176,16 @@ typedef struct {
  * time. With @k->spread, all the passes over a tile (every token tile, each
  * half) fetch the next tile into L2 a few lines a block, so fetching
  * overlaps all the computing and the product takes nearer the larger of
- * the two (Q8_0 at 8 and 16 tokens on AVX2: 15% and 10% faster).
+ * the two (Q8_0 at 8 and 16 tokens on AVX2: 15% and 10% faster). So does
+ * one token tile in halves: along the stream, memory stood idle while it
+ * took its second half. Plain AVX2 Q8_0 on Zen 3, before and after taking
+ * turns in one process over 188 MB of 246M's feed-forward shapes, median
+ * of 16 rounds: 3 and 4 tokens 0.92-0.99x and 0.89-1.01x the time on two
+ * threads, 0.78-0.82x and 0.83-0.93x on one; in the 246M Q8_0 model, 3
+ * to 5 rows went from 1.25-1.46 decode steps to 1.07-1.31 (four runs of
+ * each binary, taking turns; 4 rows 1.34-1.41 to 1.08-1.25). (Q4_0's tile
+ * of 4 tokens in halves was no faster so, 1.04x the time: it stays on
+ * the stream.)
  *
  * With @k->unpacked and at least its min_tokens, each row tile is first
  * unpacked once (fetching along the stream as it reads), and its token
@@ -206,7 +215,8 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
   }
 
   const size_t tile_bytes = nb * k->block_bytes;
-  const bool stream = u == NULL && (!k->spread || n_tok <= (size_t) k->rn);
+  const bool halves = k->passes != NULL && k->passes[tile_tokens_even (n_tok, k->rn) - 1] > 1;
+  const bool stream = u == NULL && !(k->spread && (n_tok > (size_t) k->rn || halves));
   size_t lines = 0;
   if (!stream) {
     /* The next tile's lines over every pass of every token tile's blocks
