@@ -240,12 +240,14 @@ x16_store_half (__m256 v, int h, int rm, float *y)
  * multiplied @OFFSET above their values), plain AVX2 and AVX-VNNI, over
  * X16_NIBBLE_TILES of the pieces named (and the X16Unpacked @UP, @UV, or
  * NULL), and its lookup llm_avx2_LAYOUT_fn, the VNNI one where the CPU
- * has it and LLM_NO_AVX_VNNI is unset. */
-#define X16_NIBBLE_KERNELS(layout, BLOCK, OFFSET, START, SB, SH, ADD, UP, UV) \
+ * has it and LLM_NO_AVX_VNNI is unset. @PLAIN_MANY is the plain product's
+ * X16Kernel.rn_many. */
+#define X16_NIBBLE_KERNELS(layout, BLOCK, OFFSET, START, SB, SH, ADD, UP, UV, PLAIN_MANY) \
   X16_NIBBLE_TILES (layout##_tiles_plain, 0, BLOCK, START, SB, SH, ADD) \
   X16_NIBBLE_TILES (layout##_tiles_vnni, 1, BLOCK, START, SB, SH, ADD) \
   X16_PRODUCT (layout##_plain, .tiles = layout##_tiles_plain, .rn = X16_NIBBLE_RN, \
-      .block_bytes = (BLOCK), .offset = (OFFSET), .unpacked = (UP)) \
+      .block_bytes = (BLOCK), .offset = (OFFSET), .unpacked = (UP), \
+      .rn_many = (PLAIN_MANY)) \
   X16_PRODUCT (layout##_vnni, .tiles = layout##_tiles_vnni, .rn = X16_NIBBLE_RN, \
       .block_bytes = (BLOCK), .offset = (OFFSET), .unpacked = (UV)) \
   LlmQ4x16Fn \

@@ -162,7 +162,21 @@ typedef struct {
    * makes two passes, every pass fetches its share of the next row tile
    * (X16Ahead); else the first fetches, x16_prefetch() ahead. */
   bool spread;
+  /* Tokens a token tile takes when there are more than @rn (0: @rn): for
+   * a layout whose widest tile is slower per token than the next one and
+   * faster only for exactly its own count of tokens. */
+  int rn_many;
 } X16Kernel;
+
+/* The tokens of the token tile that starts @left tokens before the end
+ * of a product of @n_tok (every loop over token tiles walks them so). */
+INLINE size_t
+x16_tile_tokens (const X16Kernel *k, size_t n_tok, size_t left)
+{
+  if (n_tok <= (size_t) k->rn)
+    return left;
+  return tile_tokens_even (left, k->rn_many > 0 ? k->rn_many : k->rn);
+}
 
 /* A prepared-layout product (q4_0x16.h's contract) with kernel @k.
  * Tokens are the inner loop: a row tile is read from memory once and then
@@ -209,13 +223,13 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
   int8_t *q = (int8_t *) (bias + n_tok * nb);
   uint8_t *tile_u = (uint8_t *) dx + side_bytes;
   for (size_t t = 0, rn; t < n_tok; t += rn) {
-    rn = tile_tokens_even (n_tok - t, k->rn);
+    rn = x16_tile_tokens (k, n_tok, n_tok - t);
     x16_act_tile ((const uint8_t *) xq + t * xs, xs, rn, nb, k->offset, q + 32 * t * nb,
         dx + t * nb, bias + t * nb);
   }
 
   const size_t tile_bytes = nb * k->block_bytes;
-  const bool halves = k->passes != NULL && k->passes[tile_tokens_even (n_tok, k->rn) - 1] > 1;
+  const bool halves = k->passes != NULL && k->passes[x16_tile_tokens (k, n_tok, n_tok) - 1] > 1;
   const bool stream = u == NULL && !(k->spread && (n_tok > (size_t) k->rn || halves));
   size_t lines = 0;
   if (!stream) {
@@ -223,7 +237,7 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
      * (an unpacked tile's token tiles take it in halves). */
     size_t passes = 0;
     for (size_t t = 0, rn; t < n_tok; t += rn) {
-      rn = tile_tokens_even (n_tok - t, k->rn);
+      rn = x16_tile_tokens (k, n_tok, n_tok - t);
       passes += u != NULL ? 2 : k->passes != NULL ? k->passes[rn - 1] : 1;
     }
     lines = (tile_bytes / 64 + passes * nb - 1) / (passes * nb);
@@ -247,7 +261,7 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
         tt = u->tiles;
       }
       for (size_t t = 0, rn; t < n_tok; t += rn) {
-        rn = tile_tokens_even (n_tok - t, k->rn);
+        rn = x16_tile_tokens (k, n_tok, n_tok - t);
         ahead.stream = stream && t == 0;
         tt[rn - 1] (nb, T, q + 32 * t * nb, dx + t * nb, bias + t * nb, y + t * ldy + r, ldy,
             rm, &ahead);
