@@ -84,8 +84,8 @@ add_block (int vnni, __m256 acc, __m256i s, int32_t bias, const uint8_t *pb, int
 
 /* Plain: more than 4 tokens go 3 to a token tile (the 2-token tiles
  * ending a product), not 4 in halves. Zen 3, taking turns in one process
- * over 100 MB of 246M's feed-forward shapes, two threads: 7 to 16 tokens
- * 0.92-0.98x the time, 32 to 128 tokens 0.96-0.97x; 4 tokens alone stay
- * one tile (2 + 2 took 1.05x). */
+ * over 100 MB of 246M's feed-forward shapes, two threads, in runs of 8
+ * to 12 rounds: 7 to 16 tokens 0.91-0.99x the time, 32 to 128 tokens
+ * 0.95-0.97x; 4 tokens alone stay one tile (2 + 2 took 1.05x). */
 X16_NIBBLE_KERNELS (q4_0x16, LLM_Q4_0X16_BLOCK_BYTES, 8, start_sum,
     SUMS_BOTH, SUMS_HALF, add_block, NULL, NULL, 3)
