@@ -229,7 +229,8 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
   }
 
   const size_t tile_bytes = nb * k->block_bytes;
-  const bool halves = k->passes != NULL && k->passes[x16_tile_tokens (k, n_tok, n_tok) - 1] > 1;
+  const bool halves = k->passes != NULL && n_tok > 0
+      && k->passes[x16_tile_tokens (k, n_tok, n_tok) - 1] > 1;
   const bool stream = u == NULL && !(k->spread && (n_tok > (size_t) k->rn || halves));
   size_t lines = 0;
   if (!stream) {
