@@ -54,15 +54,16 @@ assert_refused (const char *const *args, const char *message)
 }
 
 /* random:0 was read as a file name, and a random:N too large for memory
- * went to one allocation that GLib aborts on. */
+ * went to one allocation that GLib aborts on; random:N:A with A past
+ * 2^31 allocated A ids and drew from a negative range (a GLib critical). */
 START_TEST (test_bench_refuses_random_prompts_out_of_range)
 {
   g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
-  for (guint i = 0; i < 2; i++) {
-    const char *spec = i == 0 ? "random:0" : "random:2000000";
-    const char *args[] = { "-m", model, "--spec", "ngram", "--spec-prompt", spec, "-n", "8",
-      "--draft-max", "2", "-r", "1", NULL };
-    assert_refused (args, "random:N takes N from 1 to 1048576 ids");
+  const char *specs[] = { "random:0", "random:2000000", "random:8:0", "random:8:3000000000" };
+  for (guint i = 0; i < G_N_ELEMENTS (specs); i++) {
+    const char *args[] = { "-m", model, "--spec", "ngram", "--spec-prompt", specs[i], "-n",
+      "8", "--draft-max", "2", "-r", "1", NULL };
+    assert_refused (args, "random:N[:A] takes N and A from 1 to 1048576 ids");
   }
   /* In range: the run's table has its row. */
   const char *args[] = { "-m", model, "--spec", "ngram", "--spec-prompt", "random:8", "-n", "8",

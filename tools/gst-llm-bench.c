@@ -910,7 +910,8 @@ print_spec_header (void)
   g_print ("|---|---|--:|---|--:|---|--:|--:|--:|--:|--:|\n");
 }
 
-/* The longest random:N prompt: more than any context a model here has. */
+/* The longest random:N prompt, and the most distinct ids of random:N:A:
+ * more than any context or vocabulary a model here has. */
 #define RANDOM_PROMPT_MAX (1u << 20)
 
 /* The ids of workload @spec (a file, or random:N) for @model. */
@@ -920,9 +921,10 @@ spec_prompt_ids (LlmModel *model, const char *spec, guint32 seed, GError **error
   GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   guint n_random, n_distinct = 0;
   const int got = sscanf (spec, "random:%u:%u", &n_random, &n_distinct);
-  if (got >= 1 && (n_random == 0 || n_random > RANDOM_PROMPT_MAX)) {
+  if ((got >= 1 && (n_random == 0 || n_random > RANDOM_PROMPT_MAX))
+      || (got == 2 && (n_distinct == 0 || n_distinct > RANDOM_PROMPT_MAX))) {
     g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-        "random:N takes N from 1 to %u ids", RANDOM_PROMPT_MAX);
+        "random:N[:A] takes N and A from 1 to %u ids", RANDOM_PROMPT_MAX);
     g_array_unref (ids);
     return NULL;
   }
