@@ -108,10 +108,9 @@ blend_bits (__m512i a, __m512i b, __m512i c)
     ZERO_ALL (RN, acc, _mm512_setzero_ps ()); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX_TB (Q5); \
-      if (pf) \
-        prefetch_block (pb + pf, KX_TB (Q5)); \
       __m512i isum[RN]; \
       ZERO_ALL (RN, isum, _mm512_setzero_si512 ()); \
+      int step = 0; \
       UNROLL for (int j0 = 0; j0 < 4; j0 += (NJ)) { \
         UNROLL for (int h0 = 0; h0 < 2; h0 += (NH)) { \
           __m512i run[NJ][NH][RN]; \
@@ -120,6 +119,9 @@ blend_bits (__m512i a, __m512i b, __m512i c)
               UNROLL for (int t = 0; t < (RN); t++) \
                 run[a][e][t] = _mm512_setzero_si512 (); \
           UNROLL for (int i = 0; i < 8; i++) { \
+            if (pf) \
+              prefetch_share (pb + pf, KX_TB (Q5), step, (4 / (NJ)) * (2 / (NH)) * 8); \
+            step++; \
             __m512i qh = m4; \
             if (Q5) \
               qh = load (pb + KX_QH + 64 * i); \
@@ -202,10 +204,9 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
     ZERO_ALL (RN, acc, _mm512_setzero_ps ()); \
     for (size_t b = 0; b < nb; b++) { \
       const uint8_t *pb = P + b * KX6_TB; \
-      if (pf) \
-        prefetch_block (pb + pf, KX6_TB); \
       __m512i isum[RN]; \
       ZERO_ALL (RN, isum, _mm512_setzero_si512 ()); \
+      int step = 0; \
       UNROLL for (int h = 0; h < 2; h++) \
         UNROLL for (int c0 = 0; c0 < 2; c0 += (NC)) \
           UNROLL for (int q0 = 0; q0 < 4; q0 += (NQ)) { \
@@ -214,7 +215,10 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
               UNROLL for (int e = 0; e < (NQ); e++) \
                 UNROLL for (int t = 0; t < (RN); t++) \
                   run[a][e][t] = bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c0 + a); \
-            UNROLL for (int i0 = 0; i0 < 4; i0++) \
+            UNROLL for (int i0 = 0; i0 < 4; i0++) { \
+              if (pf) \
+                prefetch_share (pb + pf, KX6_TB, step, 2 * (2 / (NC)) * (4 / (NQ)) * 4); \
+              step++; \
               UNROLL for (int a = 0; a < (NC); a++) { \
                 const int i = 4 * (c0 + a) + i0; \
                 const uint8_t *unit = pb + 192 * (8 * h + i); \
@@ -227,6 +231,7 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
                         bcast4 (XQ (t)->qs + 128 * h + 32 * q + 4 * i)); \
                 } \
               } \
+            } \
             UNROLL for (int a = 0; a < (NC); a++) \
               UNROLL for (int e = 0; e < (NQ); e++) { \
                 const __m512i sc = _mm512_cvtepi8_epi32 (_mm_loadu_si128 ((const __m128i *) \
@@ -244,10 +249,15 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
 
 /* Tokens per tile: 8 keeps 3 x 8 accumulators in the 32 registers. Small
  * batches take several runs per pass, so a token has more independent
- * vpdpbusd chains to hide their latency and units are loaded once. */
+ * vpdpbusd chains to hide their latency and units are loaded once. One
+ * token, which streams from DRAM, takes one chunk (Q6_K one column) a
+ * pass instead: it reads the codes in address order, not as 4 (2) streams
+ * 512 (768) bytes apart, which the kernel's time follows more than its
+ * chains. On Zen 4, from DRAM, that read Q4_K at 24-26 GB/s on one thread
+ * against 15-20 (8 chains), Q5_K 13-22 against 17-19, Q6_K the same. */
 #define ZRN 8
 #define K4_TILES(pre, Q5) \
-  K4_TILE (pre##_1, 1, 4, 2, Q5) K4_TILE (pre##_2, 2, 2, 2, Q5) K4_TILE (pre##_3, 3, 1, 2, Q5) \
+  K4_TILE (pre##_1, 1, 1, 2, Q5) K4_TILE (pre##_2, 2, 2, 2, Q5) K4_TILE (pre##_3, 3, 1, 2, Q5) \
   K4_TILE (pre##_4, 4, 1, 2, Q5) K4_TILE (pre##_5, 5, 1, 2, Q5) K4_TILE (pre##_6, 6, 1, 2, Q5) \
   K4_TILE (pre##_7, 7, 1, 1, Q5) K4_TILE (pre##_8, 8, 1, 1, Q5) \
   static const KxTileFn pre[ZRN] = { pre##_1, pre##_2, pre##_3, pre##_4, pre##_5, pre##_6, \
@@ -256,7 +266,7 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
 K4_TILES (tiles_q4_K, 0)
 K4_TILES (tiles_q5_K, 1)
 
-Q6_TILE (tiles_q6_K_1, 1, 2, 4)
+Q6_TILE (tiles_q6_K_1, 1, 1, 4)
 Q6_TILE (tiles_q6_K_2, 2, 1, 4)
 Q6_TILE (tiles_q6_K_3, 3, 1, 2)
 Q6_TILE (tiles_q6_K_4, 4, 1, 2)

@@ -110,18 +110,14 @@ typedef void (*KxTileFn) (KX_TILE_ARGS);
  * (0.91-0.94x). */
 #define KX_PF_DIST 4096
 
-INLINE void
-prefetch_block (const uint8_t *p, size_t bytes)
-{
-  for (size_t l = 0; l < bytes; l += 64)
-    _mm_prefetch ((const char *) p + l, _MM_HINT_T0);
-}
-
-/* Step @it of @steps of prefetch_block (@p, @bytes): its share of the
+/* Step @it of @steps of a prefetch of the @bytes at @p: its share of the
  * lines, so a pass that calls it at each of its @steps steps asks for a
  * block a few lines at a time. A block is 37-53 lines, and all asked for
- * at once they wait on each other: on Zen 3 (AVX2), one token from DRAM
- * read at 9-10 GB/s a thread, about memory time plus compute time; asked
+ * at once they wait on each other. On Zen 4 (AVX-512), one token of Q4_K
+ * and Q6_K from DRAM read at 10-13 GB/s on one thread against a 31-33
+ * streaming read, and at 19-24 asked for a share a step (Zen 5 had read
+ * whole blocks asked for at once at 95%; not measured there since). On
+ * Zen 3 (AVX2), one token from DRAM read at 9-10 GB/s a thread, about memory time plus compute time; asked
  * for 2-4 lines a step, 11-15 GB/s against a 15.7 streaming read. Taking
  * turns in one process over 104 MB (Q4_K at 246M's layer shapes, Q6_K as
  * its 32000 x 1024 output), one token ran 1.15-1.43x faster on one thread
