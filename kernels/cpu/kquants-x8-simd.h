@@ -117,20 +117,21 @@ typedef void (*KxTileFn) (KX_TILE_ARGS);
  * and Q6_K from DRAM read at 10-13 GB/s on one thread against a 31-33
  * streaming read, and at 19-24 asked for a share a step (Zen 5 had read
  * whole blocks asked for at once at 95%; not measured there since). On
- * Zen 3 (AVX2), one token from DRAM read at 9-10 GB/s a thread, about memory time plus compute time; asked
- * for 2-4 lines a step, 11-15 GB/s against a 15.7 streaming read. Taking
- * turns in one process over 104 MB (Q4_K at 246M's layer shapes, Q6_K as
- * its 32000 x 1024 output), one token ran 1.15-1.43x faster on one thread
- * and 1.16-1.36x on two (every round), 2 and 4 tokens 1.13-1.16x (but
- * Q4_K at 2 tokens on one thread no faster). With this, 1, 2, 3, 5 and 8
- * KiB ahead were no better than 4, nor were L2 hints, nor asking for the
- * lines in the first half or quarter of the steps; 12 KiB was 2-6%
- * faster on one thread and 6-15% slower on two. What is left to gain
- * there is small: in one process taking turns over the same 104 MB, a
- * loop that only loads each line and prefetches 4 KiB ahead, with 0 to
- * 16 vector operations a line, read at 75-91% of a plain read's rate
- * (which needs no prefetch), and one token of Q4_K at 85-90%, Q6_K at
- * 74-84% (in runs without the loop, Q4_K 73-83%, Q6_K 74-79%). */
+ * Zen 3 (AVX2), one token from DRAM read at 9-10 GB/s a thread, about
+ * memory time plus compute time; asked for 2-4 lines a step, 11-15 GB/s
+ * against a 15.7 streaming read. Taking turns in one process over 104 MB
+ * (Q4_K at 246M's layer shapes, Q6_K as its 32000 x 1024 output), one
+ * token ran 1.15-1.43x faster on one thread and 1.16-1.36x on two (every
+ * round), 2 and 4 tokens 1.13-1.16x (but Q4_K at 2 tokens on one thread no
+ * faster). With this, 1, 2, 3, 5 and 8 KiB ahead were no better than 4,
+ * nor were L2 hints, nor asking for the lines in the first half or quarter
+ * of the steps; 12 KiB was 2-6% faster on one thread and 6-15% slower on
+ * two. What is left to gain there is small: in one process taking turns
+ * over the same 104 MB, a loop that only loads each line and prefetches 4
+ * KiB ahead, with 0 to 16 vector operations a line, read at 75-91% of a
+ * plain read's rate (which needs no prefetch), and one token of Q4_K at
+ * 85-90%, Q6_K at 74-84% (in runs without the loop, Q4_K 73-83%, Q6_K
+ * 74-79%). */
 INLINE void
 prefetch_share (const uint8_t *p, size_t bytes, int it, int steps)
 {
