@@ -88,12 +88,13 @@ store_half (__m256 v, int h, int rm, float *y)
  * weight halves, 3 broadcasts) spilled and ran at 1.9 cycles per 16 rows x
  * token x column; one row tile's 6 chains run at 1.15. Measured in L2 on
  * Zen 5: 1.1 cycles from 6 tokens on, 1.2 at 4. One token, bound by
- * memory, takes two row tiles (4 chains: in L2 16 bytes of weights a
- * cycle, 1.7 times what DRAM gives one thread): from DRAM 3-8% faster
- * than four, 10% faster than one. */
+ * memory, takes one row tile, one stream from DRAM: on Zen 4, 246M F16
+ * decode with one row tile against two, taking turns, 1.04-1.14x on one
+ * thread (4 of 4 pairs) and 0.96-1.29x on two (3 of 4), though on Zen 5
+ * two had been 10% faster than one (and 3-8% faster than four). */
 #define RN_MAX 6
 #define GROUP 4
-static const int rt_max[RN_MAX] = { 2, 2, 1, 1, 1, 1 };
+static const int rt_max[RN_MAX] = { 1, 2, 1, 1, 1, 1 };
 
 #define TILES(pre, LOADW) \
   TILE (pre##_1x1, 1, 1, LOADW) TILE (pre##_2x1, 2, 1, LOADW) \

@@ -68,13 +68,17 @@ load_bf16 (const uint8_t *p)
  * FMAs ran at 1.7 a cycle, not 2 (measured in L1); with 16 or more at
  * 1.9 (0.54 cycles per 16 rows x token x column). 16 tokens of one row
  * tile were slower (0.63): more token streams and pointers than
- * registers. One or two tokens are bound by memory, and take two row
- * tiles (2 or 4 chains: in L2 16 bytes of weights a cycle, 1.7 times what
- * DRAM gives one thread): from DRAM 3-9% faster than four (fewer streams
- * to follow), though four run 1.15 cycles a tile column in L2, not 2. */
+ * registers. One or two tokens are bound by memory. Two take two row
+ * tiles (4 chains: in L2 16 bytes of weights a cycle, 1.7 times what DRAM
+ * gives one thread): from DRAM 3-9% faster than four on Zen 5 (fewer
+ * streams to follow), though four run 1.15 cycles a tile column in L2,
+ * not 2. One takes one row tile, one stream: on Zen 4, 246M F16 decode
+ * with one against two, taking turns, 1.14-1.18x on one thread and
+ * 1.01-1.15x on two (4 of 4 pairs each; Zen 5 had measured two for one
+ * token too). */
 #define RN_MAX 8
 #define GROUP 4
-static const int rt_max[RN_MAX] = { 2, 2, 4, 4, 4, 3, 3, 2 };
+static const int rt_max[RN_MAX] = { 1, 2, 4, 4, 4, 3, 3, 2 };
 
 #define ROW2(pre, rn, LOADW) TILE (pre##_1x##rn, 1, rn, LOADW) TILE (pre##_2x##rn, 2, rn, LOADW)
 #define ROW3(pre, rn, LOADW) ROW2 (pre, rn, LOADW) TILE (pre##_3x##rn, 3, rn, LOADW)
