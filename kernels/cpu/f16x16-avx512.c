@@ -74,8 +74,10 @@ load_bf16 (const uint8_t *p)
  * streams to follow), though four run 1.15 cycles a tile column in L2,
  * not 2. One takes one row tile, one stream: on Zen 4, 246M F16 decode
  * with one against two, taking turns, 1.14-1.18x on one thread and
- * 1.01-1.15x on two (4 of 4 pairs each; Zen 5 had measured two for one
- * token too). */
+ * 1.01-1.15x on two (4 of 4 pairs each), and 1.13-1.35x against two with
+ * 16 KiB fetched ahead. Its one FMA chain reads 8 bytes of weights a
+ * cycle in L2, about what DRAM gives one Zen 4 thread but less than one
+ * Zen 5 thread gets, where two had measured faster for one token too. */
 #define RN_MAX 8
 #define GROUP 4
 static const int rt_max[RN_MAX] = { 1, 2, 4, 4, 4, 3, 3, 2 };
