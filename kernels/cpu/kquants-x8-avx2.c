@@ -192,7 +192,7 @@ k4_values (__m256i raw, __m256i qh, bool q5, int j, int h, __m256i m4, __m256i m
                   run[f][a][e][t] = _mm256_setzero_si256 (); \
           UNROLL for (int i = 0; i < 8; i++) { \
             if (pf) \
-              prefetch_share (pb + pf, TB, step, (4 / (NJ)) * (2 / (NH)) * 8); \
+              prefetch_share (pb + pf, TB, step, KX4_STEPS (NJ, NH)); \
             step++; \
             UNROLL for (int f = 0; f < (NF); f++) { \
               const int hf = hf0 + f; \
@@ -310,7 +310,7 @@ q6_values (int q, __m256i a, __m256i bq, __m256i hb, __m256i m4, __m256i m30)
                         : _mm256_setzero_si256 (); \
             UNROLL for (int i0 = 0; i0 < 4; i0++) { \
               if (pf) \
-                prefetch_share (pb + pf, TB, step, 2 * (2 / (NC)) * (4 / (NQ)) * 4); \
+                prefetch_share (pb + pf, TB, step, KX6_STEPS (NC, NQ)); \
               step++; \
               UNROLL for (int f = 0; f < (NF); f++) \
                 UNROLL for (int a = 0; a < (NC); a++) { \

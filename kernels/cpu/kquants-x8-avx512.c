@@ -120,7 +120,7 @@ blend_bits (__m512i a, __m512i b, __m512i c)
                 run[a][e][t] = _mm512_setzero_si512 (); \
           UNROLL for (int i = 0; i < 8; i++) { \
             if (pf) \
-              prefetch_share (pb + pf, KX_TB (Q5), step, (4 / (NJ)) * (2 / (NH)) * 8); \
+              prefetch_share (pb + pf, KX_TB (Q5), step, KX4_STEPS (NJ, NH)); \
             step++; \
             __m512i qh = m4; \
             if (Q5) \
@@ -217,7 +217,7 @@ q6_values (int q, __m512i a, __m512i bq, __m512i hb, __m512i m4, __m512i m30)
                   run[a][e][t] = bcast4 (SIDE (t)->neg32 + 8 * h + 2 * (q0 + e) + c0 + a); \
             UNROLL for (int i0 = 0; i0 < 4; i0++) { \
               if (pf) \
-                prefetch_share (pb + pf, KX6_TB, step, 2 * (2 / (NC)) * (4 / (NQ)) * 4); \
+                prefetch_share (pb + pf, KX6_TB, step, KX6_STEPS (NC, NQ)); \
               step++; \
               UNROLL for (int a = 0; a < (NC); a++) { \
                 const int i = 4 * (c0 + a) + i0; \

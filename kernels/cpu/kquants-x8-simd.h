@@ -140,6 +140,13 @@ prefetch_share (const uint8_t *p, size_t bytes, int it, int steps)
     _mm_prefetch ((const char *) p + 64 * l, _MM_HINT_T0);
 }
 
+/* The steps of a super-block's pass on either instruction set, each of
+ * which asks for its share of the next block: Q4_K/Q5_K take chunks of 8
+ * units NJ at a time and nibbles NH at a time, 8 steps each; Q6_K takes
+ * 2 halves, columns NC at a time and runs NQ at a time, 4 steps each. */
+#define KX4_STEPS(NJ, NH) ((4 / (NJ)) * (2 / (NH)) * 8)
+#define KX6_STEPS(NC, NQ) (2 * (2 / (NC)) * (4 / (NQ)) * 4)
+
 /* Tiles over a type's row tiles unpacked once for all the token tiles
  * that follow: @unpack (nb, P, out, pf) writes the @nb super-blocks at
  * @P as @tiles read them, @tb bytes each, prefetching @pf bytes ahead of
