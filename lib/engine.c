@@ -264,17 +264,19 @@ check_segment (LlmEngine *e, const LlmEvalRow *rows, const LlmEvalSegment *seg,
   return TRUE;
 }
 
-/* The longest-idle sequence holding KV that is not in this evaluation;
- * one waiting in the scheduler for its next chunk only if no idle one is
- * left. */
+/* The longest-idle sequence holding KV that is not in this evaluation,
+ * other than @asking; one waiting in the scheduler for its next chunk only
+ * if no idle one is left. (@asking holds the blocks its failed attempt
+ * got: taking those back from it would free nothing the next attempt does
+ * not take again, forever.) */
 static LlmSeq *
-preempt_victim (LlmEngine *e)
+preempt_victim (LlmEngine *e, const LlmSeq *asking)
 {
   LlmSeq *victim = NULL;
   gboolean victim_busy = FALSE;
   for (GList *l = e->seqs; l; l = l->next) {
     LlmSeq *s = l->data;
-    if (s->in_eval || llm_kv_cache_bytes (s->kv) == 0)
+    if (s == asking || s->in_eval || llm_kv_cache_bytes (s->kv) == 0)
       continue;
     const gboolean busy = g_atomic_int_get (&s->pending);
     if (victim == NULL || (victim_busy && !busy)
@@ -297,7 +299,7 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, GError **error)
     LlmSeq *victim = NULL;
     if (g_error_matches (err, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
         && e->opts.kv_full == LLM_KV_FULL_PREEMPT)
-      victim = preempt_victim (e);
+      victim = preempt_victim (e, seq);
     if (victim == NULL) {
       g_propagate_error (error, err);
       return FALSE;

@@ -695,6 +695,55 @@ START_TEST (test_full_kv_pool_preempts_the_idle_stream_which_recomputes)
 }
 END_TEST
 
+/* Three prompts of 2 blocks in one evaluation, a pool of 5 blocks: the
+ * third gets one block, then finds the pool held by the other two, which
+ * this forward may not preempt. It fails with the pool-full error (it
+ * used to preempt itself, take its block again and fail again, forever);
+ * evaluated again, it preempts an idle one and gives the logits it gives
+ * alone. */
+START_TEST (test_a_stream_short_of_blocks_mid_evaluation_never_preempts_itself)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const guint n_vocab = m->hp.n_vocab;
+  enum { N = 3, LEN = 100 };
+  gint32 prompt[N][LEN];
+  for (guint i = 0; i < N; i++)
+    for (guint k = 0; k < LEN; k++)
+      prompt[i][k] = (gint32) ((977 * (i + 1) + 131 * k) % n_vocab);
+  g_autofree float *want = g_new (float, n_vocab);
+  {
+    g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
+    g_autoptr (LlmSeq) seq = llm_test_new_seq (solo, &kv_f16);
+    feed (seq, prompt[2], LEN, want);
+  }
+
+  g_autoptr (LlmEngine) e = new_engine (m, 5 * one_block_bytes (m), LLM_KV_FULL_PREEMPT, 0);
+  LlmSeq *seqs[N];
+  LlmBatchRow rows[N * LEN];
+  for (guint i = 0; i < N; i++) {
+    seqs[i] = llm_test_new_seq (e, &kv_f16);
+    for (guint k = 0; k < LEN; k++)
+      rows[i * LEN + k] = (LlmBatchRow) { seqs[i], prompt[i][k], NULL, k, FALSE };
+  }
+  GError *error = NULL;
+  ck_assert (!llm_engine_eval (e, rows, N * LEN, NULL, &error));
+  ck_assert_msg (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL), "%s",
+      error ? error->message : "no error");
+  g_clear_error (&error);
+  ck_assert_uint_eq (llm_seq_n (seqs[0]), LEN);
+  ck_assert_uint_eq (llm_seq_n (seqs[1]), LEN);
+  ck_assert_uint_lt (llm_seq_n (seqs[2]), LEN);
+
+  g_autofree float *got = g_new (float, n_vocab);
+  llm_seq_clear (seqs[2]);
+  feed (seqs[2], prompt[2], LEN, got);
+  ck_assert (llm_seq_was_preempted (seqs[0]) || llm_seq_was_preempted (seqs[1]));
+  ck_assert_mem_eq (got, want, n_vocab * sizeof (float));
+  for (guint i = 0; i < N; i++)
+    llm_seq_free (seqs[i]);
+}
+END_TEST
+
 /* Two streams on their own threads, a pool for one: they take the block
  * from each other all along and still give their ids. */
 START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
@@ -836,6 +885,7 @@ engine_suite (void)
   tcase_add_test (sched, test_prompts_arriving_together_share_the_prefill_chunk);
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
+  tcase_add_test (sched, test_a_stream_short_of_blocks_mid_evaluation_never_preempts_itself);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);
   suite_add_tcase (s, sched);
 

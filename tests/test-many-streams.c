@@ -14,6 +14,8 @@
 
 static char *model_path;
 static char *tmpdir;
+/* Each branch's llmdecode max-tokens (setup: 24). */
+static guint max_tokens;
 
 static const char *const prompts[N_BRANCHES] = {
   "Once upon a time", "The dog", "Lily and Tom went", "One day, a little bird",
@@ -24,6 +26,7 @@ static void
 setup (void)
 {
   model_path = llm_test_data_path ("models/stories260K.gguf");
+  max_tokens = 24;
   GError *error = NULL;
   tmpdir = g_dir_make_tmp ("gst-llm-streams-XXXXXX", &error);
   ck_assert_msg (tmpdir != NULL, "%s", error ? error->message : "");
@@ -69,8 +72,8 @@ append_branch (GString *desc, guint i, const char *extra, const char *sink)
   g_autofree char *out = path_in_tmp ("out%u.txt", i);
   g_string_append_printf (desc, "filesrc location=\"%s\" ! llmtokenize model=\"%s\" "
       "! llmprefill name=prefill%u model=\"%s\" temperature=0 %s ! llmdecode name=decode%u "
-      "max-tokens=24 ! llmdetokenize model=\"%s\" ! ", prompt, model_path, i, model_path,
-      extra ? extra : "", i, model_path);
+      "max-tokens=%u ! llmdetokenize model=\"%s\" ! ", prompt, model_path, i, model_path,
+      extra ? extra : "", i, max_tokens, model_path);
   if (sink)
     g_string_append_printf (desc, "%s ", sink);
   else
@@ -297,6 +300,30 @@ START_TEST (test_full_kv_pool_preempts_and_every_branch_still_writes_its_text)
 }
 END_TEST
 
+/* Three branches of 140 tokens, a pool of 7 blocks (3 or 4 a stream):
+ * streams preempted while the others run recompute histories of several
+ * blocks, and one that gets some of them before the pool runs dry waits
+ * for its turn (it used to preempt itself, forever, at full CPU). */
+START_TEST (test_three_long_branches_on_a_small_pool_take_turns_to_the_end)
+{
+  max_tokens = 140;
+  char *alone[3];
+  texts_alone (alone, 3);
+  g_autoptr (GString) desc = g_string_new (NULL);
+  for (guint i = 0; i < 3; i++)
+    append_branch (desc, i, "kv-pool-bytes=300000 kv-full=preempt", NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error == NULL, "%s", r.error ? r.error->message : "");
+  run_clear (&r);
+  for (guint i = 0; i < 3; i++) {
+    g_autofree char *text = read_out (i);
+    ck_assert_str_eq (text, alone[i]);
+    g_free (alone[i]);
+  }
+}
+END_TEST
+
 static Suite *
 many_streams_suite (void)
 {
@@ -309,6 +336,7 @@ many_streams_suite (void)
   tcase_add_test (tc, test_a_blocked_branch_does_not_stall_the_others);
   tcase_add_test (tc, test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit);
   tcase_add_test (tc, test_full_kv_pool_preempts_and_every_branch_still_writes_its_text);
+  tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
   suite_add_tcase (s, tc);
   return s;
 }
