@@ -345,8 +345,9 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
       /* A sequence that skips layers has a forward to itself. */
       if (n_pieces > 0 && (seg->seq->skip != NULL || pieces_skip != NULL))
         break;
-      const guint take = MIN (seg->n - done_in_seg, LLM_FORWARD_CHUNK - n_rows);
       LlmSeq *seq = seg->seq;
+      const guint take = llm_kv_cache_rows_per_reserve (seq->kv,
+          MIN (seg->n - done_in_seg, LLM_FORWARD_CHUNK - n_rows));
       /* A sequence of this call whose rows have not started may have
        * been preempted for an earlier one's. */
       if (seq->preempted) {
@@ -366,6 +367,9 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
         chunk[n_rows++] = (LlmFwdRow) { r->token, r->embd, r->pos - shift, r->logits };
       }
       done_in_seg += take;
+      /* The rest of the segment goes after these rows are in the cache. */
+      if (done_in_seg < seg->n)
+        break;
     }
     if (n_rows == 0)
       break;

@@ -507,6 +507,15 @@ llm_kv_cache_rows_as_steps (const LlmKvCache *kv, guint32 n_new)
   return MAX (1u, MIN (n_new, rows));
 }
 
+guint32
+llm_kv_cache_rows_per_reserve (const LlmKvCache *kv, guint32 n_new)
+{
+  g_return_val_if_fail (kv != NULL, 1);
+  if (kv->config.policy == LLM_KV_POLICY_FULL || n_new == 0)
+    return n_new;
+  return llm_kv_cache_rows_as_steps (kv, n_new);
+}
+
 gboolean
 llm_kv_cache_reserve (LlmKvCache *kv, guint32 n_new, GError **error)
 {

@@ -84,6 +84,14 @@ guint64 llm_kv_cache_n_evicted (const LlmKvCache *kv);
  * makes frees (a chunk evicts the same positions whoever asks). */
 guint32 llm_kv_cache_rows_as_steps (const LlmKvCache *kv, guint32 n_new);
 
+/* The most of @n_new positions that one reservation takes when a prompt
+ * is fed: all of them under the full policy (which refuses what does not
+ * fit, before anything is evaluated), and under a window policy
+ * llm_kv_cache_rows_as_steps()'s, so a prompt longer than the window, or
+ * than what it has room for, slides through it as its tokens fed one at
+ * a time would. */
+guint32 llm_kv_cache_rows_per_reserve (const LlmKvCache *kv, guint32 n_new);
+
 /* Makes room for @n_new positions after the current ones, evicting and
  * shifting per the policy. On return the new tokens get cache positions
  * llm_kv_cache_n() .. +n_new-1. FULL without room: LLM_KV_ERROR_FULL. */

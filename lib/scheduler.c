@@ -19,7 +19,6 @@ typedef struct {
   guint embd_next;            /* the next of them to evaluate */
   guint n;
   guint done;                 /* rows evaluated */
-  guint32 pos0;
   float *logits;
   gboolean all_logits;
   GError *error;
@@ -75,7 +74,10 @@ lead_one_forward (LlmEngine *e)
         continue;
       segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL, 0, r->embd_next };
       reqs[n_segs++] = r;
-      llm_engine_token_rows (r->seq, r->tokens, r->embd, &r->embd_next, r->n, r->pos0,
+      /* Row done goes where the sequence is now: a window that evicted in
+       * an earlier forward of this request moved its positions down. */
+      const guint32 pos0 = llm_seq_pos_next (r->seq) - (guint32) r->done;
+      llm_engine_token_rows (r->seq, r->tokens, r->embd, &r->embd_next, r->n, pos0,
           r->logits, r->all_logits, r->done, take, rows + n_rows);
       n_rows += take;
     }
@@ -211,7 +213,7 @@ llm_engine_submit_embd (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, const f
     return TRUE;
 
   SchedRequest req = {
-    .seq = seq, .tokens = tokens, .embd = embd, .n = n, .pos0 = llm_seq_pos_next (seq),
+    .seq = seq, .tokens = tokens, .embd = embd, .n = n,
     .logits = logits, .all_logits = all_logits,
   };
   g_mutex_lock (&e->sched_lock);

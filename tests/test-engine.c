@@ -744,6 +744,50 @@ START_TEST (test_a_stream_short_of_blocks_mid_evaluation_never_preempts_itself)
 }
 END_TEST
 
+/* A prompt three times the window, fed in one call through prefill chunks
+ * of 16 rows (so over many forwards, evicting in between), leaves the
+ * session as its tokens fed one at a time do: the same positions and the
+ * same logits, under both window policies. (The chunks after the first
+ * eviction were refused for a position past the sequence's.) */
+START_TEST (test_a_prompt_longer_than_the_window_slides_through_it_as_steps_do)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const guint n_vocab = m->hp.n_vocab;
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  o.max_prefill_chunk = 16;
+  GError *error = NULL;
+  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  enum { LEN = 150 };
+  gint32 prompt[LEN];
+  for (guint k = 0; k < LEN; k++)
+    prompt[k] = (gint32) ((131 * k + 7) % n_vocab);
+  const LlmKvConfig windows[] = {
+    { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_WINDOW, .window = 48 },
+    { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 48, .sink = 4 },
+  };
+  for (guint w = 0; w < G_N_ELEMENTS (windows); w++) {
+    LlmSessionConfig cfg = { .kv = windows[w] };
+    llm_sampler_params_init (&cfg.sampler);
+    cfg.sampler.temperature = 0.0f;
+    g_autoptr (LlmSession) at_once = llm_session_new (e, &cfg, &error);
+    g_autoptr (LlmSession) steps = llm_session_new (e, &cfg, &error);
+    ck_assert_msg (llm_session_feed (at_once, prompt, LEN, &error), "window %u: %s", w,
+        error ? error->message : "");
+    for (guint k = 0; k < LEN; k++)
+      ck_assert (llm_session_feed (steps, &prompt[k], 1, &error));
+    LlmSeq *a = llm_session_seq (at_once), *b = llm_session_seq (steps);
+    ck_assert_uint_lt (llm_seq_n (a), LEN);
+    ck_assert_uint_eq (llm_seq_n (a), llm_seq_n (b));
+    ck_assert_uint_eq (llm_seq_pos_next (a), llm_seq_pos_next (b));
+    ck_assert_mem_eq (llm_session_logits (at_once), llm_session_logits (steps),
+        n_vocab * sizeof (float));
+  }
+}
+END_TEST
+
 /* Two streams on their own threads, a pool for one: they take the block
  * from each other all along and still give their ids. */
 START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
@@ -886,6 +930,7 @@ engine_suite (void)
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
   tcase_add_test (sched, test_a_stream_short_of_blocks_mid_evaluation_never_preempts_itself);
+  tcase_add_test (sched, test_a_prompt_longer_than_the_window_slides_through_it_as_steps_do);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);
   suite_add_tcase (s, sched);
 
