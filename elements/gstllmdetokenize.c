@@ -37,7 +37,12 @@
  * the media its prompt described (llmdecode's `llm-end-of-response` says
  * them), so that webvttenc, textoverlay, srtenc or tttocea608 show it
  * over the frames or audio it is about. Without such timing it lasts from
- * its first token to the end of its last.
+ * its first token to the end of its last. Where the tokens carry no
+ * timestamps either (a text prompt read from a file or fdsrc), the
+ * captions follow one another from the start of the segment, each as long
+ * as its tokens took (their durations), and a segment that is not in time
+ * (filesrc's bytes) goes downstream as a time segment from 0: caption
+ * elements need times.
  *
  * ## Example launch line
  * |[
@@ -127,6 +132,8 @@ struct _GstLlmDetokenize {
   GstClockTime last_end;        /* end (pts + duration) of the newest input */
   guint64 last_offset_end;
   gboolean at_start;            /* the next text begins a prompt or response */
+  GstClockTime caption_span;    /* caption mode: the durations of its tokens */
+  GstClockTime caption_next;    /* where a caption with no timestamp starts */
   gboolean after_bos;           /* ...and it began with a (hidden) BOS */
   GArray *ids;                  /* scratch, gint32 */
 };
@@ -184,6 +191,7 @@ reset_stream (GstLlmDetokenize *self)
   self->last_offset_end = GST_BUFFER_OFFSET_NONE;
   self->at_start = TRUE;
   self->after_bos = FALSE;
+  self->caption_span = 0;
 }
 
 static gboolean ensure_src_caps (GstLlmDetokenize *self);
@@ -216,7 +224,12 @@ take_caption (GstLlmDetokenize *self, GstClockTime pts, GstClockTime duration)
   if (GST_CLOCK_TIME_IS_VALID (pts)) {
     GST_BUFFER_PTS (out) = pts;
     GST_BUFFER_DURATION (out) = duration;
+  } else if (!GST_BUFFER_PTS_IS_VALID (out)) {
+    GST_BUFFER_PTS (out) = self->caption_next;
+    GST_BUFFER_DURATION (out) = self->caption_span;
   }
+  if (GST_BUFFER_DURATION_IS_VALID (out))
+    self->caption_next = GST_BUFFER_PTS (out) + GST_BUFFER_DURATION (out);
   g_string_truncate (self->pending, 0);
   return out;
 }
@@ -320,6 +333,8 @@ gst_llm_detokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
   if (GST_BUFFER_PTS_IS_VALID (in) && GST_BUFFER_DURATION_IS_VALID (in))
     self->last_end = GST_BUFFER_PTS (in) + GST_BUFFER_DURATION (in);
   self->last_offset_end = GST_BUFFER_OFFSET_END (in);
+  if (GST_BUFFER_DURATION_IS_VALID (in))
+    self->caption_span += GST_BUFFER_DURATION (in);
 
   append_pieces (self, (const gint32 *) self->ids->data, self->ids->len, special);
 
@@ -379,10 +394,25 @@ gst_llm_detokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
             "cannot check that the ids are of the vocabulary of %s", caps, self->loaded_model);
       break;
     }
-    case GST_EVENT_SEGMENT:
+    case GST_EVENT_SEGMENT:{
       /* caps belong before the segment; data flow reports a refusal */
       ensure_src_caps (self);
+      GST_OBJECT_LOCK (self);
+      const gboolean caption = self->mode == GST_LLM_DETOKENIZE_MODE_CAPTION;
+      GST_OBJECT_UNLOCK (self);
+      const GstSegment *in;
+      gst_event_parse_segment (event, &in);
+      self->caption_next = in->format == GST_FORMAT_TIME ? in->start : 0;
+      if (caption && in->format != GST_FORMAT_TIME) {
+        GstSegment time;
+        gst_segment_init (&time, GST_FORMAT_TIME);
+        GstEvent *timed = gst_event_new_segment (&time);
+        gst_event_set_seqnum (timed, gst_event_get_seqnum (event));
+        gst_event_unref (event);
+        event = timed;
+      }
       break;
+    }
     case GST_EVENT_EOS:
     case GST_EVENT_STREAM_START:
       finish_text (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
@@ -507,6 +537,7 @@ static gboolean
 gst_llm_detokenize_start (GstBaseTransform *trans)
 {
   reset_stream (GST_LLM_DETOKENIZE (trans));
+  GST_LLM_DETOKENIZE (trans)->caption_next = 0;
   return TRUE;
 }
 

@@ -714,6 +714,55 @@ START_TEST (test_detokenize_caption_is_one_line_timed_as_its_media)
 }
 END_TEST
 
+/* Tokens of a text prompt read from a file: no timestamps, a segment in
+ * bytes. The captions follow one another from 0, each as long as its
+ * tokens' durations, in a time segment (webvttenc wrote a cue from a
+ * garbage time and a GStreamer-CRITICAL before). */
+START_TEST (test_detokenize_caption_of_untimed_tokens_follows_on_in_a_time_segment)
+{
+  g_autofree char *lm = llm_test_data_path (LM);
+  GstElement *el = gst_element_factory_make ("llmdetokenize", NULL);
+  g_object_set (el, "model", lm, NULL);
+  gst_util_set_object_arg (G_OBJECT (el), "mode", "caption");
+  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
+  gst_object_unref (el);
+  gst_harness_set_src_caps (h, gst_llm_caps_new_tokens (NULL));
+  GstSegment bytes;
+  gst_segment_init (&bytes, GST_FORMAT_BYTES);
+  ck_assert (gst_harness_push_event (h, gst_event_new_segment (&bytes)));
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const char *const texts[] = { "Two cats", "play in the sun" };
+  GstClockTime want_pts = 0;
+  for (guint r = 0; r < G_N_ELEMENTS (texts); r++) {
+    g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+    llm_tokenizer_encode (llm_model_tokenizer (m), texts[r], -1, FALSE, FALSE, FALSE, ids);
+    for (guint i = 0; i < ids->len; i++) {
+      GstBuffer *b = gst_llm_tokens_buffer_new (&g_array_index (ids, gint32, i), 1);
+      GST_BUFFER_DURATION (b) = (3 + r) * GST_MSECOND;
+      ck_assert_int_eq (gst_harness_push (h, b), GST_FLOW_OK);
+    }
+    ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("max-tokens")));
+    GstBuffer *out = gst_harness_pull (h);
+    ck_assert_uint_eq (GST_BUFFER_PTS (out), want_pts);
+    ck_assert_uint_eq (GST_BUFFER_DURATION (out), ids->len * (3 + r) * GST_MSECOND);
+    want_pts += GST_BUFFER_DURATION (out);
+    gst_buffer_unref (out);
+  }
+  GstEvent *ev, *segment = NULL;
+  while ((ev = gst_harness_try_pull_event (h))) {
+    if (GST_EVENT_TYPE (ev) == GST_EVENT_SEGMENT)
+      gst_event_replace (&segment, ev);
+    gst_event_unref (ev);
+  }
+  ck_assert (segment != NULL);
+  const GstSegment *seg;
+  gst_event_parse_segment (segment, &seg);
+  ck_assert_int_eq (seg->format, GST_FORMAT_TIME);
+  gst_event_unref (segment);
+  gst_harness_teardown (h);
+}
+END_TEST
+
 /* --- the caption pipeline ---------------------------------------------- */
 
 typedef struct {
@@ -973,6 +1022,7 @@ media_suite (void)
   tcase_add_test (tc, test_visionencode_cuts_tiles_as_mtmd_does);
   tcase_add_test (tc, test_visionencode_merges_tokens_in_the_tower);
   tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
+  tcase_add_test (tc, test_detokenize_caption_of_untimed_tokens_follows_on_in_a_time_segment);
   tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
   tcase_add_test (tc, test_caption_video_script_runs_on_a_fresh_machine);
   tcase_add_test (tc, test_caption_video_with_compressed_rows);
