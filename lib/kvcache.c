@@ -200,6 +200,8 @@ llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
 
 /* @rope NULL or n_rot 0: keys carry no position rotation (a model without
  * RoPE), so shifting only moves them. */
+static guint32 block_rows (const LlmKvCache *kv, guint32 b);
+
 LlmKvCache *
 llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guint head_dim,
     const LlmKvConfig *config, const LlmKvRope *rope, GError **error)
@@ -242,11 +244,26 @@ llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guin
       break;
   }
 
-  gsize block_bytes;
-  if (!g_size_checked_mul (&block_bytes, kv->row_bytes, KV_BLOCK_POSITIONS)) {
+  gsize block_bytes, first_bytes;
+  if (!g_size_checked_mul (&block_bytes, kv->row_bytes, KV_BLOCK_POSITIONS)
+      || !g_size_checked_mul (&first_bytes, (gsize) block_rows (kv, 0) * kv->row_bytes,
+          2 * (gsize) n_layers)) {
     g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
         "KV cache row of %" G_GSIZE_FORMAT " values is too large", kv->row_n);
-    g_free (kv);
+    llm_kv_cache_free (kv);
+    return NULL;
+  }
+  /* Refused now, not as a full pool at the first token (which preempting
+   * other streams could never cure). */
+  const gsize limit = llm_kv_pool_limit (pool);
+  if (limit > 0 && first_bytes > limit) {
+    g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+        "kv-pool-bytes (%" G_GSIZE_FORMAT ") is smaller than one KV block of this model "
+        "(%" G_GSIZE_FORMAT " bytes: %u positions of %u layers, keys and values in %s), so no "
+        "stream could hold a token; raise it to at least %" G_GSIZE_FORMAT " (0: no limit)",
+        limit, first_bytes, block_rows (kv, 0), n_layers, llm_kv_type_name (config->type),
+        first_bytes);
+    llm_kv_cache_free (kv);
     return NULL;
   }
 

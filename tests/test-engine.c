@@ -630,6 +630,28 @@ one_block_bytes (LlmModel *m)
   return llm_seq_kv_bytes (seq);
 }
 
+/* A pool smaller than one block could never hold a token, whatever
+ * kv-full says: the sequence is refused when it is made, with the size
+ * to raise the limit to (it used to fail at the first token as a full
+ * pool, advising kv-full=preempt). */
+START_TEST (test_a_pool_smaller_than_one_block_refuses_the_sequence_naming_the_minimum)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  const gsize block = one_block_bytes (m);
+  g_autoptr (LlmEngine) e = new_engine (m, block - 1, LLM_KV_FULL_PREEMPT, 0);
+  GError *error = NULL;
+  LlmSeq *seq = llm_seq_new (e, &kv_f16, &error);
+  ck_assert_ptr_null (seq);
+  ck_assert (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG));
+  g_autofree char *minimum = g_strdup_printf ("at least %" G_GSIZE_FORMAT, block);
+  ck_assert_msg (strstr (error->message, "kv-pool-bytes") && strstr (error->message, minimum),
+      "%s", error->message);
+  g_clear_error (&error);
+  g_autoptr (LlmEngine) fits = new_engine (m, block, LLM_KV_FULL_PREEMPT, 0);
+  g_autoptr (LlmSeq) ok = llm_test_new_seq (fits, &kv_f16);
+}
+END_TEST
+
 START_TEST (test_full_kv_pool_refuses_with_the_limit_named)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
@@ -927,6 +949,7 @@ engine_suite (void)
   tcase_add_test (sched, test_streams_without_batch_wait_still_step_together);
   tcase_add_test (sched, test_a_freed_stream_is_not_waited_for);
   tcase_add_test (sched, test_prompts_arriving_together_share_the_prefill_chunk);
+  tcase_add_test (sched, test_a_pool_smaller_than_one_block_refuses_the_sequence_naming_the_minimum);
   tcase_add_test (sched, test_full_kv_pool_refuses_with_the_limit_named);
   tcase_add_test (sched, test_full_kv_pool_preempts_the_idle_stream_which_recomputes);
   tcase_add_test (sched, test_a_stream_short_of_blocks_mid_evaluation_never_preempts_itself);
