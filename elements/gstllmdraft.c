@@ -228,7 +228,7 @@ new_model_drafter (GstLlmDraft *self, const char *path, float p_min)
   }
   g_autoptr (LlmModel) model = llm_model_get (path, "cpu", &error);
   if (model == NULL) {
-    GST_LLM_ELEMENT_ERROR_LOAD (self, path, error);
+    GST_LLM_ELEMENT_ERROR_LOAD (self, "draft-model", path, error);
     g_error_free (error);
     return NULL;
   }

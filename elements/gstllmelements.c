@@ -72,7 +72,7 @@ without_path (const char *path, const GError *error)
 }
 
 void
-gst_llm_element_error_load (GstElement *element, const char *path,
+gst_llm_element_error_load (GstElement *element, const char *property, const char *path,
     const GError *error, const char *file, const char *function, int line)
 {
   GstResourceError code;
@@ -83,7 +83,7 @@ gst_llm_element_error_load (GstElement *element, const char *path,
     case LOAD_MISSING:
       code = GST_RESOURCE_ERROR_NOT_FOUND;
       text = g_strdup_printf ("Model file \"%s\" does not exist. "
-          "Check the path in the model property.", path);
+          "Check the path in the %s property.", path, property);
       break;
     case LOAD_UNREADABLE:
       code = GST_RESOURCE_ERROR_OPEN_READ;
@@ -127,7 +127,7 @@ gst_llm_load_tokenizer (GstElement *element, const char *model, const char *file
   GError *error = NULL;
   LlmTokenizer *tok = llm_tokenizer_new_from_file (model, &error);
   if (tok == NULL) {
-    gst_llm_element_error_load (element, model, error, file, function, line);
+    gst_llm_element_error_load (element, "model", model, error, file, function, line);
     g_error_free (error);
   }
   return tok;

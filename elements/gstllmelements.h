@@ -28,14 +28,15 @@ GST_DEBUG_CATEGORY_EXTERN (gst_llm_debug);
 void gst_llm_element_init (GstPlugin *plugin);
 
 /* Posts an ERROR message on @element for @error, which the library raised
- * while loading @path: a text that says which file, what is wrong with it
- * and what to do, in the GStreamer error domain and code that fit
- * (RESOURCE NOT_FOUND, OPEN_READ or FAILED). Does not free @error. */
-#define GST_LLM_ELEMENT_ERROR_LOAD(element, path, error) \
-  gst_llm_element_error_load (GST_ELEMENT (element), (path), (error), \
+ * while loading @path, the value of its property @property: a text that
+ * says which file, what is wrong with it and what to do, in the GStreamer
+ * error domain and code that fit (RESOURCE NOT_FOUND, OPEN_READ or
+ * FAILED). Does not free @error. */
+#define GST_LLM_ELEMENT_ERROR_LOAD(element, property, path, error) \
+  gst_llm_element_error_load (GST_ELEMENT (element), (property), (path), (error), \
       __FILE__, GST_FUNCTION, __LINE__)
 
-void gst_llm_element_error_load (GstElement *element, const char *path,
+void gst_llm_element_error_load (GstElement *element, const char *property, const char *path,
     const GError *error, const char *file, const char *function, int line);
 
 /* Number of bytes at the end of @text that begin a UTF-8 character not

@@ -477,7 +477,7 @@ report_load_error (GstElement *element, const char *path, const GError *error)
             path, error->message),
         ("%s error %d", g_quark_to_string (error->domain), error->code));
   } else {
-    GST_LLM_ELEMENT_ERROR_LOAD (element, path, error);
+    GST_LLM_ELEMENT_ERROR_LOAD (element, "model", path, error);
   }
 }
 

@@ -1410,6 +1410,26 @@ START_TEST (test_draft_model_missing_fails_the_state_change)
 }
 END_TEST
 
+/* A draft model file that is not there: the error names the draft-model
+ * property, the one to fix (it said the model property). */
+START_TEST (test_draft_model_not_found_names_the_draft_model_property)
+{
+  GstElement *e = gst_element_factory_make ("llmdraft", NULL);
+  gst_util_set_object_arg (G_OBJECT (e), "method", "model");
+  g_object_set (e, "draft-model", "/nonexistent/draft.gguf", NULL);
+  GstBus *bus = gst_bus_new ();
+  gst_element_set_bus (e, bus);
+  ck_assert_int_eq (gst_element_set_state (e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  g_autofree char *text = pop_error (bus, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND);
+  ck_assert_msg (strstr (text, "/nonexistent/draft.gguf") != NULL
+      && strstr (text, "draft-model property") != NULL, "%s", text);
+  gst_element_set_state (e, GST_STATE_NULL);
+  gst_element_set_bus (e, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (e);
+}
+END_TEST
+
 /* Settings llmdraft cannot draft with fail its start, saying which. */
 START_TEST (test_draft_refuses_ngram_min_above_max)
 {
@@ -1445,7 +1465,8 @@ generate_suite (void)
   if (spec) {
     tcase_add_test (tc, test_spec_verify_reports_its_drafts);
     tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
-    tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
+    tcase_add_test (tc, test_draft_model_not_found_names_the_draft_model_property);
+  tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
     tcase_add_test (tc, test_draft_model_proposals_give_the_same_tokens);
     tcase_add_test (tc, test_spec_verify_budget_carries_over_to_the_next_response);
     tcase_add_test (tc, test_draft_ahead_behind_a_queue_gives_the_same_tokens);
