@@ -34,6 +34,11 @@
  * each probe that fails doubles the wait, up to PROBE_MAX. */
 #define PROBE_EVERY 16
 #define PROBE_MAX 256
+/* ...and, where a probe costs more than a plain step (a draft model
+ * catching up on what was said since its last proposal: a prefill of up
+ * to 64 tokens), waits long enough that probing costs at most this share
+ * of the plain steps' time. */
+#define PROBE_SHARE 0.02
 /* Observations a later position's acceptance needs before its own
  * outweighs the position before it (llm_spec_budget_rate). */
 #define SHRINK 8.0
@@ -189,7 +194,14 @@ llm_spec_budget_choose (LlmSpecBudget *b)
       return best + 1;
     return best;
   }
-  if (++b->idle < b->probe_every)
+  guint wait = b->probe_every;
+  if (known (b, 0) && b->probe_us > 0) {
+    /* What the last probe cost: a catch-up grows with the wait before it,
+     * which the averages of width 1 do not follow. */
+    const double extra = (b->probe_us - b->cost_us[0]) / (PROBE_SHARE * b->cost_us[0]);
+    wait = MAX (wait, (guint) MIN (extra, 16.0 * PROBE_MAX));
+  }
+  if (++b->idle < wait)
     return 0;
   b->idle = 0;
   b->probing = TRUE;
@@ -234,8 +246,10 @@ llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64
 {
   drafted = MIN (drafted, LLM_SPEC_BUDGET_MAX);
   accepted = MIN (accepted, drafted);
-  if (b->probing && drafted > 0)
+  if (b->probing && drafted > 0) {
     b->probe_every = accepted > 0 ? PROBE_EVERY : MIN (2 * b->probe_every, PROBE_MAX);
+    b->probe_us = (double) MAX (took_us, 0);
+  }
   b->probing = FALSE;
   /* Positions up to the first rejection were reached; later ones not. */
   for (guint i = 0; i < drafted && i <= accepted; i++)

@@ -17,11 +17,14 @@
  * proposal more than the best, so no length is judged once for good. A
  * planner that settled on plain steps checks one proposal now and then,
  * to notice drafts that start to succeed: after 16 plain steps, twice as
- * many after each probe that fails (up to 256), so drafts that never
- * succeed cost well under 1%. Where a drafter's first proposal is free
- * (prompt lookup), a plain step also tells it whether that would have
- * been right (llm_spec_budget_observe_guess), so it learns on while it
- * drafts nothing: replayed on TinyStories-656K's text of three workloads
+ * many after each probe that fails (up to 256), and never so often that
+ * probes, at what the last one cost, take over 2% of the plain steps' time
+ * (a draft model's probe first catches up on everything said since its
+ * last proposal), so drafts that never succeed cost little. Where a
+ * drafter's first proposal is free (prompt lookup), a plain step also
+ * tells it whether that would have been right
+ * (llm_spec_budget_observe_guess), so it learns on while it drafts
+ * nothing: replayed on TinyStories-656K's text of three workloads
  * at two types' step costs (8 timing sequences each), 0.978 of the best
  * fixed length with probes alone, 0.987 with the guesses (the worst
  * sequence 0.894 and 0.939). A drafter whose proposals cost forwards (a
@@ -49,6 +52,7 @@ typedef struct {
   guint drafting;                             /* steps that chose more */
   guint probe_every;                          /* steps of 0 before a probe */
   gboolean probing;                           /* the last choice was a probe */
+  double probe_us;                            /* the last probe's step, 0: none */
 } LlmSpecBudget;
 
 /* Nothing measured yet; @draft_max at most LLM_SPEC_BUDGET_MAX. */

@@ -927,6 +927,45 @@ drafting_costs_forwards (guint64 seed, double p)
   return 256 * 5500.0 / us;
 }
 
+/* A draft model that is never right, whose proposal after plain steps
+ * first catches up on what they said (a prefill of up to 64 tokens, 900
+ * us each, then 4000 us a proposal; a plain step 11000 us): once a probe
+ * has shown what it costs, probes come no oftener than keeps them at 2%
+ * of the plain steps' time. They came every 256 steps, however dear (2.4%
+ * of the time on these costs, with the catch-up 6 steps long). */
+START_TEST (test_budget_probes_as_rarely_as_their_cost_asks)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  guint backlog = 0, last_probe = 0, probes = 0;
+  double plain_us = 0, probe_extra_us = 0;
+  for (guint step = 1; step <= 8192; step++) {
+    const guint k = llm_spec_budget_choose (&b);
+    double draft = 0;
+    if (k > 0) {
+      draft = MIN (backlog, 64u) * 900.0 + 4000.0 * k;
+      backlog = 0;
+    }
+    const double t = draft + 11000.0 * (1 + 0.05 * k);
+    llm_spec_budget_observe (&b, k, 0, (gint64) t, (gint64) draft);
+    backlog++;
+    if (k == 0) {
+      plain_us += t;
+      continue;
+    }
+    probe_extra_us += t - 11000.0;
+    /* From the fourth probe on, its cost is its own average. */
+    if (++probes > 4)
+      ck_assert_msg ((step - last_probe) * 11000.0 * 0.02 >= 0.9 * (t - 11000.0),
+          "probe at step %u, %u steps after the last, costs %.0f us more than a plain step",
+          step, step - last_probe, t - 11000.0);
+    last_probe = step;
+  }
+  ck_assert_msg (probe_extra_us <= 0.025 * plain_us, "probes cost %.1f%% of the plain time",
+      100.0 * probe_extra_us / plain_us);
+}
+END_TEST
+
 START_TEST (test_budget_weighs_what_drafting_costs)
 {
   /* Measured: 0.984x on average, 0.980 at worst; 0.961 and 0.929 with
@@ -1107,6 +1146,7 @@ spec_suite (void)
   tcase_add_test (budget, test_budget_is_not_put_off_by_slow_steps);
   tcase_add_test (budget, test_budget_is_not_put_off_by_an_unlucky_start);
   tcase_add_test (budget, test_budget_on_real_text_is_near_the_best_fixed_length);
+  tcase_add_test (budget, test_budget_probes_as_rarely_as_their_cost_asks);
   tcase_add_test (budget, test_budget_weighs_what_drafting_costs);
   tcase_add_test (budget, test_budget_learns_from_free_guesses_while_idle);
   suite_add_tcase (s, budget);
