@@ -166,6 +166,18 @@ texts_alone (char **alone, guint n)
   }
 }
 
+/* Each of the @n branches wrote what it writes alone (@alone, freed). */
+static void
+assert_texts_as_alone (char **alone, guint n)
+{
+  for (guint i = 0; i < n; i++) {
+    g_autofree char *text = read_out (i);
+    ck_assert_msg (g_strcmp0 (text, alone[i]) == 0, "branch %u: \"%s\", alone \"%s\"", i, text,
+        alone[i]);
+    g_free (alone[i]);
+  }
+}
+
 START_TEST (test_eight_branches_share_one_engine_and_write_their_own_text)
 {
   char *alone[N_BRANCHES];
@@ -185,12 +197,7 @@ START_TEST (test_eight_branches_share_one_engine_and_write_their_own_text)
   for (guint i = 0; i < r.engines->len; i++)
     ck_assert_ptr_eq (g_ptr_array_index (r.engines, i), g_ptr_array_index (r.engines, 0));
   run_clear (&r);
-  for (guint i = 0; i < N_BRANCHES; i++) {
-    g_autofree char *text = read_out (i);
-    ck_assert_msg (g_strcmp0 (text, alone[i]) == 0, "branch %u: \"%s\", alone \"%s\"", i, text,
-        alone[i]);
-    g_free (alone[i]);
-  }
+  assert_texts_as_alone (alone, N_BRANCHES);
 }
 END_TEST
 
@@ -292,11 +299,7 @@ START_TEST (test_full_kv_pool_preempts_and_every_branch_still_writes_its_text)
   run_two_branches_on_one_block ("kv-full=preempt", &r);
   ck_assert_msg (r.error == NULL, "%s", r.error ? r.error->message : "");
   run_clear (&r);
-  for (guint i = 0; i < 2; i++) {
-    g_autofree char *text = read_out (i);
-    ck_assert_str_eq (text, alone[i]);
-    g_free (alone[i]);
-  }
+  assert_texts_as_alone (alone, 2);
 }
 END_TEST
 
@@ -316,11 +319,7 @@ START_TEST (test_three_long_branches_on_a_small_pool_take_turns_to_the_end)
   run_pipeline (desc->str, &r);
   ck_assert_msg (r.error == NULL, "%s", r.error ? r.error->message : "");
   run_clear (&r);
-  for (guint i = 0; i < 3; i++) {
-    g_autofree char *text = read_out (i);
-    ck_assert_str_eq (text, alone[i]);
-    g_free (alone[i]);
-  }
+  assert_texts_as_alone (alone, 3);
 }
 END_TEST
 

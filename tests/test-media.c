@@ -675,7 +675,9 @@ END_TEST
 
 /* --- llmdetokenize mode=caption ---------------------------------------- */
 
-START_TEST (test_detokenize_caption_is_one_line_timed_as_its_media)
+/* llmdetokenize mode=caption on the test vocabulary, taking tokens. */
+static GstHarness *
+caption_harness_new (void)
 {
   g_autofree char *lm = llm_test_data_path (LM);
   GstElement *el = gst_element_factory_make ("llmdetokenize", NULL);
@@ -684,6 +686,12 @@ START_TEST (test_detokenize_caption_is_one_line_timed_as_its_media)
   GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
   gst_object_unref (el);
   gst_harness_set_src_caps (h, gst_llm_caps_new_tokens (NULL));
+  return h;
+}
+
+START_TEST (test_detokenize_caption_is_one_line_timed_as_its_media)
+{
+  GstHarness *h = caption_harness_new ();
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   llm_tokenizer_encode (llm_model_tokenizer (m), "Two cats\n\nplay  in the sun", -1, FALSE,
@@ -720,13 +728,7 @@ END_TEST
  * garbage time and a GStreamer-CRITICAL before). */
 START_TEST (test_detokenize_caption_of_untimed_tokens_follows_on_in_a_time_segment)
 {
-  g_autofree char *lm = llm_test_data_path (LM);
-  GstElement *el = gst_element_factory_make ("llmdetokenize", NULL);
-  g_object_set (el, "model", lm, NULL);
-  gst_util_set_object_arg (G_OBJECT (el), "mode", "caption");
-  GstHarness *h = gst_harness_new_with_element (el, "sink", "src");
-  gst_object_unref (el);
-  gst_harness_set_src_caps (h, gst_llm_caps_new_tokens (NULL));
+  GstHarness *h = caption_harness_new ();
   GstSegment bytes;
   gst_segment_init (&bytes, GST_FORMAT_BYTES);
   ck_assert (gst_harness_push_event (h, gst_event_new_segment (&bytes)));
