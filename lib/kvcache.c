@@ -198,10 +198,10 @@ llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
   return llm_kv_cache_new_in_pool (pool, n_layers, n_head_kv, head_dim, config, rope, error);
 }
 
-/* @rope NULL or n_rot 0: keys carry no position rotation (a model without
- * RoPE), so shifting only moves them. */
 static guint32 block_rows (const LlmKvCache *kv, guint32 b);
 
+/* @rope NULL or n_rot 0: keys carry no position rotation (a model without
+ * RoPE), so shifting only moves them. */
 LlmKvCache *
 llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guint head_dim,
     const LlmKvConfig *config, const LlmKvRope *rope, GError **error)
