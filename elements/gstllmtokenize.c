@@ -207,6 +207,23 @@ ends_with_special (const LlmVocab *vocab, const char *text, gsize end)
   return FALSE;
 }
 
+/* Whether a byte among the 3 before @p leads a character that, read as
+ * the tokenizers read UTF-8 (the length from the lead byte alone, as
+ * llama.cpp does, valid or not), runs past @p: text whole would take the
+ * space at @p into an invalid byte's character ("\xff a" is one piece
+ * and "a"), so no cut there. */
+static gboolean
+char_runs_past (const char *text, gsize p)
+{
+  for (gsize q = p >= 3 ? p - 3 : 0; q < p; q++) {
+    const guchar b = (guchar) text[q];
+    const gsize len = b < 0xc0 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
+    if (q + len > p)
+      return TRUE;
+  }
+  return FALSE;
+}
+
 /* Length of the prefix of pending text that can be tokenized now: its ids
  * are the same whatever text comes next. The cut goes before the last
  * space that follows a non-space character. Only positions from @from on
@@ -220,7 +237,7 @@ stable_prefix (GstLlmTokenize *self, gsize from)
   if (!self->split_at_spaces)
     return 0;
   for (gsize p = self->pending->len; p-- > MAX (from, 1);) {
-    if (text[p] != ' ' || char_before_is_space (text, p))
+    if (text[p] != ' ' || char_before_is_space (text, p) || char_runs_past (text, p))
       continue;
     if (ends_with_special (vocab, text, p))
       continue;
