@@ -424,8 +424,8 @@ post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, gint64 ttft_us, guint g
 }
 
 static gboolean
-one_step (GstLlmDecode *self, GstBuffer *state, LlmSession *session, gint32 token, gint32 *out,
-    guint *n_out, GError **error)
+one_step (GstLlmDecode *self, GstBuffer *state, LlmSession *session, gint32 token, guint limit,
+    gint32 *out, guint *n_out, GError **error)
 {
   *n_out = 1;
   return llm_session_step (session, token, out, error);
@@ -517,7 +517,8 @@ generate (GstLlmDecode *self, Queued *prompt)
       continue;
     }
     gint64 t0 = g_get_monotonic_time ();
-    if (!klass->step (self, state, session, token, made, &n_made, &error)) {
+    if (!klass->step (self, state, session, token, max_tokens > 0 ? max_tokens - generated : 0,
+            made, &n_made, &error)) {
       n_made = n_taken = 0;
       if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
         GST_DEBUG_OBJECT (self, "context full: %s", error->message);

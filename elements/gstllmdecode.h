@@ -73,11 +73,12 @@ struct _GstLlmDecodeClass {
   /* A response to @state begins with @first (sampled, not fed). Optional. */
   void (*begin) (GstLlmDecode *self, GstBuffer *state, LlmSession *session, gint32 first);
   /* The tokens after @token (sampled last, not fed) into @out: 1 to
-   * GST_LLM_DECODE_MAX_STEP of them in *@n_out, every one but the last
-   * fed to @session, as llm_session_verify leaves it. llmdecode's is one
+   * GST_LLM_DECODE_MAX_STEP of them in *@n_out, at most @limit where it
+   * is not 0 (what max-tokens leaves), every one but the last fed to
+   * @session, as llm_session_verify leaves it. llmdecode's is one
    * llm_session_step. */
   gboolean (*step) (GstLlmDecode *self, GstBuffer *state, LlmSession *session, gint32 token,
-      gint32 *out, guint *n_out, GError **error);
+      guint limit, gint32 *out, guint *n_out, GError **error);
   /* Adds the subclass's fields to a response's llm-stats. Optional. */
   void (*add_stats) (GstLlmDecode *self, GstStructure *stats);
 };

@@ -180,11 +180,11 @@ gst_llm_spec_verify_begin (GstLlmDecode *base, GstBuffer *state, LlmSession *ses
 
 static gboolean
 gst_llm_spec_verify_step (GstLlmDecode *base, GstBuffer *state, LlmSession *session,
-    gint32 token, gint32 *out, guint *n_out, GError **error)
+    gint32 token, guint limit, gint32 *out, guint *n_out, GError **error)
 {
   GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (base);
-  return llm_spec_step (session, self->drafter, &self->plan, token, out, n_out, &self->stats,
-      error);
+  return llm_spec_step (session, self->drafter, &self->plan, token, limit, out, n_out,
+      &self->stats, error);
 }
 
 /* @field: an array of @at (@plan, i) for i < @n. */

@@ -29,15 +29,19 @@ struct _LlmSampler {
   gboolean penalise;
 
   guint64 rng[4];
+  /* The random state at each of the last LLM_SAMPLER_ROLLBACK accepts,
+   * [n_accepted % LLM_SAMPLER_ROLLBACK] the next. */
+  guint64 rng_at[LLM_SAMPLER_ROLLBACK][4];
+  guint64 n_accepted;
 
-  /* The penalty's window: filled in order until it holds hist_limit ids,
-   * then a ring whose oldest entry is at hist_next. Grown on demand, so a
-   * huge repeat_last_n costs only what was accepted. */
+  /* Accepted ids, oldest first; the penalty's window is the last
+   * hist_limit of them. At least LLM_SAMPLER_ROLLBACK more are kept, so a
+   * rollback gives the window back as it was; grown on demand, so a huge
+   * repeat_last_n costs only what was accepted. */
   gint32 *hist;
   guint hist_len;
   guint hist_alloc;
   guint hist_limit;
-  guint hist_next;
 
   /* One entry per vocabulary id; kept between calls so sampling allocates
    * only when the vocabulary grows. */
@@ -168,7 +172,7 @@ llm_sampler_reset (LlmSampler *s)
   g_return_if_fail (s != NULL);
 
   s->hist_len = 0;
-  s->hist_next = 0;
+  s->n_accepted = 0;
   seed_rng (s);
 }
 
@@ -177,7 +181,6 @@ llm_sampler_forget_history (LlmSampler *s)
 {
   g_return_if_fail (s != NULL);
   s->hist_len = 0;
-  s->hist_next = 0;
 }
 
 void
@@ -185,20 +188,39 @@ llm_sampler_accept (LlmSampler *s, gint32 id)
 {
   g_return_if_fail (s != NULL);
 
+  memcpy (s->rng_at[s->n_accepted++ % LLM_SAMPLER_ROLLBACK], s->rng, sizeof s->rng);
   if (!s->penalise)
     return;
 
-  if (s->hist_len < s->hist_limit) {
-    if (s->hist_len == s->hist_alloc) {
-      guint grow = s->hist_alloc < 32 ? 64 : s->hist_alloc;
-      s->hist_alloc += MIN (grow, s->hist_limit - s->hist_alloc);
+  if (s->hist_len == s->hist_alloc) {
+    /* What is kept: the window and the ids a rollback may give back. */
+    const guint keep = s->hist_limit > G_MAXUINT / 2 ? G_MAXUINT
+        : s->hist_limit + LLM_SAMPLER_ROLLBACK;
+    if (s->hist_len >= 2 * (guint64) keep) {
+      memmove (s->hist, s->hist + s->hist_len - keep, keep * sizeof *s->hist);
+      s->hist_len = keep;
+    } else {
+      const guint grow = s->hist_alloc < 32 ? 64 : s->hist_alloc;
+      s->hist_alloc += (guint) MIN ((guint64) grow, 2 * (guint64) keep - s->hist_alloc);
       s->hist = g_renew (gint32, s->hist, s->hist_alloc);
     }
-    s->hist[s->hist_len++] = id;
-  } else {
-    s->hist[s->hist_next] = id;
-    s->hist_next = (s->hist_next + 1) % s->hist_len;
   }
+  s->hist[s->hist_len++] = id;
+}
+
+gboolean
+llm_sampler_rollback (LlmSampler *s, guint n)
+{
+  g_return_val_if_fail (s != NULL, FALSE);
+  if (n == 0)
+    return TRUE;
+  if (n > LLM_SAMPLER_ROLLBACK || n > s->n_accepted)
+    return FALSE;
+  s->n_accepted -= n;
+  memcpy (s->rng, s->rng_at[s->n_accepted % LLM_SAMPLER_ROLLBACK], sizeof s->rng);
+  if (s->penalise)
+    s->hist_len -= MIN (n, s->hist_len);
+  return TRUE;
 }
 
 /* --- candidate ordering --- */
@@ -289,7 +311,7 @@ load (LlmSampler *s, const float *logits, guint32 n_vocab)
    * p (unused until a softmax stage) marks the ids already done, which
    * saves a per-call set. */
   const float penalty = s->params.repeat_penalty;
-  for (guint i = 0; i < s->hist_len; i++) {
+  for (guint i = s->hist_len - MIN (s->hist_len, s->hist_limit); i < s->hist_len; i++) {
     gint32 id = s->hist[i];
     if (id < 0 || (guint32) id >= n_vocab || c[id].p != 0.0f)
       continue;
@@ -561,44 +583,6 @@ draw (LlmSampler *s, LlmSamplerCandidate *c, guint32 n)
   return c[last].id;
 }
 
-/* Speculative sampling's rule for a proposal made with certainty (an
- * n-gram continuation, a greedy draft): accept @draft with its
- * probability p(draft) under the distribution draw() samples, otherwise
- * draw from that distribution without it, renormalised. A token comes out
- * with exactly its probability either way: p(draft) for the draft, (1 -
- * p(draft)) p(x) / (1 - p(draft)) for any other x. */
-static gint32
-draw_against (LlmSampler *s, LlmSamplerCandidate *c, guint32 n, gint32 draft, gboolean *accepted)
-{
-  const float max = max_logit (c, n);
-  const float temperature = s->params.temperature;
-  double sum = 0.0, w_draft = 0.0;
-  for (guint32 i = 0; i < n; i++) {
-    c[i].p = n == 1 ? 1.0f : expf ((c[i].logit - max) / temperature);
-    sum += c[i].p;
-    if (c[i].id == draft)
-      w_draft = c[i].p;
-  }
-  if (w_draft > 0.0 && uniform01 (s) * sum < w_draft) {
-    *accepted = TRUE;
-    return draft;
-  }
-  *accepted = FALSE;
-  /* The rest has mass: with the draft's whole it was accepted above. */
-  const double target = uniform01 (s) * (sum - w_draft);
-  double cum = 0.0;
-  gint32 last = -1;
-  for (guint32 i = 0; i < n; i++) {
-    if (c[i].p <= 0.0f || c[i].id == draft)
-      continue;
-    cum += c[i].p;
-    last = c[i].id;
-    if (cum > target)
-      return c[i].id;
-  }
-  return last >= 0 ? last : draft;
-}
-
 /* --- entry points --- */
 
 guint32
@@ -647,17 +631,14 @@ llm_sampler_sample_draft (LlmSampler *s, const float *logits, guint32 n_vocab, g
   g_return_val_if_fail (n_vocab > 0 && n_vocab <= (guint32) G_MAXINT32, -1);
   g_return_val_if_fail (accepted != NULL, -1);
 
-  if (s->greedy) {
-    /* The greedy pick is certain: the draft is right or it is not. */
-    const gint32 pick = llm_sampler_sample (s, logits, n_vocab);
-    *accepted = pick == draft;
-    return pick;
-  }
-  load (s, logits, n_vocab);
-  guint32 n = filter (s, n_vocab);
-  if (n == 0) {
-    *accepted = draft == 0;
-    return 0;
-  }
-  return draw_against (s, s->cand, n, draft, accepted);
+  /* Speculative sampling's rule for a proposal made with certainty (an
+   * n-gram continuation, a greedy draft) accepts it with its probability
+   * p(draft) and otherwise draws from the rest, renormalised: every
+   * token comes out with its probability under p. Drawing from p and
+   * comparing does the same with one draw, the draw plain sampling
+   * makes, so a seed gives the same text with speculation as without,
+   * whatever was drafted. */
+  const gint32 pick = llm_sampler_sample (s, logits, n_vocab);
+  *accepted = pick == draft;
+  return pick;
 }

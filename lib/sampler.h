@@ -33,11 +33,22 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmSampler, llm_sampler_free)
 /* Forget the token history and restart the random sequence from the seed. */
 void llm_sampler_reset (LlmSampler *s);
 /* Forget the token history only; the random sequence goes on (a rollback
- * refills the history from what is kept). */
+ * further back than llm_sampler_rollback() goes refills the history from
+ * what is kept). */
 void llm_sampler_forget_history (LlmSampler *s);
 /* Add @id to the history the repetition penalty looks at (prompt tokens and
  * generated ones). */
 void llm_sampler_accept (LlmSampler *s, gint32 id);
+
+/* Accepts llm_sampler_rollback() can take back. */
+#define LLM_SAMPLER_ROLLBACK 128
+
+/* Takes back the last @n accepts and every draw made since the first of
+ * them: the penalty's window and the random sequence are as they were
+ * before it, so a session cut back to a shorter history samples on as if
+ * the rest had never been. FALSE (nothing changed) where @n is more than
+ * LLM_SAMPLER_ROLLBACK or than the accepts since the last reset. */
+gboolean llm_sampler_rollback (LlmSampler *s, guint n);
 /* The lowest index among the largest of @n values, a NaN never counting;
  * 0 when none is above -inf (as greedy sampling picks). */
 gint32 llm_argmax (const float *x, gsize n);
@@ -45,11 +56,10 @@ gint32 llm_argmax (const float *x, gsize n);
 gint32 llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab);
 
 /* The next token for @logits when a drafter proposed @draft for it with
- * certainty: *@accepted says whether the pick is the draft. Greedy: the
- * pick llm_sampler_sample makes. Otherwise speculative sampling's
- * accept/reject rule: the draft with its probability, else a draw from
- * the rest, so every token comes out with exactly the probability
- * llm_sampler_sample gives it (the random draws differ). */
+ * certainty: *@accepted says whether the pick is the draft. The pick is
+ * llm_sampler_sample's, with the same draw: the draft is accepted with
+ * exactly its probability (speculative sampling's rule for a certain
+ * proposal), and a seed gives the same tokens as without speculation. */
 gint32 llm_sampler_sample_draft (LlmSampler *s, const float *logits, guint32 n_vocab,
     gint32 draft, gboolean *accepted);
 

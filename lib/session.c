@@ -383,10 +383,18 @@ llm_session_truncate (LlmSession *s, guint n)
 {
   g_mutex_lock (&s->lock);
   if (n < s->ids->len) {
+    /* The sampler takes its accepts back, the random draws since them
+     * too, as if they had never been; refilled from the ids the cache
+     * still holds only past what it keeps (a window may have evicted
+     * older ids that its penalty still saw). */
+    guint dropped = 0;
+    for (guint i = n; i < s->ids->len; i++)
+      dropped += g_array_index (s->ids, gint32, i) >= 0;
     llm_seq_truncate (s->seq, n);
     media_keep (s, n);
     g_array_set_size (s->ids, n);
-    refill_sampler_history (s);
+    if (!llm_sampler_rollback (s->sampler, dropped))
+      refill_sampler_history (s);
     s->have_logits = FALSE;
   }
   g_mutex_unlock (&s->lock);

@@ -3,7 +3,7 @@
 
 gboolean
 llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, gint32 token,
-    gint32 *out, guint *n_out, LlmSpecStats *stats, GError **error)
+    guint limit, gint32 *out, guint *n_out, LlmSpecStats *stats, GError **error)
 {
   gint32 ids[1 + LLM_SPEC_BUDGET_MAX];
   ids[0] = token;
@@ -12,7 +12,10 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
     llm_drafter_ahead_counts (drafter, &used0, &discarded0);
   /* The drafting is part of the step's cost, as the planner weighs it. */
   const gint64 t0 = g_get_monotonic_time ();
-  const guint k = drafter ? llm_spec_budget_choose (budget) : 0;
+  /* Proposals past what the response may still make would be checked
+   * for nothing (and counted as accepted though never output). */
+  const guint k = drafter ? MIN (llm_spec_budget_choose (budget),
+      limit > 0 ? limit - 1 : G_MAXUINT) : 0;
   const guint m = k > 0 ? llm_drafter_propose (drafter, k, ids + 1) : 0;
   const gint64 drafted_at = g_get_monotonic_time ();
   /* A dynamic budget that chose no proposal still learns from the free

@@ -28,10 +28,11 @@ typedef struct {
 guint llm_spec_stats_n_lengths (const guint64 *lengths);
 
 /* The tokens after @token (sampled last, not fed) into @out (at most
- * LLM_SPEC_BUDGET_MAX + 1), *@n_out of them, every one but the last fed
+ * LLM_SPEC_BUDGET_MAX + 1, and at most @limit where it is not 0: what a
+ * response may still make), *@n_out of them, every one but the last fed
  * to @session (llm_session_verify's contract). With @drafter NULL, a
  * plain step. @stats, if not NULL, counts it. */
 gboolean llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget,
-    gint32 token, gint32 *out, guint *n_out, LlmSpecStats *stats, GError **error);
+    gint32 token, guint limit, gint32 *out, guint *n_out, LlmSpecStats *stats, GError **error);
 
 G_END_DECLS

@@ -1241,6 +1241,31 @@ START_TEST (test_draft_model_proposals_give_the_same_tokens)
 }
 END_TEST
 
+/* A step checks no more proposals than max-tokens leaves room for: with
+ * the target drafting for itself (always right) and 8 proposals a step,
+ * a response of 3 tokens checks at most 1 (the first token comes from
+ * the prompt, the next step makes the other two). It checked 8, all
+ * "accepted" though 6 were never output. */
+START_TEST (test_spec_verify_checks_no_more_than_max_tokens_leaves)
+{
+  GstBus *bus;
+  g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
+      "! llmspecverify", model_path);
+  GstHarness *h = harness_new_with ("prompt-mode=buffer", draft,
+      "budget=fixed draft-max=8 max-tokens=3", &bus);
+  expect_golden_response (h, 3);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 3);
+  guint64 drafted = 0, accepted = 0;
+  ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
+  ck_assert (gst_structure_get_uint64 (s, "accepted-tokens", &accepted));
+  ck_assert_uint_eq (drafted, 1);
+  ck_assert_uint_eq (accepted, 1);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
 /* The dynamic budget learns over a stream, not over one response: with a
  * draft model that is never right (random weights, stories260K's
  * vocabulary) the first response drafts until it has learnt so, and the
@@ -1466,8 +1491,9 @@ generate_suite (void)
     tcase_add_test (tc, test_spec_verify_reports_its_drafts);
     tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
     tcase_add_test (tc, test_draft_model_not_found_names_the_draft_model_property);
-  tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
+    tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
     tcase_add_test (tc, test_draft_model_proposals_give_the_same_tokens);
+    tcase_add_test (tc, test_spec_verify_checks_no_more_than_max_tokens_leaves);
     tcase_add_test (tc, test_spec_verify_budget_carries_over_to_the_next_response);
     tcase_add_test (tc, test_draft_ahead_behind_a_queue_gives_the_same_tokens);
     tcase_add_test (tc, test_draft_ahead_stops_with_the_pipeline);

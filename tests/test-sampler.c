@@ -293,6 +293,45 @@ START_TEST (test_penalty_counts_a_repeated_token_once)
 }
 END_TEST
 
+/* Taking back accepts: a sampler that accepted 1000 ids (drawing after
+ * each) and took the last 100 back samples on as one that stopped at
+ * 900, in its penalty's window and its random draws, for every take-back
+ * up to LLM_SAMPLER_ROLLBACK; more is refused and changes nothing. */
+START_TEST (test_rollback_samples_on_as_if_the_accepts_had_never_been)
+{
+  enum { V = 24, N = 1000 };
+  LlmSamplerParams p = plain_params ();
+  p.repeat_penalty = 1.5f;
+  p.repeat_last_n = 16;
+  float logits[V];
+  for (guint i = 0; i < V; i++)
+    logits[i] = (float) (i % 5) * 0.3f;
+  static const guint backs[] = { 1, 7, 100, LLM_SAMPLER_ROLLBACK };
+  for (guint b = 0; b < G_N_ELEMENTS (backs); b++) {
+    g_autoptr (LlmSampler) full = llm_sampler_new (&p);
+    g_autoptr (LlmSampler) short_ = llm_sampler_new (&p);
+    for (guint i = 0; i < N; i++) {
+      const gint32 id = (gint32) ((i * 7 + i / 3) % V);
+      llm_sampler_accept (full, id);
+      llm_sampler_sample (full, logits, V);
+      if (i < N - backs[b]) {
+        llm_sampler_accept (short_, id);
+        llm_sampler_sample (short_, logits, V);
+      }
+    }
+    ck_assert (!llm_sampler_rollback (full, LLM_SAMPLER_ROLLBACK + 1));
+    ck_assert (llm_sampler_rollback (full, backs[b]));
+    for (guint i = 0; i < 50; i++) {
+      const gint32 a = llm_sampler_sample (full, logits, V), c = llm_sampler_sample (short_,
+          logits, V);
+      ck_assert_msg (a == c, "%u back, draw %u: %d, without them %d", backs[b], i, a, c);
+      llm_sampler_accept (full, a);
+      llm_sampler_accept (short_, c);
+    }
+  }
+}
+END_TEST
+
 START_TEST (test_penalty_looks_only_at_the_last_n_accepted_tokens)
 {
   LlmSamplerParams p = plain_params ();
@@ -872,6 +911,7 @@ sampler_suite (void)
   tcase_add_test (rules, test_penalty_on_a_negative_logit_multiplies_it_down);
   tcase_add_test (rules, test_penalty_counts_a_repeated_token_once);
   tcase_add_test (rules, test_penalty_looks_only_at_the_last_n_accepted_tokens);
+  tcase_add_test (rules, test_rollback_samples_on_as_if_the_accepts_had_never_been);
   tcase_add_test (rules, test_penalty_with_last_n_minus_one_looks_at_every_token);
   tcase_add_test (rules, test_penalty_is_off_at_one_or_with_last_n_zero);
   tcase_add_test (rules, test_penalty_ignores_ids_outside_the_vocabulary);

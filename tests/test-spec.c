@@ -271,7 +271,7 @@ spec_step_generate (LlmSession *s, const gint32 *prompt, guint n, LlmDrafter *d,
       llm_spec_budget_configure (&budget, widths[step % n_widths], TRUE);
     gint32 out[1 + LLM_SPEC_BUDGET_MAX];
     guint n_out = 0;
-    ck_assert_msg (llm_spec_step (s, d, &budget, ids[have - 1], out, &n_out, st, &error), "%s",
+    ck_assert_msg (llm_spec_step (s, d, &budget, ids[have - 1], 0, out, &n_out, st, &error), "%s",
         error ? error->message : "");
     for (guint j = 0; j < n_out && have < N_GEN; j++)
       ids[have++] = out[j];
@@ -660,6 +660,110 @@ START_TEST (test_verify_is_lossless_when_a_window_evicts)
     .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 24, .sink = 4,
   };
   check_lossless (m, "stories260K.gguf", "stories260K, sink window", &kv, 1.0f);
+}
+END_TEST
+
+/* A session of @kv sampling with @temperature (seed 42), penalty 1.3 over
+ * the last 64 ids. */
+static LlmSession *
+new_sampling_session (LlmEngine *e, const LlmKvConfig *kv, float temperature)
+{
+  LlmSession *s = new_session (e, kv, 1.3f);
+  LlmSamplerParams p;
+  llm_session_get_sampler (s, &p);
+  p.temperature = temperature;
+  p.seed = 42;
+  p.repeat_last_n = 64;
+  llm_session_set_sampler (s, &p);
+  return s;
+}
+
+/* Sampling with a seed, speculation gives plain decoding's very tokens,
+ * whatever is drafted and whatever lengths the budget picks: each row is
+ * drawn as a plain step draws it (before, a rejected draft drew twice, so
+ * the dynamic budget's timing changed the text from run to run). */
+START_TEST (test_a_seed_gives_plain_decodings_tokens_whatever_is_drafted)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
+  g_autoptr (LlmModel) low_bit = llm_test_requantized_model ("stories260K.gguf", LLM_TYPE_Q4_0);
+  g_autoptr (LlmEngine) draft_engine = llm_test_new_engine (low_bit, 2);
+  gint32 prompt[32], plain[N_GEN];
+  const guint n = make_prompt (m->hp.n_vocab, prompt);
+  {
+    g_autoptr (LlmSession) s = new_sampling_session (e, &kv_full, 0.8f);
+    plain_generate (s, prompt, n, plain);
+  }
+  static const guint widths[] = { 0, 3, 1, 8, 2, 5, 0, 0, 4, 7, 6, 1 };
+  guint64 rejected = 0;
+  for (guint run = 0; run < 4; run++) {
+    g_autoptr (LlmSession) s = new_sampling_session (e, &kv_full, 0.8f);
+    g_autoptr (LlmDrafter) d = new_drafter (run % 2 ? DRAFT_MODEL : DRAFT_NGRAM, draft_engine);
+    gint32 ids[N_GEN];
+    LlmSpecStats st;
+    spec_step_generate (s, prompt, n, d, run >= 2 ? widths : NULL, G_N_ELEMENTS (widths), ids,
+        &st);
+    for (guint k = 0; k < N_GEN; k++)
+      ck_assert_msg (ids[k] == plain[k], "run %u: token %u is %d, plain decoding gives %d", run,
+          k, ids[k], plain[k]);
+    ck_assert_uint_gt (st.verifications, 0);
+    rejected += st.drafted - st.accepted;
+  }
+  /* Drafts were turned down on the way, and the draws still agreed. */
+  ck_assert_uint_gt (rejected, 0);
+}
+END_TEST
+
+/* A response that ends inside a verification's tokens takes the rest back
+ * (llmdecode's llm_session_truncate): the penalty's window and the random
+ * sequence go back too, so what follows is what plain steps give. Under a
+ * window of 24 that evicts while the penalty looks at 64 ids: refilled
+ * from the ids the cache still held, the penalty forgot the evicted ones
+ * and the text went another way. */
+START_TEST (test_taking_back_a_verifications_tokens_samples_on_as_plain_steps)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
+  const LlmKvConfig kv = {
+    .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 24, .sink = 4,
+  };
+  gint32 prompt[32];
+  const guint n = make_prompt (m->hp.n_vocab, prompt);
+  enum { LONG = 3 * N_GEN };
+  for (guint sampled = 0; sampled < 2; sampled++) {
+    const float temperature = sampled ? 0.8f : 0.0f;
+    gint32 plain[LONG];
+    {
+      g_autoptr (LlmSession) s = new_sampling_session (e, &kv, temperature);
+      GError *error = NULL;
+      ck_assert (llm_session_prefill (s, prompt, n, &plain[0], &error));
+      for (guint k = 1; k < LONG; k++)
+        ck_assert (llm_session_step (s, plain[k - 1], &plain[k], &error));
+    }
+    /* Plain decoding's next 5 tokens proposed, every one taken (as many
+     * as the window has room for without evicting mid-check), the last 2
+     * fed taken back, and on from the last kept. */
+    g_autoptr (LlmSession) s = new_sampling_session (e, &kv, temperature);
+    GError *error = NULL;
+    gint32 first;
+    ck_assert (llm_session_prefill (s, prompt, n, &first, &error));
+    ck_assert_int_eq (first, plain[0]);
+    guint taken_back = 0;
+    for (guint have = 1; have + 6 <= LONG;) {
+      gint32 draft[6] = { plain[have - 1] }, out[6];
+      memcpy (draft + 1, plain + have, 5 * sizeof *draft);
+      guint n_out;
+      ck_assert (llm_session_verify (s, draft, 6, out, &n_out, &error));
+      for (guint j = 0; j < n_out; j++)
+        ck_assert_msg (out[j] == plain[have + j], "%s: token %u is %d, plain decoding gives %d",
+            sampled ? "sampled" : "greedy", have + j, out[j], plain[have + j]);
+      const guint back = MIN (2, n_out - 1);
+      llm_session_truncate (s, llm_session_n_ids (s) - back);
+      taken_back += back;
+      have += n_out - back;
+    }
+    ck_assert_uint_gt (taken_back, LONG / 4);
+  }
 }
 END_TEST
 
@@ -1128,6 +1232,8 @@ spec_suite (void)
   tcase_add_test (verify, test_verify_is_lossless_random_qwen2);
   tcase_add_test (verify, test_verify_is_lossless_random_qwen3);
   tcase_add_test (verify, test_verify_is_lossless_when_a_window_evicts);
+  tcase_add_test (verify, test_a_seed_gives_plain_decodings_tokens_whatever_is_drafted);
+  tcase_add_test (verify, test_taking_back_a_verifications_tokens_samples_on_as_plain_steps);
   tcase_add_test (verify, test_model_drafter_of_the_target_itself_is_always_right);
   tcase_add_test (verify, test_layerskip_refuses_skipping_every_layer);
   tcase_add_test (verify, test_layer_search_climbs_to_the_cheap_layers);

@@ -53,7 +53,8 @@ decode_once (LlmEngine *e, LlmEngine *draft, const BenchSpecSetting *s, const gi
   while (have < s->n_gen) {
     gint32 out[LLM_SPEC_BUDGET_MAX + 1];
     guint n_out;
-    if (!llm_spec_step (session, drafter, &budget, ids[have - 1], out, &n_out, stats, error))
+    if (!llm_spec_step (session, drafter, &budget, ids[have - 1], s->n_gen - have, out, &n_out,
+            stats, error))
       return FALSE;
     for (guint j = 0; j < n_out && have < s->n_gen; j++)
       ids[have++] = out[j];
