@@ -16,9 +16,11 @@
  * and every accepted proposal is a step saved.
  *
  * The output does not change: greedy, it is llmdecode's token for token;
- * sampling, a proposal is kept with its probability and otherwise the
- * token is drawn from the rest (speculative sampling), so every token
- * keeps the probability llmdecode gives it (the random draws differ).
+ * sampling, each row's token is drawn as llmdecode draws it and a
+ * proposal kept where the draw is the proposal (speculative sampling's
+ * rule for a certain proposal: kept with its probability), so with the
+ * same seed the text is llmdecode's too, whatever was
+ * drafted.
  *
  * #GstLlmSpecVerify:budget `dynamic` (the default) chooses k each step,
  * 0 included, to make the most tokens per second: it keeps a moving
