@@ -19,8 +19,7 @@
  * sampling, each row's token is drawn as llmdecode draws it and a
  * proposal kept where the draw is the proposal (speculative sampling's
  * rule for a certain proposal: kept with its probability), so with the
- * same seed the text is llmdecode's too, whatever was
- * drafted.
+ * same seed the text is llmdecode's too, whatever was drafted.
  *
  * #GstLlmSpecVerify:budget `dynamic` (the default) chooses k each step,
  * 0 included, to make the most tokens per second: it keeps a moving
