@@ -87,11 +87,14 @@ store_half (__m256 v, int h, int rm, float *y)
  * registers allow. Three tokens of two row tiles (12 accumulators, 4
  * weight halves, 3 broadcasts) spilled and ran at 1.9 cycles per 16 rows x
  * token x column; one row tile's 6 chains run at 1.15. Measured in L2 on
- * Zen 5: 1.1 cycles from 6 tokens on, 1.2 at 4. One token, bound by
- * memory, takes one row tile, one stream from DRAM: on Zen 4, 246M F16
- * decode with one row tile against two, taking turns, 1.04-1.14x on one
- * thread (4 of 4 pairs) and 0.96-1.29x on two (3 of 4), though on Zen 5
- * two had been 10% faster than one (and 3-8% faster than four). */
+ * Zen 5: 1.1 cycles from 6 tokens on, 1.2 at 4. A product of one token,
+ * bound by memory, takes one row tile or two as the CPU reads best
+ * (llm_cpu_f16_one_token_tiles). 246M F16 decode, the two taking turns:
+ * on Zen 4 one 1.04-1.14x faster on one thread (4 of 4 pairs) and
+ * 0.96-1.29x on two (3 of 4); on Zen 5 two 1.06-1.18x faster on one
+ * thread and 1.04-1.27x on two (3 of 3 each), as they had been 10% faster
+ * there before (and 3-8% faster than four). The entry for one token here
+ * is a token tile of one among several. */
 #define RN_MAX 6
 #define GROUP 4
 static const int rt_max[RN_MAX] = { 1, 2, 1, 1, 1, 1 };

@@ -72,12 +72,15 @@ load_bf16 (const uint8_t *p)
  * tiles (4 chains: in L2 16 bytes of weights a cycle, 1.7 times what DRAM
  * gives one thread): from DRAM 3-9% faster than four on Zen 5 (fewer
  * streams to follow), though four run 1.15 cycles a tile column in L2,
- * not 2. One takes one row tile, one stream: on Zen 4, 246M F16 decode
- * with one against two, taking turns, 1.14-1.18x on one thread and
- * 1.01-1.15x on two (4 of 4 pairs each), and 1.13-1.35x against two with
- * 16 KiB fetched ahead. Its one FMA chain reads 8 bytes of weights a
- * cycle in L2, about what DRAM gives one Zen 4 thread but less than one
- * Zen 5 thread gets, where two had measured faster for one token too. */
+ * not 2. A product of one token takes one or two, as the CPU reads best
+ * (llm_cpu_f16_one_token_tiles: its one FMA chain reads 8 bytes of
+ * weights a cycle, about what DRAM gives one Zen 4 thread but less than
+ * one Zen 5 thread gets). 246M F16 decode, the two taking turns: on Zen
+ * 4 one 1.14-1.18x faster on one thread and 1.01-1.15x on two (4 of 4
+ * pairs each), and 1.13-1.35x against two with 16 KiB fetched ahead; on
+ * Zen 5 two 1.08-1.19x faster on one thread and 1.09-1.18x on two (4 of
+ * 4 pairs each). The entry for one token here is a token tile of one
+ * among several. */
 #define RN_MAX 8
 #define GROUP 4
 static const int rt_max[RN_MAX] = { 1, 2, 4, 4, 4, 3, 3, 2 };

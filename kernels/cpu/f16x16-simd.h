@@ -16,6 +16,7 @@
 #include "f16x16.h"
 #include "gemm-common.h"
 #include "ggml-type.h"
+#include "isa.h"
 
 /* The tiles' loops (row tiles, tokens, columns) unroll whole. */
 #define UNROLL _Pragma ("GCC unroll 16")
@@ -34,9 +35,10 @@ typedef void (*F16x16TileFn) (size_t n, const uint8_t *P, size_t tb, const float
 
 /* The tiles of one instruction set and weight type: fn[(rn - 1) * group +
  * rt - 1] takes rn tokens and rt row tiles, for rn <= rn_max and rt <=
- * rt_max[rn - 1] <= group. Rows are walked in groups of @group tiles,
- * each group read from memory once by its first token tile, from cache by
- * the others. */
+ * rt_max[rn - 1] <= group; a product of one token alone takes its own
+ * count (F16X16_PRODUCT's rt_one, 1 or 2: fn[0] and fn[1] exist). Rows
+ * are walked in groups of @group tiles, each group read from memory once
+ * by its first token tile, from cache by the others. */
 typedef struct {
   int rn_max, group;
   const int *rt_max;
@@ -129,8 +131,8 @@ f16x16_widen (bool bf16, const uint8_t *xq, size_t xs, size_t n_tok, size_t n, f
  * stay in L2 while the weights are read once per slice, was no faster at
  * 32 or 128 tokens: the activations stream from L3 well enough.) */
 INLINE bool
-f16x16_run (const F16x16Tiles *tiles, bool bf16, size_t n, const void *packed, size_t r0,
-    size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
+f16x16_run (const F16x16Tiles *tiles, int rt_one, bool bf16, size_t n, const void *packed,
+    size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
     atomic_size_t *next, size_t step)
 {
   /* Tiles are addressed from their first row. */
@@ -153,7 +155,7 @@ f16x16_run (const F16x16Tiles *tiles, bool bf16, size_t n, const void *packed, s
       const uint8_t *P = (const uint8_t *) packed + r / TR * tb;
       for (size_t t = 0, rn; t < n_tok; t += rn) {
         rn = tile_tokens (n_tok - t, RN);
-        const int rt_max = tiles->rt_max[rn - 1];
+        const int rt_max = n_tok == 1 ? rt_one : tiles->rt_max[rn - 1];
         for (int i = 0, rt; i < gt; i += rt) {
           rt = gt - i < rt_max ? gt - i : rt_max;
           const size_t last = r + (size_t) (i + rt - 1) * TR;
@@ -170,29 +172,35 @@ f16x16_run (const F16x16Tiles *tiles, bool bf16, size_t n, const void *packed, s
 }
 
 /* A product (LlmF16x16Fn) named @name over the tiles @tiles, for BF16
- * (@bf16 true) or F16 weights. */
-#define F16X16_PRODUCT(name, tiles, bf16) \
+ * (@bf16 true) or F16 weights, one token reading @rt_one row tiles at
+ * once (llm_cpu_f16_one_token_tiles). */
+#define F16X16_PRODUCT(name, tiles, rt_one, bf16) \
   static bool \
   name (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, \
       size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step) \
   { \
     (void) rows; \
-    return f16x16_run (&(tiles), bf16, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step); \
+    return f16x16_run (&(tiles), rt_one, bf16, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, \
+        step); \
   }
 
 /* The F16 and BF16 products over the tiles @f16 and @bf16, and @lookup
- * (uint32_t wtype), which returns the one for @wtype or NULL. */
+ * (uint32_t wtype), which returns the one for @wtype (one token reading
+ * as many row tiles as llm_cpu_f16_one_token_tiles () says) or NULL. */
 #define F16X16_PRODUCTS(lookup, f16, bf16) \
-  F16X16_PRODUCT (f16x16, f16, false) \
-  F16X16_PRODUCT (bf16x16, bf16, true) \
+  F16X16_PRODUCT (f16x16, f16, 1, false) \
+  F16X16_PRODUCT (bf16x16, bf16, 1, true) \
+  F16X16_PRODUCT (f16x16_two, f16, 2, false) \
+  F16X16_PRODUCT (bf16x16_two, bf16, 2, true) \
   LlmF16x16Fn \
   lookup (uint32_t wtype) \
   { \
+    const bool two = llm_cpu_f16_one_token_tiles () == 2; \
     switch (wtype) { \
       case LLM_TYPE_F16: \
-        return f16x16; \
+        return two ? f16x16_two : f16x16; \
       case LLM_TYPE_BF16: \
-        return bf16x16; \
+        return two ? bf16x16_two : bf16x16; \
       default: \
         return NULL; \
     } \

@@ -101,7 +101,9 @@ LlmF16x16Fn llm_f16x16_ref_fn (uint32_t wtype);
 
 /* The AVX2/FMA/F16C kernels and the AVX-512F kernels for @wtype, or NULL
  * where this build has none or the type is neither F16 nor BF16. They do
- * not check the CPU: the caller must (llm_cpu_kernels ()). */
+ * not check the instruction set: the caller must (llm_cpu_kernels ()).
+ * A product of one token reads llm_cpu_f16_one_token_tiles () row tiles
+ * at once, as asked when they are looked up. */
 LlmF16x16Fn llm_avx2_f16x16_fn (uint32_t wtype);
 LlmF16x16Fn llm_avx512_f16x16_fn (uint32_t wtype);
 

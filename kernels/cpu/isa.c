@@ -84,6 +84,27 @@ llm_cpu_has_avx_vnni (void)
 #endif
 }
 
+unsigned
+llm_cpu_f16_one_token_tiles (void)
+{
+  const char *force = getenv ("LLM_F16_ONE_TOKEN_TILES");
+  if (force != NULL && (force[0] == '1' || force[0] == '2') && force[1] == '\0')
+    return (unsigned) (force[0] - '0');
+#if defined(LLM_HAVE_AVX2)
+  unsigned a, b, c, d;
+  if (!__get_cpuid (0, &a, &b, &c, &d))
+    return 1;
+  /* "AuthenticAMD" in EBX, EDX, ECX. */
+  if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
+    return 1;
+  __get_cpuid (1, &a, &b, &c, &d);
+  const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
+  return family >= 0x1a ? 2 : 1;
+#else
+  return 1;
+#endif
+}
+
 bool
 llm_cpu_has_gfni (void)
 {

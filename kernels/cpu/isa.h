@@ -35,6 +35,18 @@ LlmCpuIsa llm_cpu_isa_best (void);
 bool llm_cpu_has_avx_vnni (void);
 bool llm_cpu_has_gfni (void);
 
+/* How many row tiles the F16/BF16 products of one token (a decode step)
+ * read at once: 1, one stream, or 2, two streams and twice the FMA
+ * chains. One row tile is one chain per 16 rows, 8 bytes of weights a
+ * cycle: on Zen 4 about what DRAM gives one thread, and 246M F16 decode
+ * ran 1.01-1.18x faster with one than with two; on Zen 5 one thread
+ * reads faster than that, and two ran 1.08-1.19x faster (AVX-512, plain
+ * AVX2 1.04-1.27x). So 2 on AMD family 26 (Zen 5) and later, 1 elsewhere
+ * (no other CPU measured). LLM_F16_ONE_TOKEN_TILES=1 or 2 in the
+ * environment sets it (tests check both kernels on any CPU). Same results
+ * either way: rows are summed apart. */
+unsigned llm_cpu_f16_one_token_tiles (void);
+
 /* "scalar", "avx2", "avx512". */
 const char *llm_cpu_isa_name (LlmCpuIsa isa);
 
