@@ -1223,21 +1223,30 @@ START_TEST (test_spec_verify_draft_max_0_decodes_a_token_a_step)
 }
 END_TEST
 
-/* A draft model: the target itself, so every proposal is right. */
-START_TEST (test_draft_model_proposals_give_the_same_tokens)
+/* The golden response of @n tokens through llmdraft with the target as
+ * its own draft model (so every proposal is right) and llmspecverify
+ * with @verify_props; its llm-stats (caller frees). */
+static GstStructure *
+self_drafted_response (const char *verify_props, guint n)
 {
   GstBus *bus;
   g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
       "! llmspecverify", model_path);
-  GstHarness *h = harness_new_with ("prompt-mode=buffer", draft,
-      "budget=fixed draft-max=4 max-tokens=64", &bus);
-  expect_golden_response (h, 64);
+  GstHarness *h = harness_new_with ("prompt-mode=buffer", draft, verify_props, &bus);
+  expect_golden_response (h, n);
   GstStructure *s = pop_stats (bus);
+  harness_free (h, bus);
+  return s;
+}
+
+/* A draft model: the target itself, so every proposal is right. */
+START_TEST (test_draft_model_proposals_give_the_same_tokens)
+{
+  GstStructure *s = self_drafted_response ("budget=fixed draft-max=4 max-tokens=64", 64);
   ck_assert_str_eq (stats_string (s, "draft-method"), "model");
   ck_assert_double_eq (stats_double (s, "acceptance-rate"), 1.0);
   ck_assert_double_gt (stats_double (s, "mean-accepted-length"), 4.0);
   gst_structure_free (s);
-  harness_free (h, bus);
 }
 END_TEST
 
@@ -1248,13 +1257,7 @@ END_TEST
  * "accepted" though 6 were never output. */
 START_TEST (test_spec_verify_checks_no_more_than_max_tokens_leaves)
 {
-  GstBus *bus;
-  g_autofree char *draft = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
-      "! llmspecverify", model_path);
-  GstHarness *h = harness_new_with ("prompt-mode=buffer", draft,
-      "budget=fixed draft-max=8 max-tokens=3", &bus);
-  expect_golden_response (h, 3);
-  GstStructure *s = pop_stats (bus);
+  GstStructure *s = self_drafted_response ("budget=fixed draft-max=8 max-tokens=3", 3);
   ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 3);
   guint64 drafted = 0, accepted = 0;
   ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
@@ -1262,7 +1265,6 @@ START_TEST (test_spec_verify_checks_no_more_than_max_tokens_leaves)
   ck_assert_uint_eq (drafted, 1);
   ck_assert_uint_eq (accepted, 1);
   gst_structure_free (s);
-  harness_free (h, bus);
 }
 END_TEST
 
