@@ -32,7 +32,10 @@ LlmEngine *
 gst_llm_engine_acquire (GstElement *element, LlmEngine *from_context, LlmModel *model,
     const LlmEngineOptions *opts, GError **error)
 {
-  if (from_context != NULL && llm_engine_model (from_context) == model) {
+  /* A bin hands every element added later the context its first element
+   * posted, whatever that one's engine properties: an element whose
+   * properties differ gets the engine they ask for. */
+  if (from_context != NULL && llm_engine_runs_with (from_context, model, opts)) {
     GST_DEBUG_OBJECT (element, "running on the engine of a " GST_LLM_ENGINE_CONTEXT_TYPE
         " context");
     return llm_engine_ref (from_context);

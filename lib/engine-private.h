@@ -14,6 +14,8 @@ struct _LlmEngine {
   char *key;                  /* registry key; NULL when private */
   LlmModel *model;
   LlmEngineOptions opts;
+  /* The options it was asked for, resolved (llm_engine_runs_with). */
+  LlmEngineOptions asked;
   LlmWorkers *workers;
   LlmBackend *backend;
   LlmWeights *weights;        /* prepared for the backend, shared per model */

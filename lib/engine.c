@@ -53,6 +53,7 @@ llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
   if (workers == NULL)
     return NULL;
   o.n_threads = llm_workers_n_threads (workers);
+  const LlmEngineOptions asked = o;
   LlmBackend *be = llm_backend_cpu_new (o.kernels, o.n_threads, error);
   LlmWeights *weights = be ? llm_weights_get (model, be, error) : NULL;
   LlmForward *fwd = weights ? llm_forward_new (model, be, weights, error) : NULL;
@@ -67,6 +68,7 @@ llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
   e->ref_count = 1;
   e->model = llm_model_ref (model);
   e->opts = o;
+  e->asked = asked;
   e->workers = workers;
   e->backend = be;
   e->weights = weights;
@@ -115,6 +117,17 @@ llm_engine_get (LlmModel *model, const LlmEngineOptions *opts, GError **error)
   }
   g_mutex_unlock (&engines_lock);
   return e;
+}
+
+gboolean
+llm_engine_runs_with (const LlmEngine *e, LlmModel *model, const LlmEngineOptions *opts)
+{
+  LlmEngineOptions o;
+  resolve_options (opts, &o);
+  const LlmEngineOptions *a = &e->asked;
+  return e->model == model && a->n_threads == o.n_threads && a->kv_pool_bytes == o.kv_pool_bytes
+      && a->kv_full == o.kv_full && a->max_prefill_chunk == o.max_prefill_chunk
+      && a->max_batch_wait_us == o.max_batch_wait_us && a->kernels == o.kernels;
 }
 
 LlmEngine *

@@ -65,6 +65,9 @@ typedef struct _LlmSeq LlmSeq;
 LlmEngine *llm_engine_get (LlmModel *model, const LlmEngineOptions *opts, GError **error);
 /* A private engine, not shared (tests, tools). */
 LlmEngine *llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error);
+/* Whether @e is the engine llm_engine_get (@model, @opts) would give: the
+ * same model and every option the same once defaults are resolved. */
+gboolean llm_engine_runs_with (const LlmEngine *e, LlmModel *model, const LlmEngineOptions *opts);
 LlmEngine *llm_engine_ref (LlmEngine *e);
 void llm_engine_unref (LlmEngine *e);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmEngine, llm_engine_unref)

@@ -84,6 +84,7 @@ typedef struct {
   GError *error;
   char *error_source;
   GPtrArray *engines;         /* gpointer: the engine of each HAVE_CONTEXT */
+  GstContext *context;        /* the first gst.llm.engine context posted */
 } Run;
 
 static void
@@ -92,6 +93,7 @@ run_clear (Run *r)
   g_clear_error (&r->error);
   g_clear_pointer (&r->error_source, g_free);
   g_clear_pointer (&r->engines, g_ptr_array_unref);
+  g_clear_pointer (&r->context, gst_context_unref);
 }
 
 static void
@@ -106,18 +108,24 @@ note_message (GstMessage *m, Run *r)
     if (g_strcmp0 (gst_context_get_context_type (c), "gst.llm.engine") == 0) {
       const GValue *v = gst_structure_get_value (gst_context_get_structure (c), "engine");
       g_ptr_array_add (r->engines, v ? g_value_get_boxed (v) : NULL);
+      if (r->context == NULL)
+        r->context = gst_context_ref (c);
     }
     gst_context_unref (c);
   }
 }
 
+/* Runs @desc to EOS or its first error, handed @context (NULL: none) as
+ * an application sharing an engine would. */
 static void
-run_pipeline (const char *desc, Run *r)
+run_pipeline_with (const char *desc, GstContext *context, Run *r)
 {
   GError *error = NULL;
   GstElement *pipeline = gst_parse_launch (desc, &error);
   ck_assert_msg (pipeline != NULL && error == NULL, "%s: %s", desc,
       error ? error->message : "");
+  if (context != NULL)
+    gst_element_set_context (pipeline, context);
   memset (r, 0, sizeof *r);
   r->engines = g_ptr_array_new ();
   GstBus *bus = gst_element_get_bus (pipeline);
@@ -139,6 +147,12 @@ run_pipeline (const char *desc, Run *r)
   }
   gst_object_unref (bus);
   gst_object_unref (pipeline);
+}
+
+static void
+run_pipeline (const char *desc, Run *r)
+{
+  run_pipeline_with (desc, NULL, r);
 }
 
 static char *
@@ -289,6 +303,37 @@ START_TEST (test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit)
 }
 END_TEST
 
+/* A gst.llm.engine context (which a bin also hands every element added
+ * to it later) serves only elements asking for that engine: one with its
+ * own kv-pool-bytes runs on an engine with that limit, and is refused. */
+START_TEST (test_an_engine_context_does_not_override_the_elements_engine_properties)
+{
+  g_autoptr (GString) shared = g_string_new (NULL);
+  append_branch (shared, 0, NULL, NULL);
+  Run a;
+  run_pipeline (shared->str, &a);
+  ck_assert_msg (a.error == NULL && a.context != NULL, "%s",
+      a.error ? a.error->message : "no engine context posted");
+
+  g_autoptr (GString) limited = g_string_new (NULL);
+  append_branch (limited, 1, "kv-pool-bytes=1000 kv-full=refuse", NULL);
+  Run b;
+  run_pipeline_with (limited->str, a.context, &b);
+  ck_assert_msg (b.error != NULL, "the context's engine (no pool limit) ran the stream");
+  ck_assert_msg (strstr (b.error->message, "kv-pool-bytes"), "%s", b.error->message);
+  run_clear (&b);
+
+  /* The same properties as the context's engine: that engine, no new one. */
+  g_autoptr (GString) same = g_string_new (NULL);
+  append_branch (same, 1, NULL, NULL);
+  run_pipeline_with (same->str, a.context, &b);
+  ck_assert_msg (b.error == NULL, "%s", b.error ? b.error->message : "");
+  ck_assert_uint_eq (b.engines->len, 0);
+  run_clear (&b);
+  run_clear (&a);
+}
+END_TEST
+
 /* The same pool with kv-full=preempt: both branches finish with their
  * own text, each taking the block back from the other in turn. */
 START_TEST (test_full_kv_pool_preempts_and_every_branch_still_writes_its_text)
@@ -335,6 +380,7 @@ many_streams_suite (void)
   tcase_add_test (tc, test_a_blocked_branch_does_not_stall_the_others);
   tcase_add_test (tc, test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit);
   tcase_add_test (tc, test_full_kv_pool_preempts_and_every_branch_still_writes_its_text);
+  tcase_add_test (tc, test_an_engine_context_does_not_override_the_elements_engine_properties);
   tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
   suite_add_tcase (s, tc);
   return s;
