@@ -333,6 +333,7 @@ push_token (GstLlmDecode *self, const HeldToken *t)
   GST_BUFFER_DURATION (out) = t->duration;
   GST_BUFFER_OFFSET (out) = t->index;
   GST_BUFFER_OFFSET_END (out) = t->index + 1;
+  self->out_bytes += gst_buffer_get_size (out);
   return gst_pad_push (self->srcpad, out);
 }
 
@@ -623,8 +624,10 @@ gst_llm_decode_loop (GstPad *pad)
     GstEvent *event = g_steal_pointer (&q->event);
     queued_free (q);
     gboolean is_eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
-    if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT)
+    if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT) {
       self->last_end = GST_CLOCK_TIME_NONE;
+      event = gst_llm_segment_for_output (event, self->out_bytes);
+    }
     GST_LOG_OBJECT (self, "pushing %" GST_PTR_FORMAT, event);
     gst_pad_push_event (self->srcpad, event);
     if (is_eos) {
@@ -718,6 +721,7 @@ gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       g_mutex_unlock (&self->lock);
       g_queue_clear_full (&dropped, (GDestroyNotify) queued_free);
       self->last_end = GST_CLOCK_TIME_NONE;
+      self->out_bytes = 0;
       gst_pad_push_event (self->srcpad, event);
       return gst_pad_start_task (self->srcpad, (GstTaskFunction) gst_llm_decode_loop,
           self->srcpad, NULL);
@@ -793,6 +797,7 @@ gst_llm_decode_src_activate_mode (GstPad *pad, GstObject *parent, GstPadMode mod
     g_atomic_int_set (&self->cancel, FALSE);
     g_mutex_unlock (&self->lock);
     self->last_end = GST_CLOCK_TIME_NONE;
+    self->out_bytes = 0;
     return gst_pad_start_task (pad, (GstTaskFunction) gst_llm_decode_loop, pad, NULL);
   }
 

@@ -56,6 +56,7 @@ struct _GstLlmDecode {
   GThread *prompt_thread;       /* the streaming thread the response's prompt came on,
                                  * while it is answered (for begin) */
   GstClockTime last_end;        /* where the previous response's tokens ended */
+  guint64 out_bytes;            /* pushed since start or the last flush (streaming task) */
   GString *piece;               /* scratch: the text of one token */
   GArray *held;                 /* tokens the stop matcher holds */
   LlmLatencyStats steps;        /* wall time per token of the decode steps, us:

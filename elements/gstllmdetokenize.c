@@ -134,6 +134,7 @@ struct _GstLlmDetokenize {
   gboolean at_start;            /* the next text begins a prompt or response */
   GstClockTime caption_span;    /* caption mode: the durations of its tokens */
   GstClockTime caption_next;    /* where a caption with no timestamp starts */
+  guint64 out_bytes;            /* pushed since start or the last flush */
   gboolean after_bos;           /* ...and it began with a (hidden) BOS */
   GArray *ids;                  /* scratch, gint32 */
 };
@@ -254,9 +255,10 @@ finish_text (GstLlmDetokenize *self, GstClockTime pts, GstClockTime duration)
     }
 
     GST_DEBUG_OBJECT (self, "flushing %" G_GSIZE_FORMAT " held bytes", gst_buffer_get_size (out));
-    if (ensure_src_caps (self))
+    if (ensure_src_caps (self)) {
+      self->out_bytes += gst_buffer_get_size (out);
       ret = gst_pad_push (GST_BASE_TRANSFORM_SRC_PAD (self), out);
-    else
+    } else
       gst_buffer_unref (out);
     if (ret == GST_FLOW_NOT_LINKED || ret == GST_FLOW_NOT_NEGOTIATED)
       GST_ELEMENT_FLOW_ERROR (self, ret);
@@ -343,6 +345,8 @@ gst_llm_detokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
   /* A caption waits for the end of its response. */
   if (!caption && len > tail) {
     *outbuf = take_text (self, len - tail);
+    if (*outbuf != NULL)
+      self->out_bytes += gst_buffer_get_size (*outbuf);
     /* a tail no longer than this buffer's bytes began in this buffer */
     if (tail <= len - held) {
       self->pending_pts = GST_BUFFER_PTS (in);
@@ -410,6 +414,8 @@ gst_llm_detokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
         gst_event_set_seqnum (timed, gst_event_get_seqnum (event));
         gst_event_unref (event);
         event = timed;
+      } else {
+        event = gst_llm_segment_for_output (event, self->out_bytes);
       }
       break;
     }
@@ -419,6 +425,7 @@ gst_llm_detokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
       break;
     case GST_EVENT_FLUSH_STOP:
       reset_stream (self);
+      self->out_bytes = 0;
       break;
     case GST_EVENT_CUSTOM_DOWNSTREAM:
       if (gst_llm_event_is_end_of_response (event)) {
@@ -538,6 +545,7 @@ gst_llm_detokenize_start (GstBaseTransform *trans)
 {
   reset_stream (GST_LLM_DETOKENIZE (trans));
   GST_LLM_DETOKENIZE (trans)->caption_next = 0;
+  GST_LLM_DETOKENIZE (trans)->out_bytes = 0;
   return TRUE;
 }
 

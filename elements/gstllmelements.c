@@ -166,6 +166,22 @@ gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCaps *ours,
   return mismatch;
 }
 
+GstEvent *
+gst_llm_segment_for_output (GstEvent *event, guint64 out_bytes)
+{
+  const GstSegment *in;
+  gst_event_parse_segment (event, &in);
+  if (in->format != GST_FORMAT_BYTES)
+    return event;
+  GstSegment out;
+  gst_segment_init (&out, GST_FORMAT_BYTES);
+  out.start = out.time = out.position = out_bytes;
+  GstEvent *ours = gst_event_new_segment (&out);
+  gst_event_set_seqnum (ours, gst_event_get_seqnum (event));
+  gst_event_unref (event);
+  return ours;
+}
+
 gsize
 gst_llm_utf8_unfinished_tail (const char *text, gsize len)
 {

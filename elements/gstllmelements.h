@@ -59,6 +59,16 @@ gsize gst_llm_utf8_unfinished_tail (const char *text, gsize len);
 gboolean gst_llm_element_error_vocab (GstElement *element, GstPad *srcpad, GstCaps *ours,
     const char *model, const char *file, const char *function, int line);
 
+/* The segment event to push for upstream's @event (taken) from an element
+ * whose output bytes are not its input's (ids for text, text for ids): a
+ * bytes segment places the input's bytes, and a filesink downstream seeks
+ * to its start, so one that starts past 0 (concat's second file, a seek)
+ * would have the output written at the input's offset, over earlier
+ * output or after a gap of zeros. It becomes a bytes segment starting at
+ * @out_bytes, what the element has pushed since it started or flushed.
+ * Other formats pass as they are. */
+GstEvent *gst_llm_segment_for_output (GstEvent *event, guint64 out_bytes);
+
 /* Answers a CAPS query with @caps (taken), narrowed to the query's
  * filter. Returns TRUE. */
 gboolean gst_llm_answer_caps_query (GstQuery *query, GstCaps *caps);

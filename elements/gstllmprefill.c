@@ -663,6 +663,9 @@ gst_llm_prefill_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       clear_prompt (self);
       llm_session_pool_set_flushing (self->pool, FALSE);
       break;
+    case GST_EVENT_STREAM_START:
+      /* A new stream (concat's next file) begins a new prompt: what the
+       * last one left is a whole prompt, as at EOS. */
     case GST_EVENT_EOS:
       /* EOS ends the last prompt in either mode's sense: nothing follows */
       if (!finish_prompt_at_event (self)) {

@@ -117,6 +117,7 @@ struct _GstLlmTokenize {
   GstClockTime last_end;        /* end (pts + duration) of the newest input */
   guint64 last_offset_end;
   gboolean prompt_start;        /* the next ids begin a prompt */
+  guint64 out_bytes;            /* pushed since start or the last flush */
   gboolean mismatch_reported;   /* one vocabulary error per run is enough */
   gboolean forced_cut_reported; /* and one warning about cutting long text */
   GArray *ids;                  /* scratch, gint32 */
@@ -394,6 +395,7 @@ finish_prompt (GstLlmTokenize *self)
       GST_DEBUG_OBJECT (self, "end of prompt: pushing %" G_GSIZE_FORMAT " held ids",
           gst_buffer_get_size (out) / GST_LLM_TOKEN_SIZE);
       if (ensure_src_caps (self)) {
+        self->out_bytes += gst_buffer_get_size (out);
         ret = gst_pad_push (GST_BASE_TRANSFORM_SRC_PAD (self), out);
       } else {
         gst_buffer_unref (out);
@@ -449,6 +451,7 @@ gst_llm_tokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
 
     if (out) {
       stamp (self, out);
+      self->out_bytes += gst_buffer_get_size (out);
       *outbuf = out;
     }
     /* what stays pending starts inside this buffer (a forced cut may
@@ -490,6 +493,7 @@ gst_llm_tokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
     case GST_EVENT_SEGMENT:
       /* caps belong before the segment; data flow reports a refusal */
       ensure_src_caps (self);
+      event = gst_llm_segment_for_output (event, self->out_bytes);
       break;
     case GST_EVENT_EOS:
     case GST_EVENT_STREAM_START:
@@ -497,6 +501,7 @@ gst_llm_tokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
       break;
     case GST_EVENT_FLUSH_STOP:
       reset_stream (self);
+      self->out_bytes = 0;
       break;
     case GST_EVENT_CUSTOM_DOWNSTREAM:
       if (gst_llm_event_is_end_of_prompt (event))
@@ -599,6 +604,7 @@ gst_llm_tokenize_start (GstBaseTransform *trans)
 {
   GST_LLM_TOKENIZE (trans)->mismatch_reported = FALSE;
   GST_LLM_TOKENIZE (trans)->forced_cut_reported = FALSE;
+  GST_LLM_TOKENIZE (trans)->out_bytes = 0;
   reset_stream (GST_LLM_TOKENIZE (trans));
   return TRUE;
 }

@@ -184,6 +184,67 @@ START_TEST (test_pipeline_speculation_tells_the_same_story)
 }
 END_TEST
 
+/* @desc's output file after a run that must succeed (freed by the caller). */
+static char *
+run_for_output (const char *desc, const char *out, gsize *len)
+{
+  RunResult r;
+  run_pipeline (desc, &r);
+  ck_assert_msg (r.error == NULL, "%s: %s", desc, r.error ? r.error->message : "");
+  run_result_clear (&r);
+  char *data = NULL;
+  ck_assert (g_file_get_contents (out, &data, len, NULL));
+  return data;
+}
+
+/* Two prompt files one after the other through concat: two streams, two
+ * prompts, two responses, and a file holding each element's output in
+ * order. The second file's bytes segment starts at its offset in the
+ * input (16), which placed filesink's writes there, over the first
+ * response's ids or after a gap of zeros; and its stream-start did not
+ * end the first prompt, so both went into one prompt. */
+START_TEST (test_pipeline_concatenated_prompts_each_get_their_response_in_order)
+{
+  static const char *const texts[] = { "Once upon a time", "Tom had a big red ball" };
+  char *prompts[2];
+  char *out = g_build_filename (tmpdir, "out.bin", NULL);
+  static const char *const tails[] = {
+    "filesink",
+    "llmprefill model=\"%s\" temperature=0 ! llmdecode max-tokens=24 ! filesink",
+    "llmprefill model=\"%s\" temperature=0 ! llmdecode max-tokens=24 "
+        "! llmdetokenize model=\"%s\" ! filesink",
+  };
+  for (guint i = 0; i < 2; i++) {
+    g_autofree char *name = g_strdup_printf ("prompt%u.txt", i);
+    prompts[i] = write_file (name, texts[i], -1);
+  }
+  for (guint k = 0; k < G_N_ELEMENTS (tails); k++) {
+    g_autofree char *tail = g_strdup_printf (tails[k], model_path, model_path);
+    GString *alone = g_string_new (NULL);
+    for (guint i = 0; i < 2; i++) {
+      g_autofree char *desc = g_strdup_printf ("filesrc location=\"%s\" "
+          "! llmtokenize model=\"%s\" ! %s location=\"%s\"", prompts[i], model_path, tail, out);
+      gsize len;
+      g_autofree char *data = run_for_output (desc, out, &len);
+      ck_assert_uint_gt (len, 0);
+      g_string_append_len (alone, data, (gssize) len);
+    }
+    g_autofree char *desc = g_strdup_printf ("concat name=c ! llmtokenize model=\"%s\" "
+        "! %s location=\"%s\" filesrc location=\"%s\" ! c. filesrc location=\"%s\" ! c.",
+        model_path, tail, out, prompts[0], prompts[1]);
+    gsize len;
+    g_autofree char *data = run_for_output (desc, out, &len);
+    ck_assert_msg (len == alone->len && memcmp (data, alone->str, len) == 0,
+        "%s: %" G_GSIZE_FORMAT " bytes, each prompt alone %" G_GSIZE_FORMAT, tail, len,
+        alone->len);
+    g_string_free (alone, TRUE);
+  }
+  g_free (prompts[0]);
+  g_free (prompts[1]);
+  g_free (out);
+}
+END_TEST
+
 START_TEST (test_pipeline_prompt_keeps_its_trailing_newline)
 {
   /* llmtokenize keeps every byte: the newline is a sixth prompt token, so
@@ -316,6 +377,7 @@ pipeline_generate_suite (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_set_timeout (tc, 300);
   tcase_add_test (tc, test_pipeline_tells_the_story);
+  tcase_add_test (tc, test_pipeline_concatenated_prompts_each_get_their_response_in_order);
   tcase_add_test (tc, test_pipeline_prompt_keeps_its_trailing_newline);
   tcase_add_test (tc, test_pipeline_speculation_tells_the_same_story);
   tcase_add_test (tc, test_pipeline_malformed_model_posts_an_error);
