@@ -41,6 +41,7 @@ meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
   m->prompt_time_us = 0;
   m->prompt_tokens = 0;
   m->logits_pending = FALSE;
+  m->taken = NULL;
   return TRUE;
 }
 
@@ -50,6 +51,7 @@ meta_free (GstMeta *meta, GstBuffer *buffer)
   GstLlmSessionMeta *m = (GstLlmSessionMeta *) meta;
   llm_session_unref (m->session);
   m->session = NULL;
+  g_clear_pointer (&m->taken, g_atomic_rc_box_release);
 }
 
 static gboolean
@@ -61,6 +63,8 @@ meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type, gpo
   d->prompt_time_us = m->prompt_time_us;
   d->prompt_tokens = m->prompt_tokens;
   d->logits_pending = m->logits_pending;
+  g_atomic_rc_box_release (d->taken);
+  d->taken = g_atomic_rc_box_acquire (m->taken);
   return TRUE;
 }
 
@@ -83,7 +87,14 @@ gst_buffer_add_llm_session_meta (GstBuffer *buffer, LlmSession *session)
   GstLlmSessionMeta *m = (GstLlmSessionMeta *) gst_buffer_add_meta (buffer,
       gst_llm_session_meta_get_info (), NULL);
   m->session = llm_session_ref (session);
+  m->taken = g_atomic_rc_box_new0 (gint);
   return m;
+}
+
+gboolean
+gst_llm_session_meta_take (GstLlmSessionMeta *meta)
+{
+  return g_atomic_int_compare_and_exchange (meta->taken, 0, 1);
 }
 
 /* --- GstLlmDraftMeta ----------------------------------------------------- */

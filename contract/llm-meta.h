@@ -27,6 +27,9 @@ typedef struct {
    * has sampled them: the element that samples picks the next token from
    * them (llm_session_sample). */
   gboolean logits_pending;
+  /* Set by the first element that samples the response (shared by every
+   * copy of this meta: see gst_llm_session_meta_take). */
+  gint *taken;
 } GstLlmSessionMeta;
 
 GType gst_llm_session_meta_api_get_type (void);
@@ -35,6 +38,12 @@ const GstMetaInfo *gst_llm_session_meta_get_info (void);
 
 /* Attaches @session (a new reference) to @buffer. */
 GstLlmSessionMeta *gst_buffer_add_llm_session_meta (GstBuffer *buffer, LlmSession *session);
+/* Whether @meta's response is the caller's to generate: TRUE for the
+ * first caller across every copy of the meta (a tee hands one prompt's
+ * state to several branches, a copy of the buffer keeps the meta's
+ * session), FALSE after: two elements stepping one session would each
+ * take the other's tokens for context. */
+gboolean gst_llm_session_meta_take (GstLlmSessionMeta *meta);
 #define gst_buffer_get_llm_session_meta(b) \
   ((GstLlmSessionMeta *) gst_buffer_get_meta ((b), GST_LLM_SESSION_META_API_TYPE))
 

@@ -248,6 +248,15 @@ sample_first (GstLlmDecode *self, GstBuffer *state)
             "holds logits not sampled yet"));
     return -1;
   }
+  if (!gst_llm_session_meta_take (meta)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Another decoder is generating the response to this prompt: a prompt's session "
+            "takes one llmdecode or llmspecverify. To decode one prompt several ways, put "
+            "the tee before llmprefill, so that each branch prefills its own session."),
+        ("a state buffer (or a copy) reached a second sampling element, e.g. through a "
+            "tee after llmprefill or llmdraft"));
+    return -1;
+  }
 
   LlmSamplerParams params;
   llm_session_get_sampler (meta->session, &params);

@@ -245,6 +245,33 @@ START_TEST (test_pipeline_concatenated_prompts_each_get_their_response_in_order)
 }
 END_TEST
 
+/* One prompt's session handed to two decoders by a tee (after llmprefill,
+ * or after llmdraft, whose copy of the buffer keeps the session): both
+ * stepped it, each taking the other's tokens for its context, and the
+ * texts came out mixed. The second is refused, saying where a tee goes. */
+START_TEST (test_pipeline_a_tee_after_prefill_is_refused_with_where_it_goes)
+{
+  char *prompt = write_file ("prompt.txt", "Once upon a time", -1);
+  static const char *const branches[] = {
+    "queue ! llmdecode max-tokens=64",
+    "queue ! llmdraft ! llmspecverify max-tokens=64",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (branches); i++) {
+    g_autofree char *desc = g_strdup_printf ("filesrc location=\"%s\" "
+        "! llmtokenize model=\"%s\" ! llmprefill model=\"%s\" temperature=0 ! tee name=t "
+        "t. ! %s ! fakesink t. ! %s ! fakesink", prompt, model_path, model_path, branches[i],
+        branches[i]);
+    RunResult r;
+    run_pipeline (desc, &r);
+    ck_assert_msg (r.error != NULL, "%s: two decoders stepped one session", branches[i]);
+    ck_assert_msg (strstr (r.error->message, "tee before llmprefill") != NULL, "%s",
+        r.error->message);
+    run_result_clear (&r);
+  }
+  g_free (prompt);
+}
+END_TEST
+
 START_TEST (test_pipeline_prompt_keeps_its_trailing_newline)
 {
   /* llmtokenize keeps every byte: the newline is a sixth prompt token, so
@@ -378,6 +405,7 @@ pipeline_generate_suite (void)
   tcase_set_timeout (tc, 300);
   tcase_add_test (tc, test_pipeline_tells_the_story);
   tcase_add_test (tc, test_pipeline_concatenated_prompts_each_get_their_response_in_order);
+  tcase_add_test (tc, test_pipeline_a_tee_after_prefill_is_refused_with_where_it_goes);
   tcase_add_test (tc, test_pipeline_prompt_keeps_its_trailing_newline);
   tcase_add_test (tc, test_pipeline_speculation_tells_the_same_story);
   tcase_add_test (tc, test_pipeline_malformed_model_posts_an_error);
