@@ -161,19 +161,44 @@ stamp (GstLlmDetokenize *self, GstBuffer *out)
   GST_BUFFER_OFFSET_END (out) = self->last_offset_end;
 }
 
+/* @text's @n bytes with invalid UTF-8 made U+FFFD (NULL if there was
+ * none). NUL is a character of its own, as the byte token <0x00> spells
+ * it, but GLib's validation stops at it and g_utf8_make_valid replaces it:
+ * each run between NULs is checked on its own and the NULs kept. */
+static GString *
+made_valid (const char *text, gsize n)
+{
+  GString *valid = NULL;
+  for (gsize at = 0; at < n;) {
+    const char *nul = memchr (text + at, '\0', n - at);
+    const gsize run = (nul ? (gsize) (nul - text) : n) - at;
+    if (valid == NULL && !g_utf8_validate_len (text + at, run, NULL))
+      valid = g_string_new_len (text, (gssize) at);
+    if (valid != NULL) {
+      g_autofree char *fixed = g_utf8_make_valid (text + at, (gssize) run);
+      g_string_append (valid, fixed);
+      if (nul)
+        g_string_append_c (valid, '\0');
+    }
+    at += run + (nul ? 1 : 0);
+  }
+  return valid;
+}
+
 /* Makes an output buffer of the first @n pending bytes and removes them;
  * invalid UTF-8 becomes U+FFFD. */
 static GstBuffer *
 take_text (GstLlmDetokenize *self, gsize n)
 {
   GstBuffer *out;
+  GString *valid = made_valid (self->pending->str, n);
 
-  if (g_utf8_validate_len (self->pending->str, n, NULL)) {
+  if (valid == NULL) {
     out = gst_buffer_new_memdup (self->pending->str, n);
   } else {
-    char *valid = g_utf8_make_valid (self->pending->str, n);
     GST_WARNING_OBJECT (self, "token bytes are not valid UTF-8; replaced with U+FFFD");
-    out = gst_buffer_new_wrapped (valid, strlen (valid));
+    const gsize len = valid->len;
+    out = gst_buffer_new_wrapped (g_string_free (valid, FALSE), len);
   }
   g_string_erase (self->pending, 0, n);
   stamp (self, out);
