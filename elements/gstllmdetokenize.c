@@ -18,7 +18,9 @@
  * that completed it. Held bytes are flushed at EOS and at the
  * `llm-end-of-response` and `llm-end-of-prompt` events (which are
  * forwarded); bytes that never became valid UTF-8 come out as U+FFFD, so
- * output is always valid UTF-8. An input buffer that completes no
+ * output is always valid UTF-8, and so does NUL (a byte token <0x00>), as
+ * the text caps' contract (llm-caps.h) says: text elements downstream take
+ * a buffer as a string. An input buffer that completes no
  * character produces no output buffer (and no gap event, which could
  * contradict the earlier PTS of held text).
  *
@@ -26,7 +28,7 @@
  * the first word of a prompt. When a prompt's ids start with BOS (as
  * llmtokenize emits them) and skip-special hides it, llmdetokenize removes
  * that one space, so text -> llmtokenize -> llmdetokenize gives back the
- * same bytes. Generated text (llmdecode's output, which has no BOS) keeps
+ * same bytes (text without NUL, in a vocabulary that spells every byte). Generated text (llmdecode's output, which has no BOS) keeps
  * its first space: " time, there was..." continues "Once upon a". A new
  * prompt or response starts after end-of-response, end-of-prompt and flush.
  *
@@ -161,44 +163,19 @@ stamp (GstLlmDetokenize *self, GstBuffer *out)
   GST_BUFFER_OFFSET_END (out) = self->last_offset_end;
 }
 
-/* @text's @n bytes with invalid UTF-8 made U+FFFD (NULL if there was
- * none). NUL is a character of its own, as the byte token <0x00> spells
- * it, but GLib's validation stops at it and g_utf8_make_valid replaces it:
- * each run between NULs is checked on its own and the NULs kept. */
-static GString *
-made_valid (const char *text, gsize n)
-{
-  GString *valid = NULL;
-  for (gsize at = 0; at < n;) {
-    const char *nul = memchr (text + at, '\0', n - at);
-    const gsize run = (nul ? (gsize) (nul - text) : n) - at;
-    if (valid == NULL && !g_utf8_validate_len (text + at, run, NULL))
-      valid = g_string_new_len (text, (gssize) at);
-    if (valid != NULL) {
-      g_autofree char *fixed = g_utf8_make_valid (text + at, (gssize) run);
-      g_string_append (valid, fixed);
-      if (nul)
-        g_string_append_c (valid, '\0');
-    }
-    at += run + (nul ? 1 : 0);
-  }
-  return valid;
-}
-
 /* Makes an output buffer of the first @n pending bytes and removes them;
  * invalid UTF-8 becomes U+FFFD. */
 static GstBuffer *
 take_text (GstLlmDetokenize *self, gsize n)
 {
   GstBuffer *out;
-  GString *valid = made_valid (self->pending->str, n);
 
-  if (valid == NULL) {
+  if (g_utf8_validate_len (self->pending->str, n, NULL)) {
     out = gst_buffer_new_memdup (self->pending->str, n);
   } else {
+    char *valid = g_utf8_make_valid (self->pending->str, n);
     GST_WARNING_OBJECT (self, "token bytes are not valid UTF-8; replaced with U+FFFD");
-    const gsize len = valid->len;
-    out = gst_buffer_new_wrapped (g_string_free (valid, FALSE), len);
+    out = gst_buffer_new_wrapped (valid, strlen (valid));
   }
   g_string_erase (self->pending, 0, n);
   stamp (self, out);
