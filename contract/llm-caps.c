@@ -136,6 +136,14 @@ gst_llm_event_new_end_of_prompt (void)
 }
 
 GstEvent *
+gst_llm_event_new_prompt_waiting (guint64 superseded)
+{
+  return gst_event_new_custom (GST_EVENT_CUSTOM_DOWNSTREAM_OOB,
+      gst_structure_new (GST_LLM_EVENT_PROMPT_WAITING, "superseded", G_TYPE_UINT64,
+          superseded, NULL));
+}
+
+GstEvent *
 gst_llm_event_new_end_of_response (const char *reason)
 {
   g_return_val_if_fail (reason != NULL, NULL);
@@ -183,6 +191,19 @@ gboolean
 gst_llm_event_is_end_of_prompt (GstEvent *event)
 {
   return event_has_name (event, GST_LLM_EVENT_END_OF_PROMPT);
+}
+
+gboolean
+gst_llm_event_parse_prompt_waiting (GstEvent *event, guint64 *superseded)
+{
+  if (event == NULL || GST_EVENT_TYPE (event) != GST_EVENT_CUSTOM_DOWNSTREAM_OOB
+      || !gst_event_has_name (event, GST_LLM_EVENT_PROMPT_WAITING))
+    return FALSE;
+  guint64 s = 0;
+  gst_structure_get_uint64 (gst_event_get_structure (event), "superseded", &s);
+  if (superseded)
+    *superseded = s;
+  return TRUE;
 }
 
 gboolean

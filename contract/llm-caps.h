@@ -31,6 +31,13 @@
  *   `llm-end-of-prompt`: the prompt so far is complete (run prefill).
  *   `llm-end-of-response`: generation for this prompt finished; field
  *     `reason` (string) says why, one of the GST_LLM_STOP_REASON_* values.
+ * And one out of band (custom, downstream, not serialized):
+ *   `llm-prompt-waiting`: a new prompt waits for the session a response
+ *     holds (llmprefill with keep-context): a decoder that replaces
+ *     responses with newer prompts ends that one now, and drops the state
+ *     buffers of the prompts field `superseded` (guint64) covers: those
+ *     whose GstLlmSessionMeta prompt_serial is not above it, which may
+ *     still be on their way.
  */
 #pragma once
 
@@ -96,6 +103,7 @@ GstBuffer *gst_llm_embeddings_buffer_new (const float *rows, gsize n_rows, guint
 
 #define GST_LLM_EVENT_END_OF_PROMPT   "llm-end-of-prompt"
 #define GST_LLM_EVENT_END_OF_RESPONSE "llm-end-of-response"
+#define GST_LLM_EVENT_PROMPT_WAITING  "llm-prompt-waiting"
 
 /* Values of llm-end-of-response's `reason` field. */
 #define GST_LLM_STOP_REASON_EOS         "eos"          /* the model emitted an end-of-generation token */
@@ -118,7 +126,14 @@ GstEvent *gst_llm_event_new_end_of_response_timed (const char *reason, GstClockT
 gboolean gst_llm_event_parse_end_of_response_timing (GstEvent *event, GstClockTime *pts,
     GstClockTime *duration);
 
+/* New llm-prompt-waiting (out of band) superseding the prompts numbered
+ * up to @superseded; the caller owns it. */
+GstEvent *gst_llm_event_new_prompt_waiting (guint64 superseded);
+
 gboolean gst_llm_event_is_end_of_prompt (GstEvent *event);
+/* Whether @event is an llm-prompt-waiting, and the prompts it supersedes
+ * (@superseded may be NULL). */
+gboolean gst_llm_event_parse_prompt_waiting (GstEvent *event, guint64 *superseded);
 gboolean gst_llm_event_is_end_of_response (GstEvent *event);
 
 /* Reads llm-end-of-response's reason (valid while @event is). Returns FALSE

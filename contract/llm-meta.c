@@ -41,6 +41,7 @@ meta_init (GstMeta *meta, gpointer params, GstBuffer *buffer)
   m->prompt_time_us = 0;
   m->prompt_tokens = 0;
   m->logits_pending = FALSE;
+  m->prompt_serial = 0;
   m->taken = NULL;
   return TRUE;
 }
@@ -63,6 +64,7 @@ meta_transform (GstBuffer *dest, GstMeta *meta, GstBuffer *src, GQuark type, gpo
   d->prompt_time_us = m->prompt_time_us;
   d->prompt_tokens = m->prompt_tokens;
   d->logits_pending = m->logits_pending;
+  d->prompt_serial = m->prompt_serial;
   g_atomic_rc_box_release (d->taken);
   d->taken = g_atomic_rc_box_acquire (m->taken);
   return TRUE;

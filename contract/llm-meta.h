@@ -27,6 +27,9 @@ typedef struct {
    * has sampled them: the element that samples picks the next token from
    * them (llm_session_sample). */
   gboolean logits_pending;
+  /* Numbers the prompts of the process in the order they were prefilled
+   * (0: unnumbered); an llm-prompt-waiting names those it supersedes. */
+  guint64 prompt_serial;
   /* Set by the first element that samples the response (shared by every
    * copy of this meta: see gst_llm_session_meta_take). */
   gint *taken;

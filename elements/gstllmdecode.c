@@ -67,7 +67,10 @@
  *
  * Prompts arriving while a response is generated wait for it
  * (#GstLlmDecode:on-new-prompt=queue, and upstream blocks while one is
- * waiting) or cancel it (`replace`). A flush cancels generation within one
+ * waiting) or cancel it (`replace`), also when llmprefill keeps the
+ * conversation (keep-context), whose next prompt waits for the session the
+ * response holds: llmprefill tells llmdecode so (`llm-prompt-waiting`, out
+ * of band, through queues). A flush cancels generation within one
  * decode step; EOS waits for queued prompts to be answered before it goes
  * downstream. In a live pipeline the latency query adds the slowest decode
  * step measured so far (llmprefill adds the slowest prefill); before the
@@ -273,6 +276,39 @@ sample_first (GstLlmDecode *self, GstBuffer *state)
   return first;
 }
 
+static guint64
+serial_of (const Queued *q)
+{
+  return gst_buffer_get_llm_session_meta (q->state)->prompt_serial;
+}
+
+/* on-new-prompt=replace, as a newer prompt comes (lock held): the
+ * prompts numbered up to @serial (G_MAXUINT64: all) that have not started
+ * go into @dropped (to free after unlocking: freeing a state buffer gives
+ * its session back to llmprefill), and the response being generated, if
+ * it is one of them, ends. Only the newest prompt counts. Those numbered
+ * up to @serial that come later (from before a queue, say) are dropped as
+ * they come (self->superseded). */
+static void
+supersede_upto (GstLlmDecode *self, guint64 serial, GQueue *dropped)
+{
+  if (serial != G_MAXUINT64)
+    self->superseded = MAX (self->superseded, serial);
+  for (GList *l = self->queue.head; l;) {
+    GList *next = l->next;
+    if (((Queued *) l->data)->state && serial_of (l->data) <= serial) {
+      g_queue_push_tail (dropped, l->data);
+      g_queue_delete_link (&self->queue, l);
+      self->n_queued_states--;
+    }
+    l = next;
+  }
+  if (self->generating && self->generating_serial <= serial) {
+    GST_DEBUG_OBJECT (self, "new prompt: cancelling the current response");
+    g_atomic_int_set (&self->cancel, TRUE);
+  }
+}
+
 static GstFlowReturn
 gst_llm_decode_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
 {
@@ -295,28 +331,21 @@ gst_llm_decode_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
   GST_OBJECT_UNLOCK (self);
 
   g_mutex_lock (&self->lock);
-  if (mode == GST_LLM_ON_NEW_PROMPT_REPLACE) {
-    /* Prompts not started yet are replaced too: only the newest counts. */
-    for (GList *l = self->queue.head; l;) {
-      GList *next = l->next;
-      if (((Queued *) l->data)->state) {
-        g_queue_push_tail (&dropped, l->data);
-        g_queue_delete_link (&self->queue, l);
-        self->n_queued_states--;
-      }
-      l = next;
-    }
-    if (self->generating) {
-      GST_DEBUG_OBJECT (self, "new prompt: cancelling the current response");
-      g_atomic_int_set (&self->cancel, TRUE);
-    }
+  const guint64 serial = serial_of (prompt);
+  if (mode == GST_LLM_ON_NEW_PROMPT_REPLACE && serial != 0 && serial <= self->superseded) {
+    GST_DEBUG_OBJECT (self, "prompt %" G_GUINT64_FORMAT " was superseded already", serial);
+    g_queue_push_tail (&dropped, g_steal_pointer (&prompt));
+  } else if (mode == GST_LLM_ON_NEW_PROMPT_REPLACE) {
+    supersede_upto (self, G_MAXUINT64, &dropped);
   } else {
     /* One prompt waits here; further ones wait upstream. */
     while (self->srcresult == GST_FLOW_OK && self->n_queued_states > 0)
       g_cond_wait (&self->cond, &self->lock);
   }
   ret = self->srcresult;
-  if (ret == GST_FLOW_OK) {
+  if (prompt == NULL) {
+    /* dropped: not this prompt's to answer */
+  } else if (ret == GST_FLOW_OK) {
     g_queue_push_tail (&self->queue, prompt);
     self->n_queued_states++;
     g_cond_broadcast (&self->cond);
@@ -624,6 +653,7 @@ gst_llm_decode_loop (GstPad *pad)
   if (q->state) {
     self->n_queued_states--;
     self->generating = TRUE;
+    self->generating_serial = serial_of (q);
     g_atomic_int_set (&self->cancel, FALSE);
   }
   g_cond_broadcast (&self->cond);
@@ -744,6 +774,27 @@ gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       gst_caps_unref (tokens);
       break;
     }
+    case GST_EVENT_CUSTOM_DOWNSTREAM_OOB:
+      /* The next prompt is waiting for the session this response, a
+       * queued one or one still on its way holds (keep-context): with
+       * replace, they give it up now, or the prompt would wait for their
+       * end, which with max-tokens=0 may never come. */
+      guint64 superseded;
+      if (gst_llm_event_parse_prompt_waiting (event, &superseded)) {
+        GST_OBJECT_LOCK (self);
+        const gboolean replace = self->on_new_prompt == GST_LLM_ON_NEW_PROMPT_REPLACE;
+        GST_OBJECT_UNLOCK (self);
+        if (replace) {
+          GQueue dropped = G_QUEUE_INIT;
+          g_mutex_lock (&self->lock);
+          supersede_upto (self, superseded, &dropped);
+          g_mutex_unlock (&self->lock);
+          g_queue_clear_full (&dropped, (GDestroyNotify) queued_free);
+        }
+        gst_event_unref (event);
+        return TRUE;
+      }
+      break;
     default:
       break;
   }

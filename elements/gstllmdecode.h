@@ -50,6 +50,8 @@ struct _GstLlmDecode {
   guint n_queued_states;
   GstFlowReturn srcresult;      /* not OK: refuse input (flushing, downstream error) */
   gboolean generating;
+  guint64 generating_serial;    /* the prompt_serial of the response generated */
+  guint64 superseded;           /* replace: prompts up to this serial are dropped */
   gint cancel;                  /* atomic too: read between decode steps */
 
   /* task thread */

@@ -323,6 +323,11 @@ report_refusal (GstLlmPrefill *self)
   return self->vocab_error_posted;
 }
 
+/* Prompts prefilled in this process (the last prompt_serial given): one
+ * count for every element, so a decoder's view of which prompts an
+ * llm-prompt-waiting supersedes survives an llmprefill restarting. */
+static gsize prompts_prefilled;
+
 /* Feeds one prompt and pushes the state buffer that leaves its first
  * token to be sampled downstream. */
 static GstFlowReturn
@@ -339,6 +344,11 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   keep_context = self->settings.keep_context;
   GST_OBJECT_UNLOCK (self);
 
+  /* The conversation's session may be busy with the last response: a
+   * decoder that replaces responses with newer prompts lets it go. */
+  if (keep_context)
+    gst_pad_push_event (self->srcpad,
+        gst_llm_event_new_prompt_waiting ((guint64) g_atomic_pointer_get (&prompts_prefilled)));
   LlmSession *session = llm_session_pool_acquire (self->pool, keep_context, &error);
   if (session == NULL) {
     if (error == NULL)
@@ -406,6 +416,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   meta->prompt_time_us = prompt_time;
   meta->prompt_tokens = n_ids;
   meta->logits_pending = TRUE;
+  meta->prompt_serial = (guint64) g_atomic_pointer_add (&prompts_prefilled, 1) + 1;
   GST_BUFFER_PTS (out) = pts;
   GST_BUFFER_DURATION (out) = duration;
   lease_until_freed (self->pool, session, out);

@@ -499,6 +499,50 @@ START_TEST (test_decode_replace_cancels_the_current_response)
 }
 END_TEST
 
+/* With keep-context a new prompt needs the session the running response
+ * holds, so llmprefill waited for that response to end, and llmdecode,
+ * never seeing the new prompt, could not replace it: a response that
+ * never ends (max-tokens=0 in a sliding window; stories260K's greedy
+ * text has no end-of-generation there) left the new prompt unanswered
+ * for ever. Now the waiting prompt ends the response, through a queue
+ * too, and is answered after it, in the same conversation. */
+START_TEST (test_decode_replace_ends_a_kept_conversations_endless_response)
+{
+  g_autofree char *decoder = g_strdup_printf ("%s%s", _i ? "queue ! " : "", DECODER);
+  GstBus *bus;
+  GstHarness *h = harness_new_with ("prompt-mode=buffer keep-context=true "
+      "kv-policy=sink-window kv-window=64", decoder, "max-tokens=0 on-new-prompt=replace",
+      &bus);
+  g_atomic_int_set (&delivered, 0);
+  gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, slow_consumer,
+      GUINT_TO_POINTER (2000), NULL);
+
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  wait_delivered (3);
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 2, 10 * GST_SECOND)),
+      GST_FLOW_OK);
+
+  char *first = pull_end_of_response (h);
+  ck_assert_str_eq (first, GST_LLM_STOP_REASON_CANCELLED);
+  g_free (first);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_CANCELLED);
+  const guint cancelled_tokens = stats_uint (s, "generated-tokens");
+  ck_assert_uint_ge (cancelled_tokens, 3);
+  gst_structure_free (s);
+
+  /* the first response, then the second from its prompt's PTS on */
+  for (guint i = 0; i < cancelled_tokens; i++)
+    gst_buffer_unref (gst_harness_pull (h));
+  GstBuffer *b = gst_harness_pull (h);
+  ck_assert_uint_eq (GST_BUFFER_OFFSET (b), 0);
+  ck_assert_uint_eq (GST_BUFFER_PTS (b), 10 * GST_SECOND);
+  gst_buffer_unref (b);
+
+  harness_free (h, bus);
+}
+END_TEST
+
 START_TEST (test_decode_queues_prompts_and_answers_them_in_order)
 {
   GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=12", NULL);
@@ -1483,6 +1527,7 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_flush_cancels_generation);
   tcase_add_test (tc, test_decode_eos_waits_for_the_response);
   tcase_add_test (tc, test_decode_replace_cancels_the_current_response);
+  tcase_add_loop_test (tc, test_decode_replace_ends_a_kept_conversations_endless_response, 0, 2);
   tcase_add_test (tc, test_decode_queues_prompts_and_answers_them_in_order);
   tcase_add_test (tc, test_latency_query_adds_measured_prefill_and_step_time);
   tcase_add_test (tc, test_decode_stop_string_ends_the_response);
