@@ -621,6 +621,10 @@ set_sink_caps (GstLlmPrefill *self, GstCaps *caps)
       || strcmp (vocab, self->vocab_hash) == 0;
   GST_OBJECT_UNLOCK (self);
   if (!match) {
+    /* As for media caps: once is enough for a caps event that comes again. */
+    if (self->vocab_error_posted)
+      return FALSE;
+    self->vocab_error_posted = TRUE;
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
         ("The token ids are of another vocabulary (vocab=%s) than model \"%s\" "
             "(vocab=%s). Tokenize with the same model, or one with the same tokenizer.",

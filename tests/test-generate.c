@@ -1437,6 +1437,26 @@ START_TEST (test_draft_layerskip_of_every_layer_is_an_error)
 }
 END_TEST
 
+/* Token caps of another vocabulary are one error, however often the
+ * sticky caps event comes again (with each buffer pushed after it). */
+START_TEST (test_prefill_names_another_vocabulary_once)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=4", &bus);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  g_autofree char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  gst_harness_set_src_caps_str (h, GST_LLM_TOKENS_MEDIA_TYPE ", vocab=(string)0123456789abcdef");
+  for (guint i = 0; i < 3; i++)
+    ck_assert_int_ne (gst_harness_push (h, ids_buffer (prompt_ids, 5, 0)), GST_FLOW_OK);
+  g_autofree char *text = pop_error (bus, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION);
+  ck_assert_msg (strstr (text, "0123456789abcdef") != NULL, "%s", text);
+  GstMessage *again = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  ck_assert_msg (again == NULL, "a second error for the same caps");
+  harness_free (h, bus);
+}
+END_TEST
+
 /* A draft model of another vocabulary fails negotiation, naming it. */
 START_TEST (test_draft_model_of_another_vocabulary_is_refused)
 {
@@ -1534,6 +1554,7 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_stops_when_the_context_is_full);
   tcase_add_test (tc, test_prefill_keep_context_continues_the_conversation);
   tcase_add_test (tc, test_prefill_template_and_system_prompt_wrap_the_prompt);
+  tcase_add_test (tc, test_prefill_names_another_vocabulary_once);
   if (spec) {
     tcase_add_test (tc, test_spec_verify_reports_its_drafts);
     tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
