@@ -423,6 +423,7 @@ gst_llm_detokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
     }
     case GST_EVENT_EOS:
     case GST_EVENT_STREAM_START:
+    case GST_EVENT_SEGMENT_DONE:
       finish_text (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
       break;
     case GST_EVENT_FLUSH_STOP:

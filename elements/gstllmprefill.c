@@ -680,7 +680,9 @@ gst_llm_prefill_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       break;
     case GST_EVENT_STREAM_START:
       /* A new stream (concat's next file) begins a new prompt: what the
-       * last one left is a whole prompt, as at EOS. */
+       * last one left is a whole prompt, as at EOS; and so at the end of a
+       * segment seek's segment, which comes in place of EOS. */
+    case GST_EVENT_SEGMENT_DONE:
     case GST_EVENT_EOS:
       /* EOS ends the last prompt in either mode's sense: nothing follows */
       if (!finish_prompt_at_event (self)) {

@@ -497,6 +497,7 @@ gst_llm_tokenize_sink_event (GstBaseTransform *trans, GstEvent *event)
       break;
     case GST_EVENT_EOS:
     case GST_EVENT_STREAM_START:
+    case GST_EVENT_SEGMENT_DONE:      /* a segment seek's end, in place of EOS */
       post_flow_error (self, finish_prompt (self));
       break;
     case GST_EVENT_FLUSH_STOP:

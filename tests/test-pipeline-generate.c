@@ -272,6 +272,57 @@ START_TEST (test_pipeline_a_tee_after_prefill_is_refused_with_where_it_goes)
 }
 END_TEST
 
+/* A segment seek ends its segment with SEGMENT_DONE instead of EOS (an
+ * application looping a file does so): that ends the prompt too. The
+ * prompt waited for an EOS that never came, and nothing was answered. */
+START_TEST (test_pipeline_segment_seek_ends_the_prompt_at_segment_done)
+{
+  char *prompt = write_file ("prompt.txt", "Once upon a time", -1);
+  char *out = g_build_filename (tmpdir, "out.txt", NULL);
+  char *desc = story_pipeline (prompt, model_path, out);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  ck_assert_msg (pipeline != NULL && error == NULL, "%s", error ? error->message : "");
+  GstBus *bus = gst_element_get_bus (pipeline);
+  ck_assert_int_eq (gst_element_set_state (pipeline, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  GstIterator *it = gst_bin_iterate_sources (GST_BIN (pipeline));
+  GValue item = G_VALUE_INIT;
+  ck_assert_int_eq (gst_iterator_next (it, &item), GST_ITERATOR_OK);
+  GstElement *src = g_value_dup_object (&item);
+  g_value_unset (&item);
+  gst_iterator_free (it);
+  /* a source takes a seek in READY as its first segment */
+  ck_assert (gst_element_seek (src, 1.0, GST_FORMAT_BYTES, GST_SEEK_FLAG_SEGMENT,
+          GST_SEEK_TYPE_SET, 0, GST_SEEK_TYPE_NONE, -1));
+  gst_object_unref (src);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+
+  gboolean answered = FALSE;
+  for (;;) {
+    GstMessage *m = gst_bus_timed_pop_filtered (bus, 30 * GST_SECOND,
+        GST_MESSAGE_ERROR | GST_MESSAGE_EOS | GST_MESSAGE_ELEMENT);
+    ck_assert_msg (m != NULL, "no response 30 s after the segment's end");
+    ck_assert_msg (GST_MESSAGE_TYPE (m) == GST_MESSAGE_ELEMENT, "%s",
+        GST_MESSAGE_TYPE_NAME (m));
+    answered = gst_structure_has_name (gst_message_get_structure (m), "llm-stats");
+    gst_message_unref (m);
+    if (answered)
+      break;
+  }
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (bus);
+  gst_object_unref (pipeline);
+
+  char *text = NULL;
+  ck_assert (g_file_get_contents (out, &text, NULL, NULL));
+  ck_assert_str_eq (text, STORY);
+  g_free (text);
+  g_free (desc);
+  g_free (out);
+  g_free (prompt);
+}
+END_TEST
+
 START_TEST (test_pipeline_prompt_keeps_its_trailing_newline)
 {
   /* llmtokenize keeps every byte: the newline is a sixth prompt token, so
@@ -406,6 +457,7 @@ pipeline_generate_suite (void)
   tcase_add_test (tc, test_pipeline_tells_the_story);
   tcase_add_test (tc, test_pipeline_concatenated_prompts_each_get_their_response_in_order);
   tcase_add_test (tc, test_pipeline_a_tee_after_prefill_is_refused_with_where_it_goes);
+  tcase_add_test (tc, test_pipeline_segment_seek_ends_the_prompt_at_segment_done);
   tcase_add_test (tc, test_pipeline_prompt_keeps_its_trailing_newline);
   tcase_add_test (tc, test_pipeline_speculation_tells_the_same_story);
   tcase_add_test (tc, test_pipeline_malformed_model_posts_an_error);
