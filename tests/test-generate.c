@@ -449,20 +449,37 @@ START_TEST (test_decode_eos_waits_for_the_response)
 }
 END_TEST
 
+/* Pushes the golden prompt and, once 3 of its tokens (slowed to 2 ms
+ * each) are out, "Once" alone (a different continuation) at 10 s. */
+static void
+push_a_prompt_into_a_response (GstHarness *h)
+{
+  g_atomic_int_set (&delivered, 0);
+  gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, slow_consumer,
+      GUINT_TO_POINTER (2000), NULL);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  wait_delivered (3);
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 2, 10 * GST_SECOND)),
+      GST_FLOW_OK);
+}
+
+/* The next token begins the response to push_a_prompt_into_a_response's
+ * second prompt, at its PTS. */
+static void
+assert_second_response_begins (GstHarness *h)
+{
+  GstBuffer *b = gst_harness_pull (h);
+  ck_assert_uint_eq (GST_BUFFER_OFFSET (b), 0);
+  ck_assert_uint_eq (GST_BUFFER_PTS (b), 10 * GST_SECOND);
+  gst_buffer_unref (b);
+}
+
 START_TEST (test_decode_replace_cancels_the_current_response)
 {
   GstBus *bus;
   GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=100 on-new-prompt=replace",
       &bus);
-  g_atomic_int_set (&delivered, 0);
-  gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, slow_consumer,
-      GUINT_TO_POINTER (2000), NULL);
-
-  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  wait_delivered (3);
-  /* "Once" alone: a different continuation */
-  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 2, 10 * GST_SECOND)),
-      GST_FLOW_OK);
+  push_a_prompt_into_a_response (h);
 
   char *first = pull_end_of_response (h);
   char *second = pull_end_of_response (h);
@@ -490,11 +507,7 @@ START_TEST (test_decode_replace_cancels_the_current_response)
     ck_assert_int_eq (buffer_id (b), golden_ids[i]);
     gst_buffer_unref (b);
   }
-  GstBuffer *b = gst_harness_pull (h);
-  ck_assert_uint_eq (GST_BUFFER_OFFSET (b), 0);
-  ck_assert_uint_eq (GST_BUFFER_PTS (b), 10 * GST_SECOND);
-  gst_buffer_unref (b);
-
+  assert_second_response_begins (h);
   harness_free (h, bus);
 }
 END_TEST
@@ -513,14 +526,7 @@ START_TEST (test_decode_replace_ends_a_kept_conversations_endless_response)
   GstHarness *h = harness_new_with ("prompt-mode=buffer keep-context=true "
       "kv-policy=sink-window kv-window=64", decoder, "max-tokens=0 on-new-prompt=replace",
       &bus);
-  g_atomic_int_set (&delivered, 0);
-  gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, slow_consumer,
-      GUINT_TO_POINTER (2000), NULL);
-
-  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  wait_delivered (3);
-  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 2, 10 * GST_SECOND)),
-      GST_FLOW_OK);
+  push_a_prompt_into_a_response (h);
 
   char *first = pull_end_of_response (h);
   ck_assert_str_eq (first, GST_LLM_STOP_REASON_CANCELLED);
@@ -534,11 +540,7 @@ START_TEST (test_decode_replace_ends_a_kept_conversations_endless_response)
   /* the first response, then the second from its prompt's PTS on */
   for (guint i = 0; i < cancelled_tokens; i++)
     gst_buffer_unref (gst_harness_pull (h));
-  GstBuffer *b = gst_harness_pull (h);
-  ck_assert_uint_eq (GST_BUFFER_OFFSET (b), 0);
-  ck_assert_uint_eq (GST_BUFFER_PTS (b), 10 * GST_SECOND);
-  gst_buffer_unref (b);
-
+  assert_second_response_begins (h);
   harness_free (h, bus);
 }
 END_TEST

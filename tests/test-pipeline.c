@@ -140,28 +140,38 @@ START_TEST (test_pipeline_round_trip_is_byte_exact)
 }
 END_TEST
 
+/* @len bytes of @text, read 7 at a time, through llmtokenize !
+ * llmdetokenize with model @model_file (under the test data) come out
+ * as @expected. */
+static void
+assert_round_trip (const char *model_file, const char *text, gsize len, const char *expected,
+    const char *what)
+{
+  g_autofree char *model = llm_test_data_path (model_file);
+  g_autofree char *dir = g_dir_make_tmp ("llm-pipeline-XXXXXX", NULL);
+  g_autofree char *input = g_build_filename (dir, "in.txt", NULL);
+  g_autofree char *output = g_build_filename (dir, "out.txt", NULL);
+  ck_assert (g_file_set_contents (input, text, (gssize) len, NULL));
+
+  g_autofree char *desc = g_strdup_printf ("filesrc location=\"%s\" blocksize=7 "
+      "! llmtokenize model=\"%s\" ! llmdetokenize model=\"%s\" ! filesink location=\"%s\"",
+      input, model, model, output);
+  run_pipeline (desc);
+  assert_file_equals (output, expected, strlen (expected), what);
+
+  g_unlink (input);
+  g_unlink (output);
+  g_rmdir (dir);
+}
+
 /* Text out holds no NUL (the text caps' contract: textoverlay and
  * subtitle encoders take a buffer as a string): a NUL in, which the
  * byte-fallback vocabulary keeps as <0x00>, comes out as U+FFFD. */
 START_TEST (test_pipeline_nul_comes_back_as_a_replacement_character)
 {
   static const char text[] = "Once upon\0 a time";
-  static const char expected[] = "Once upon\xef\xbf\xbd a time";
-  g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
-  g_autofree char *dir = g_dir_make_tmp ("llm-pipeline-XXXXXX", NULL);
-  g_autofree char *input = g_build_filename (dir, "nul.txt", NULL);
-  g_autofree char *output = g_build_filename (dir, "out.txt", NULL);
-  ck_assert (g_file_set_contents (input, text, sizeof text - 1, NULL));
-
-  g_autofree char *desc = g_strdup_printf ("filesrc location=\"%s\" blocksize=7 "
-      "! llmtokenize model=\"%s\" ! llmdetokenize model=\"%s\" ! filesink location=\"%s\"",
-      input, model, model, output);
-  run_pipeline (desc);
-  assert_file_equals (output, expected, strlen (expected), "NUL");
-
-  g_unlink (input);
-  g_unlink (output);
-  g_rmdir (dir);
+  assert_round_trip ("models/stories260K.gguf", text, sizeof text - 1,
+      "Once upon\xef\xbf\xbd a time", "NUL");
 }
 END_TEST
 
@@ -170,21 +180,8 @@ START_TEST (test_pipeline_round_trip_of_a_story_on_tinystories_656k)
 {
   static const char story[] = "Once upon a time, there was a little girl named Lily. "
       "She loved to play outside in the park.\nOne day, she saw a big, red ball!\n";
-  g_autofree char *model = llm_test_data_path ("models/TinyStories-656K-Q8_0.gguf");
-  g_autofree char *dir = g_dir_make_tmp ("llm-pipeline-XXXXXX", NULL);
-  g_autofree char *input = g_build_filename (dir, "story.txt", NULL);
-  g_autofree char *output = g_build_filename (dir, "out.txt", NULL);
-  ck_assert (g_file_set_contents (input, story, -1, NULL));
-
-  g_autofree char *desc = g_strdup_printf ("filesrc location=\"%s\" blocksize=7 "
-      "! llmtokenize model=\"%s\" ! llmdetokenize model=\"%s\" ! filesink location=\"%s\"",
-      input, model, model, output);
-  run_pipeline (desc);
-  assert_file_equals (output, story, strlen (story), "TinyStories-656K story");
-
-  g_unlink (input);
-  g_unlink (output);
-  g_rmdir (dir);
+  assert_round_trip ("models/TinyStories-656K-Q8_0.gguf", story, strlen (story), story,
+      "TinyStories-656K story");
 }
 END_TEST
 
