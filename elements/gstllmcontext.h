@@ -26,7 +26,8 @@ LlmEngine *gst_llm_engine_context_get (GstContext *context);
 /* The engine @element runs @model with: the one it was handed through a
  * "gst.llm.engine" context (kept in @from_context) when that runs the
  * same model with the same engine options @opts, else one from the
- * process registry for @opts, which is then posted as a context. NULL with @error set if none can start. */
+ * process registry for @opts, which is then posted as a context. NULL
+ * with @error set if none can start. */
 LlmEngine *gst_llm_engine_acquire (GstElement *element, LlmEngine *from_context,
     LlmModel *model, const LlmEngineOptions *opts, GError **error);
 

@@ -774,7 +774,7 @@ gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
       gst_caps_unref (tokens);
       break;
     }
-    case GST_EVENT_CUSTOM_DOWNSTREAM_OOB:
+    case GST_EVENT_CUSTOM_DOWNSTREAM_OOB:{
       /* The next prompt is waiting for the session this response, a
        * queued one or one still on its way holds (keep-context): with
        * replace, they give it up now, or the prompt would wait for their
@@ -795,6 +795,7 @@ gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
         return TRUE;
       }
       break;
+    }
     default:
       break;
   }

@@ -28,8 +28,9 @@
  * the first word of a prompt. When a prompt's ids start with BOS (as
  * llmtokenize emits them) and skip-special hides it, llmdetokenize removes
  * that one space, so text -> llmtokenize -> llmdetokenize gives back the
- * same bytes (text without NUL, in a vocabulary that spells every byte). Generated text (llmdecode's output, which has no BOS) keeps
- * its first space: " time, there was..." continues "Once upon a". A new
+ * same bytes (text without NUL, in a vocabulary that spells every byte).
+ * Generated text (llmdecode's output, which has no BOS) keeps its first
+ * space: " time, there was..." continues "Once upon a". A new
  * prompt or response starts after end-of-response, end-of-prompt and flush.
  *
  * With #GstLlmDetokenize:mode `caption` it pushes one buffer per response
@@ -260,8 +261,9 @@ finish_text (GstLlmDetokenize *self, GstClockTime pts, GstClockTime duration)
     if (ensure_src_caps (self)) {
       self->out_bytes += gst_buffer_get_size (out);
       ret = gst_pad_push (GST_BASE_TRANSFORM_SRC_PAD (self), out);
-    } else
+    } else {
       gst_buffer_unref (out);
+    }
     if (ret == GST_FLOW_NOT_LINKED || ret == GST_FLOW_NOT_NEGOTIATED)
       GST_ELEMENT_FLOW_ERROR (self, ret);
   }

@@ -85,6 +85,7 @@
  */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "gstllmelements.h"
@@ -326,7 +327,7 @@ report_refusal (GstLlmPrefill *self)
 /* Prompts prefilled in this process (the last prompt_serial given): one
  * count for every element, so a decoder's view of which prompts an
  * llm-prompt-waiting supersedes survives an llmprefill restarting. */
-static gsize prompts_prefilled;
+static atomic_uint_least64_t prompts_prefilled;
 
 /* Feeds one prompt and pushes the state buffer that leaves its first
  * token to be sampled downstream. */
@@ -348,7 +349,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
    * decoder that replaces responses with newer prompts lets it go. */
   if (keep_context)
     gst_pad_push_event (self->srcpad,
-        gst_llm_event_new_prompt_waiting ((guint64) g_atomic_pointer_get (&prompts_prefilled)));
+        gst_llm_event_new_prompt_waiting (atomic_load (&prompts_prefilled)));
   LlmSession *session = llm_session_pool_acquire (self->pool, keep_context, &error);
   if (session == NULL) {
     if (error == NULL)
@@ -416,7 +417,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   meta->prompt_time_us = prompt_time;
   meta->prompt_tokens = n_ids;
   meta->logits_pending = TRUE;
-  meta->prompt_serial = (guint64) g_atomic_pointer_add (&prompts_prefilled, 1) + 1;
+  meta->prompt_serial = atomic_fetch_add (&prompts_prefilled, 1) + 1;
   GST_BUFFER_PTS (out) = pts;
   GST_BUFFER_DURATION (out) = duration;
   lease_until_freed (self->pool, session, out);
