@@ -111,6 +111,7 @@ GstBuffer *gst_llm_embeddings_buffer_new (const float *rows, gsize n_rows, guint
 #define GST_LLM_STOP_REASON_STOP_STRING "stop-string"  /* a configured stop string appeared */
 #define GST_LLM_STOP_REASON_CANCELLED   "cancelled"    /* a flush or the application ended it */
 #define GST_LLM_STOP_REASON_CONTEXT_FULL "context-full" /* kv-policy full and no room left */
+#define GST_LLM_STOP_REASON_KV_POOL_FULL "kv-pool-full" /* the engine's kv-pool-bytes ran out */
 
 /* New serialized downstream events; the caller owns them. */
 GstEvent *gst_llm_event_new_end_of_prompt (void);

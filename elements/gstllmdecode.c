@@ -562,6 +562,16 @@ generate (GstLlmDecode *self, Queued *prompt)
       if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
         GST_DEBUG_OBJECT (self, "context full: %s", error->message);
         reason = GST_LLM_STOP_REASON_CONTEXT_FULL;
+      } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
+          || g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
+        /* Other streams took the memory this response needed to grow:
+         * it ends here, as at a full context, and the stream lives on for
+         * its next prompt; one stream's newcomer never fails another. */
+        GST_ELEMENT_WARNING (self, RESOURCE, NO_SPACE_LEFT,
+            ("The engine's KV memory ran out while this response grew, so it ends after "
+                "%u tokens. Raise kv-pool-bytes, set kv-full=preempt, or run fewer streams "
+                "on this model.", generated), ("%s", error->message));
+        reason = GST_LLM_STOP_REASON_KV_POOL_FULL;
       } else {
         GST_ELEMENT_ERROR (self, STREAM, FAILED,
             ("Generating the next token failed: %s.", error->message),
@@ -613,7 +623,8 @@ generate (GstLlmDecode *self, Queued *prompt)
    * so that llmprefill's keep-context continues a complete conversation
    * (a chat turn closed by its <|im_end|>). Nothing samples after it:
    * the next prompt follows it. */
-  if (ret == GST_FLOW_OK && !cancelled && strcmp (reason, GST_LLM_STOP_REASON_CONTEXT_FULL) != 0) {
+  if (ret == GST_FLOW_OK && !cancelled && strcmp (reason, GST_LLM_STOP_REASON_CONTEXT_FULL) != 0
+      && strcmp (reason, GST_LLM_STOP_REASON_KV_POOL_FULL) != 0) {
     if (!llm_session_feed (session, &token, 1, &error)) {
       GST_DEBUG_OBJECT (self, "feeding the last token: %s", error->message);
       g_clear_error (&error);

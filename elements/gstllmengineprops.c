@@ -87,7 +87,9 @@ gst_llm_kv_policy_get_type (void)
 /**
  * GstLlmKvFull:
  * @GST_LLM_KV_FULL_REFUSE: the prompt that needs more KV memory fails with
- *   an element error naming kv-pool-bytes
+ *   an element error naming kv-pool-bytes; a response that outgrows the
+ *   pool ends early (llm-stats reason "kv-pool-full") with a warning naming
+ *   it, and the stream takes its next prompt
  * @GST_LLM_KV_FULL_PREEMPT: the longest-idle other stream on the engine
  *   gives its KV up and recomputes it when it next runs
  *

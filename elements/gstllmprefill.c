@@ -389,7 +389,8 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
               "kv-policy=window or sink-window%s.", n_ids, held, llm_model_hparams (self->llm)->n_ctx_train,
               keep_context ? ", or turn keep-context off" : ""),
           ("%s", error->message));
-    } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)) {
+    } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
+        || g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
       GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
           ("The engine's KV memory is used up by its streams: %s. Raise kv-pool-bytes, set "
               "kv-full=preempt, or run fewer streams on this model.", error->message),

@@ -303,6 +303,29 @@ START_TEST (test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit)
 }
 END_TEST
 
+/* A response that outgrows the pool (one block, 64 positions; 100 tokens
+ * asked for) ends where the memory does, with a warning: the stream is not
+ * failed (a newcomer that took the last block would otherwise kill a
+ * running stream) and its text so far is the text it has alone. */
+START_TEST (test_a_response_outgrowing_the_kv_pool_ends_early_without_an_error)
+{
+  max_tokens = 100;
+  char *alone[1];
+  texts_alone (alone, 1);
+  g_autoptr (GString) desc = g_string_new (NULL);
+  append_branch (desc, 0, "kv-pool-bytes=50000 kv-full=refuse", NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error == NULL, "%s", r.error ? r.error->message : "");
+  run_clear (&r);
+  g_autofree char *got = read_out (0);
+  ck_assert_msg (strlen (got) > 0 && strlen (got) < strlen (alone[0])
+      && strncmp (got, alone[0], strlen (got)) == 0, "got \"%s\", alone \"%s\"", got,
+      alone[0]);
+  g_free (alone[0]);
+}
+END_TEST
+
 /* A gst.llm.engine context (which a bin also hands every element added
  * to it later) serves only elements asking for that engine: one with its
  * own kv-pool-bytes runs on an engine with that limit, and is refused. */
@@ -380,6 +403,7 @@ many_streams_suite (void)
   tcase_add_test (tc, test_a_blocked_branch_does_not_stall_the_others);
   tcase_add_test (tc, test_full_kv_pool_refuses_a_stream_with_an_error_naming_the_limit);
   tcase_add_test (tc, test_full_kv_pool_preempts_and_every_branch_still_writes_its_text);
+  tcase_add_test (tc, test_a_response_outgrowing_the_kv_pool_ends_early_without_an_error);
   tcase_add_test (tc, test_an_engine_context_does_not_override_the_elements_engine_properties);
   tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
   suite_add_tcase (s, tc);
