@@ -510,6 +510,9 @@ generate (GstLlmDecode *self, Queued *prompt)
   guint generated = 0;
   const char *reason = NULL;
   gboolean cancelled = FALSE;
+  /* The session had no room for the response's next token (its context
+   * or the engine's KV pool), so it cannot take the last one either. */
+  gboolean no_room = FALSE;
   GST_DEBUG_OBJECT (self, "response to a prompt of %u tokens, first token %d",
       meta->prompt_tokens, token);
   GstLlmDecodeClass *klass = GST_LLM_DECODE_GET_CLASS (self);
@@ -562,6 +565,7 @@ generate (GstLlmDecode *self, Queued *prompt)
       if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
         GST_DEBUG_OBJECT (self, "context full: %s", error->message);
         reason = GST_LLM_STOP_REASON_CONTEXT_FULL;
+        no_room = TRUE;
       } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
           || g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
         /* Other streams took the memory this response needed to grow:
@@ -572,6 +576,7 @@ generate (GstLlmDecode *self, Queued *prompt)
                 "%u tokens. Raise kv-pool-bytes, set kv-full=preempt, or run fewer streams "
                 "on this model.", generated), ("%s", error->message));
         reason = GST_LLM_STOP_REASON_KV_POOL_FULL;
+        no_room = TRUE;
       } else {
         GST_ELEMENT_ERROR (self, STREAM, FAILED,
             ("Generating the next token failed: %s.", error->message),
@@ -623,8 +628,7 @@ generate (GstLlmDecode *self, Queued *prompt)
    * so that llmprefill's keep-context continues a complete conversation
    * (a chat turn closed by its <|im_end|>). Nothing samples after it:
    * the next prompt follows it. */
-  if (ret == GST_FLOW_OK && !cancelled && strcmp (reason, GST_LLM_STOP_REASON_CONTEXT_FULL) != 0
-      && strcmp (reason, GST_LLM_STOP_REASON_KV_POOL_FULL) != 0) {
+  if (ret == GST_FLOW_OK && !cancelled && !no_room) {
     if (!llm_session_feed (session, &token, 1, &error)) {
       GST_DEBUG_OBJECT (self, "feeding the last token: %s", error->message);
       g_clear_error (&error);
