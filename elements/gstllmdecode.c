@@ -72,10 +72,11 @@
  * response holds: llmprefill tells llmdecode so (`llm-prompt-waiting`, out
  * of band, through queues). A flush cancels generation within one
  * decode step; EOS waits for queued prompts to be answered before it goes
- * downstream. In a live pipeline the latency query adds the slowest decode
- * step measured so far (llmprefill adds the slowest prefill); before the
- * first response nothing is added, and a latency message is posted when a
- * measurement grows, so the pipeline asks again.
+ * downstream. In a live pipeline the latency query adds the slowest of the
+ * last 224 to 256 decode steps (llmprefill adds the slowest recent
+ * prefill); before the first response nothing is added, and a latency
+ * message is posted when that figure grows, or falls to half after a slow
+ * spell, so the pipeline asks again.
  *
  * ## Example launch line
  * |[

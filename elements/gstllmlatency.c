@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <string.h>
+
 #include "gstllmlatency.h"
 #include "gstllmelements.h"
 
@@ -8,10 +10,18 @@ void
 gst_llm_latency_reset (GstElement *element, GstLlmLatency *latency)
 {
   GST_OBJECT_LOCK (element);
-  latency->max = 0;
-  latency->reported = 0;
-  latency->live = FALSE;
+  memset (latency, 0, sizeof *latency);
   GST_OBJECT_UNLOCK (element);
+}
+
+/* Under the object lock. */
+static GstClockTime
+recent_max (const GstLlmLatency *latency)
+{
+  GstClockTime max = 0;
+  for (guint i = 0; i < GST_LLM_LATENCY_SPANS; i++)
+    max = MAX (max, latency->span_max[i]);
+  return max;
 }
 
 void
@@ -20,17 +30,30 @@ gst_llm_latency_note (GstElement *element, GstLlmLatency *latency, GstClockTime 
   gboolean post = FALSE;
 
   GST_OBJECT_LOCK (element);
-  if (took > latency->max) {
-    latency->max = took;
-    /* Only a real change in a live pipeline is worth a pipeline-wide
-     * latency recalculation; until it asks again, take it as told. */
-    post = latency->live && took > latency->reported + latency->reported / 10 + GST_MSECOND;
-    if (post)
-      latency->reported = took;
+  GstClockTime *span = &latency->span_max[latency->span];
+  *span = MAX (*span, took);
+  if (++latency->in_span == GST_LLM_LATENCY_SPAN_OUTPUTS) {
+    latency->span = (latency->span + 1) % GST_LLM_LATENCY_SPANS;
+    latency->span_max[latency->span] = 0;
+    latency->in_span = 0;
+  }
+  GstClockTime now = recent_max (latency);
+  GstClockTime told = latency->reported;
+  /* Only a real change in a live pipeline is worth a pipeline-wide
+   * latency recalculation; until it asks again, take it as told. A fall
+   * must be to half, so that an ordinary spread of step times does not
+   * make the pipeline recalculate over and over. */
+  if (latency->live && (now > told + told / 10 + GST_MSECOND || (now < told / 2
+              && told - now > GST_MSECOND))) {
+    post = TRUE;
+    latency->reported = now;
   }
   GST_OBJECT_UNLOCK (element);
-  if (post)
+  if (post) {
+    GST_DEBUG_OBJECT (element, "latency now %" GST_TIME_FORMAT ", was %" GST_TIME_FORMAT,
+        GST_TIME_ARGS (now), GST_TIME_ARGS (told));
     gst_element_post_message (element, gst_message_new_latency (GST_OBJECT (element)));
+  }
 }
 
 gboolean
@@ -41,7 +64,7 @@ gst_llm_latency_answer (GstElement *element, GstLlmLatency *latency, GstPad *sin
   gboolean live;
 
   GST_OBJECT_LOCK (element);
-  GstClockTime ours = latency->max;
+  GstClockTime ours = recent_max (latency);
   GST_OBJECT_UNLOCK (element);
 
   if (!gst_pad_peer_query (sinkpad, query))

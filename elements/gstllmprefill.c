@@ -745,7 +745,7 @@ gst_llm_prefill_src_query (GstPad *pad, GstObject *parent, GstQuery *query)
       return gst_llm_answer_caps_query (query, own_caps (self, GST_LLM_STATE_MEDIA_TYPE));
     case GST_QUERY_LATENCY:
       /* The first token can be sampled one prefill after its prompt
-       * arrived: the slowest prefill measured so far. */
+       * arrived: the slowest recent prefill. */
       return gst_llm_latency_answer (GST_ELEMENT (self), &self->latency, self->sinkpad, query);
     default:
       return gst_pad_query_default (pad, parent, query);

@@ -242,7 +242,7 @@ gst_llm_vision_encode_stop (GstBaseTransform *trans)
   return TRUE;
 }
 
-/* A frame's rows leave one encode after it came: the slowest so far. */
+/* A frame's rows leave one encode after it came: the slowest of the recent ones. */
 static gboolean
 gst_llm_vision_encode_query (GstBaseTransform *trans, GstPadDirection direction,
     GstQuery *query)
