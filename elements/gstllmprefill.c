@@ -22,6 +22,9 @@
  * EOS, because llmtokenize streams a text word by word and so splits one
  * prompt over several buffers. With `buffer` each input buffer is one
  * prompt (ids replayed from a file, an application pushing whole prompts).
+ * A prompt whose end never comes is bounded: with the full cache, one
+ * longer than the context is an error as soon as it arrives; under the
+ * window policies, 65536 ids are answered as they stand, with a warning.
  *
  * It also takes media: `application/x-llm-embeddings` from
  * llmvisionencode or llmaudioencode (rows as wide as the model's
@@ -197,6 +200,8 @@ struct _GstLlmPrefill {
   /* streaming thread */
   gboolean vocab_error_posted;  /* one vocabulary (or width) error per run is enough */
   GArray *prompt;               /* gint32, ids of the prompt so far (event mode) */
+  LlmKvConfig kv;               /* every session's, from NULL->READY */
+  gboolean long_prompt_warned;  /* once per run */
   GstClockTime prompt_pts;
   GstClockTime prompt_end;
   GArray *ids;                  /* scratch: what is fed */
@@ -458,6 +463,41 @@ finish_prompt (GstLlmPrefill *self)
   return ret;
 }
 
+/* Event mode holds a prompt until its end comes; a live source that never
+ * ends one must not make it hold ids for ever. A window cache slides over
+ * a prompt of any length, so past this many ids the prompt is answered
+ * as it stands (as llmtokenize cuts text it cannot hold); a full cache
+ * can never take more than its context length, so more is refused at
+ * once instead of when the prompt ends. */
+#define MAX_HELD_PROMPT_IDS (64 * 1024)
+
+static GstFlowReturn
+bound_held_prompt (GstLlmPrefill *self)
+{
+  const guint held = self->prompt->len;
+  if (self->kv.policy == LLM_KV_POLICY_FULL && held > self->kv.context_length) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("A prompt of over %u tokens, more than the context holds (%u), has arrived "
+            "without its end. End prompts with llm-end-of-prompt events (or EOS), use "
+            "prompt-mode=buffer, raise context-length, or use kv-policy=window or "
+            "sink-window.", held, self->kv.context_length),
+        ("prompt-mode=event"));
+    clear_prompt (self);
+    return GST_FLOW_ERROR;
+  }
+  if (held < MAX_HELD_PROMPT_IDS)
+    return GST_FLOW_OK;
+  if (!self->long_prompt_warned) {
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("A prompt of %u tokens has arrived without its end; answering it as it "
+            "stands, and holding no more than %d tokens of a prompt from here on.",
+            held, MAX_HELD_PROMPT_IDS),
+        ("send llm-end-of-prompt events to end prompts, or use prompt-mode=buffer"));
+    self->long_prompt_warned = TRUE;
+  }
+  return finish_prompt (self);
+}
+
 /* Adds @buffer's media item to the prompt, and runs the prompt once it
  * holds as many items as the prompt text has markers (or in buffer mode,
  * at once). */
@@ -537,6 +577,7 @@ gst_llm_prefill_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
       self->prompt_end = GST_BUFFER_PTS (buffer) + GST_BUFFER_DURATION (buffer);
     g_array_append_vals (self->prompt, ids->data, ids->len);
     GST_LOG_OBJECT (self, "prompt holds %u ids", self->prompt->len);
+    ret = bound_held_prompt (self);
   }
 
   g_array_unref (ids);
@@ -784,6 +825,8 @@ load_model (GstLlmPrefill *self)
     return FALSE;
   }
   llm_session_pool_release (self->pool, first);
+  self->kv = config.kv;
+  self->long_prompt_warned = FALSE;
 
   LlmModel *llm = self->llm;
   const LlmVocab *vocab = llm_model_tokenizer (llm) ? llm_tokenizer_vocab (llm_model_tokenizer (llm)) : NULL;

@@ -359,6 +359,69 @@ START_TEST (test_prefill_event_mode_joins_buffers_into_one_prompt)
 }
 END_TEST
 
+/* A prompt that can never fit a full cache is refused as soon as it is
+ * held, not when (if ever) its end comes. */
+START_TEST (test_prefill_event_mode_refuses_a_prompt_past_the_context_before_its_end)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("context-length=32", "max-tokens=8", &bus);
+
+  for (guint i = 0; i < 6; i++)
+    ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, i * GST_SECOND)),
+        GST_FLOW_OK);
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, 6 * GST_SECOND)),
+      GST_FLOW_ERROR);
+  char *text = pop_error (bus, GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED);
+  ck_assert_msg (strstr (text, "over 35 tokens") && strstr (text, "(32)")
+      && strstr (text, "llm-end-of-prompt"), "%s", text);
+  g_free (text);
+  harness_free (h, bus);
+}
+END_TEST
+
+/* A window cache takes a prompt of any length, but a live source that
+ * never ends its prompt does not make llmprefill hold ids for ever: at
+ * 64 Ki ids the prompt is answered as it stands, with a warning. */
+START_TEST (test_prefill_event_mode_answers_an_endless_prompt_at_its_bound)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("kv-policy=window kv-window=64 context-length=64",
+      "max-tokens=4", &bus);
+  gint32 ids[1024];
+  for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
+    ids[i] = prompt_ids[1 + i % 4];
+
+  for (guint i = 0; i < 63; i++)
+    gst_harness_push (h, ids_buffer (ids, G_N_ELEMENTS (ids), i * GST_SECOND));
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (ids, G_N_ELEMENTS (ids), 63 * GST_SECOND)),
+      GST_FLOW_OK);
+  GstMessage *m = gst_bus_timed_pop_filtered (bus, 0, GST_MESSAGE_WARNING);
+  ck_assert_msg (m != NULL, "no warning");
+  GError *error = NULL;
+  gst_message_parse_warning (m, &error, NULL);
+  ck_assert_msg (strstr (error->message, "65536 tokens"), "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (m);
+  char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  g_free (reason);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 65536);
+  gst_structure_free (s);
+
+  /* what comes next is a prompt of its own */
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 64 * GST_SECOND));
+  ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_prompt ()));
+  reason = pull_end_of_response (h);
+  g_free (reason);
+  s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 5);
+  gst_structure_free (s);
+  harness_free (h, bus);
+}
+END_TEST
+
 /* Slow downstream: each token takes a few milliseconds to be consumed,
  * so a response is still running when the test acts on it. */
 static gint delivered;
@@ -1552,6 +1615,8 @@ generate_suite (void)
   tcase_add_loop_test (tc, test_decode_replace_ends_a_kept_conversations_endless_response, 0, 2);
   tcase_add_test (tc, test_decode_queues_prompts_and_answers_them_in_order);
   tcase_add_test (tc, test_latency_query_adds_measured_prefill_and_step_time);
+  tcase_add_test (tc, test_prefill_event_mode_refuses_a_prompt_past_the_context_before_its_end);
+  tcase_add_test (tc, test_prefill_event_mode_answers_an_endless_prompt_at_its_bound);
   tcase_add_test (tc, test_decode_stop_string_ends_the_response);
   tcase_add_test (tc, test_decode_stops_when_the_context_is_full);
   tcase_add_test (tc, test_prefill_keep_context_continues_the_conversation);
