@@ -574,8 +574,8 @@ generate (GstLlmDecode *self, Queued *prompt)
          * its next prompt; one stream's newcomer never fails another. */
         GST_ELEMENT_WARNING (self, RESOURCE, NO_SPACE_LEFT,
             ("The engine's KV memory ran out while this response grew, so it ends after "
-                "%u tokens. Raise kv-pool-bytes, set kv-full=preempt, or run fewer streams "
-                "on this model.", generated), ("%s", error->message));
+                "%u tokens. %s", generated,
+                gst_llm_kv_pool_advice (llm_session_engine (session))), ("%s", error->message));
         reason = GST_LLM_STOP_REASON_KV_POOL_FULL;
         no_room = TRUE;
       } else {

@@ -182,6 +182,14 @@ gst_llm_segment_for_output (GstEvent *event, guint64 out_bytes)
   return ours;
 }
 
+const char *
+gst_llm_kv_pool_advice (const LlmEngine *engine)
+{
+  if (llm_engine_options (engine)->kv_full == LLM_KV_FULL_PREEMPT)
+    return "Raise kv-pool-bytes or run fewer streams on this model.";
+  return "Raise kv-pool-bytes, set kv-full=preempt, or run fewer streams on this model.";
+}
+
 gsize
 gst_llm_utf8_unfinished_tail (const char *text, gsize len)
 {

@@ -7,6 +7,7 @@
 
 #include <gst/gst.h>
 
+#include "engine.h"
 #include "tokenizer.h"
 
 G_BEGIN_DECLS
@@ -38,6 +39,10 @@ void gst_llm_element_init (GstPlugin *plugin);
 
 void gst_llm_element_error_load (GstElement *element, const char *property, const char *path,
     const GError *error, const char *file, const char *function, int line);
+
+/* What a person can do when @engine's KV pool is used up: the sentence
+ * that ends the message, without advice the engine already follows. */
+const char *gst_llm_kv_pool_advice (const LlmEngine *engine);
 
 /* Number of bytes at the end of @text that begin a UTF-8 character not
  * complete yet, so that more bytes may finish it. 0 when @text ends on a

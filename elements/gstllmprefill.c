@@ -397,8 +397,8 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
     } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
         || g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
       GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
-          ("The engine's KV memory is used up by its streams: %s. Raise kv-pool-bytes, set "
-              "kv-full=preempt, or run fewer streams on this model.", error->message),
+          ("The engine's KV memory is used up by its streams: %s. %s", error->message,
+              gst_llm_kv_pool_advice (self->engine)),
           (NULL));
     } else if (g_error_matches (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN)) {
       GST_ELEMENT_ERROR (self, STREAM, FORMAT,
