@@ -518,6 +518,9 @@ generate (GstLlmDecode *self, Queued *prompt)
       meta->prompt_tokens, token);
   GstLlmDecodeClass *klass = GST_LLM_DECODE_GET_CLASS (self);
   self->prompt_thread = prompt->arrived_on;
+  /* A flush, a shutdown or a newer prompt that replaces this response
+   * also ends a wait for KV memory other streams hold. */
+  llm_session_set_cancel_flag (session, &self->cancel);
   if (klass->begin)
     klass->begin (self, state, session, token);
   /* Tokens the last step made that are not out yet; all but the last are
@@ -563,7 +566,11 @@ generate (GstLlmDecode *self, Queued *prompt)
     if (!klass->step (self, state, session, token, max_tokens > 0 ? max_tokens - generated : 0,
             made, &n_made, &error)) {
       n_made = n_taken = 0;
-      if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
+      if (g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_CANCELLED)) {
+        GST_DEBUG_OBJECT (self, "cancelled while waiting for KV memory");
+        reason = GST_LLM_STOP_REASON_CANCELLED;
+        cancelled = TRUE;
+      } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
         GST_DEBUG_OBJECT (self, "context full: %s", error->message);
         reason = GST_LLM_STOP_REASON_CONTEXT_FULL;
         no_room = TRUE;
@@ -636,6 +643,7 @@ generate (GstLlmDecode *self, Queued *prompt)
     }
   }
 
+  llm_session_set_cancel_flag (session, NULL);
   gsize kv_bytes = llm_session_kv_bytes (session);
   guint context_tokens = llm_session_n_ids (session);
   post_stats (self, meta, ttft_us, generated, kv_bytes, context_tokens, llm_model_device (model), reason);

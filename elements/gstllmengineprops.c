@@ -90,8 +90,11 @@ gst_llm_kv_policy_get_type (void)
  *   an element error naming kv-pool-bytes; a response that outgrows the
  *   pool ends early (llm-stats reason "kv-pool-full") with a warning naming
  *   it, and the stream takes its next prompt
- * @GST_LLM_KV_FULL_PREEMPT: the longest-idle other stream on the engine
- *   gives its KV up and recomputes it when it next runs
+ * @GST_LLM_KV_FULL_PREEMPT: streams take turns: one that needs more takes
+ *   the KV of an idle stream or of one that started after it, which
+ *   recomputes it when its turn comes, and otherwise waits for memory to
+ *   come free (until a flush or a state change); only a response that
+ *   alone outgrows the pool ends early, as with refuse
  *
  * What the engine does when its KV pool (kv-pool-bytes) is full.
  *
@@ -108,8 +111,8 @@ gst_llm_kv_full_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     {GST_LLM_KV_FULL_REFUSE, "Refuse the stream that needs more, naming the limit", "refuse"},
-    {GST_LLM_KV_FULL_PREEMPT, "Take the longest-idle stream's KV; it recomputes later",
-        "preempt"},
+    {GST_LLM_KV_FULL_PREEMPT, "Take turns: take an idle or younger stream's KV (it "
+          "recomputes later), or wait for some", "preempt"},
     {0, NULL, NULL},
   };
 
@@ -310,9 +313,11 @@ gst_llm_engine_props_install (GObjectClass *klass, guint first_id)
    * GstLlmPrefill:kv-full:
    *
    * What the engine does when kv-pool-bytes is reached: refuse the stream
-   * that needs more (an element error naming the limit), or preempt the
-   * longest-idle other stream, which recomputes its cache when it next
-   * runs.
+   * that needs more (an element error naming the limit), or let streams
+   * take turns: one that needs more takes the KV of an idle stream or of
+   * one that started after it (which recomputes its cache when its turn
+   * comes), and otherwise waits until memory comes free; a flush or a
+   * state change ends the wait.
    *
    * Since: 0.2
    */

@@ -381,12 +381,21 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   GST_DEBUG_OBJECT (self, "prefill of %u ids (%u from the prompt) after %u", n_ids, n,
       llm_session_n_ids (session));
   const float *media = self->media ? (const float *) self->media_rows->data : NULL;
-  if (!llm_session_feed_embd (session, (const gint32 *) self->ids->data, media, n_ids,
-          &error)) {
+  /* A flush or shutdown ends a wait for KV memory other streams hold. */
+  llm_session_set_cancel_flag (session, llm_session_pool_flushing_flag (self->pool));
+  gboolean fed = llm_session_feed_embd (session, (const gint32 *) self->ids->data, media,
+      n_ids, &error);
+  llm_session_set_cancel_flag (session, NULL);
+  if (!fed) {
     guint held = llm_session_n_ids (session);
     /* The session may hold part of the prompt now; start over next time. */
     llm_session_reset (session);
     llm_session_pool_release (self->pool, session);
+    if (g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_CANCELLED)) {
+      GST_DEBUG_OBJECT (self, "flushing while waiting for KV memory");
+      g_error_free (error);
+      return GST_FLOW_FLUSHING;
+    }
     if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_FULL)) {
       GST_ELEMENT_ERROR (self, STREAM, FAILED,
           ("The prompt (%u tokens, after %u in the conversation) does not fit in the "

@@ -41,6 +41,8 @@ struct _LlmEngine {
   guint64 n_waits, waited_us; /* wait_for_returning's, under sched_lock */
 
   guint64 n_forwards, n_rows; /* atomic */
+  guint64 n_admitted;         /* sequences ranked so far, under eval_lock */
+  gint64 idle_after_us;       /* the leader's: unused this long is idle */
 };
 
 struct _LlmSeq {
@@ -52,6 +54,10 @@ struct _LlmSeq {
   gboolean in_eval;           /* may not be preempted */
   gint pending;               /* atomic: has a request in the scheduler, so not idle */
   gboolean preempted;
+  guint64 admitted;           /* its rank for preemption (eval_lock): the
+                               * engine's count when it first got KV after
+                               * being emptied by its owner; 0: none yet */
+  const gint *cancel;         /* llm_seq_set_cancel_flag's; atomic reads */
   guint64 finished_gen;       /* under sched_lock: the forward its last request finished in */
   guint8 *skip;               /* n_layer flags: layers its rows pass through unchanged; NULL */
 };
@@ -73,6 +79,7 @@ typedef struct {
   GError *error;
   guint done;
   guint embd_first;           /* the scheduler's: its first media row's index */
+  gboolean may_wait;          /* its error is a full pool that others hold */
 } LlmEvalSegment;
 
 /* Rows [@from, @from + @count) of @n tokens fed to @seq from position
@@ -91,9 +98,12 @@ gboolean llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments,
     GError **error);
 /* Evaluates @rows; a segment whose rows are bad or do not fit gets its
  * own error and the others go on. FALSE only if the forward itself
- * failed (every segment then has an error). Takes eval_lock. */
+ * failed (every segment then has an error). With @patient (the
+ * scheduler's requests, which can wait) preemption ranks sequences as
+ * engine.h says; without, it takes from the longest-idle one. Takes
+ * eval_lock. */
 gboolean llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows,
-    LlmEvalSegment *segs, guint n_segs);
+    LlmEvalSegment *segs, guint n_segs, gboolean patient);
 
 /* @seq is being freed: the scheduler stops expecting its next request
  * (scheduler.c). */

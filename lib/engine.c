@@ -301,19 +301,47 @@ preempt_victim (LlmEngine *e, const LlmSeq *asking)
   return victim;
 }
 
-/* Reserves @n slots in @seq, making room per the pool-full policy. */
+/* For a request that can wait (engine.h): an idle sequence, the longest
+ * idle first, else the youngest sequence younger than @asking; NULL when
+ * every other holder of KV is older than @asking and busy. */
+static LlmSeq *
+patient_victim (LlmEngine *e, const LlmSeq *asking, gint64 now)
+{
+  LlmSeq *idle = NULL, *younger = NULL;
+  for (GList *l = e->seqs; l; l = l->next) {
+    LlmSeq *s = l->data;
+    if (s == asking || s->in_eval || llm_kv_cache_bytes (s->kv) == 0)
+      continue;
+    if (!g_atomic_int_get (&s->pending) && now - s->last_used_us >= e->idle_after_us) {
+      if (idle == NULL || s->last_used_us < idle->last_used_us)
+        idle = s;
+    } else if (s->admitted > asking->admitted
+        && (younger == NULL || s->admitted > younger->admitted)) {
+      younger = s;
+    }
+  }
+  return idle ? idle : younger;
+}
+
+/* Reserves @n slots in @seq, making room per the pool-full policy. A
+ * full pool that other sequences hold sets *@may_wait for a @patient
+ * caller. */
 static gboolean
-reserve (LlmEngine *e, LlmSeq *seq, guint n, GError **error)
+reserve (LlmEngine *e, LlmSeq *seq, guint n, gboolean patient, gint64 now,
+    gboolean *may_wait, GError **error)
 {
   for (;;) {
     GError *err = NULL;
     if (llm_kv_cache_reserve (seq->kv, n, &err))
       return TRUE;
     LlmSeq *victim = NULL;
-    if (g_error_matches (err, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
-        && e->opts.kv_full == LLM_KV_FULL_PREEMPT)
-      victim = preempt_victim (e, seq);
+    const gboolean preempt = g_error_matches (err, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
+        && e->opts.kv_full == LLM_KV_FULL_PREEMPT;
+    if (preempt)
+      victim = patient ? patient_victim (e, seq, now) : preempt_victim (e, seq);
     if (victim == NULL) {
+      *may_wait = preempt && patient
+          && llm_kv_pool_bytes (e->kv_pool) > llm_kv_cache_bytes (seq->kv);
       g_propagate_error (error, err);
       return FALSE;
     }
@@ -326,15 +354,18 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, GError **error)
 
 gboolean
 llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *segs,
-    guint n_segs)
+    guint n_segs, gboolean patient)
 {
   g_mutex_lock (&e->eval_lock);
   const gint64 now = g_get_monotonic_time ();
   for (guint s = 0; s < n_segs; s++) {
     segs[s].done = 0;
+    segs[s].may_wait = FALSE;
     segs[s].seq->evicted0 = llm_kv_cache_n_evicted (segs[s].seq->kv);
     if (!check_segment (e, rows, &segs[s], &segs[s].error))
       continue;
+    if (segs[s].seq->admitted == 0)
+      segs[s].seq->admitted = ++e->n_admitted;
     if (llm_kv_cache_n (segs[s].seq->kv) == 0)
       segs[s].seq->pos0 = rows[segs[s].first].pos;
   }
@@ -367,7 +398,7 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
         set_preempted_error (&seg->error);
         continue;
       }
-      if (!reserve (e, seq, take, &seg->error))
+      if (!reserve (e, seq, take, patient, now, &seg->may_wait, &seg->error))
         continue;
       seq->in_eval = TRUE;
       /* An eviction just now moved the sequence's positions down. */
@@ -436,7 +467,7 @@ llm_engine_eval (LlmEngine *e, const LlmBatchRow *rows, guint n, float *logits,
   g_autoptr (GArray) segs = g_array_new (FALSE, FALSE, sizeof (LlmEvalSegment));
   if (!llm_engine_segments (er, n, segs, error))
     return FALSE;
-  llm_engine_eval_segments (e, er, (LlmEvalSegment *) segs->data, segs->len);
+  llm_engine_eval_segments (e, er, (LlmEvalSegment *) segs->data, segs->len, FALSE);
   gboolean ok = TRUE;
   for (guint s = 0; s < segs->len; s++) {
     GError *err = g_array_index (segs, LlmEvalSegment, s).error;
@@ -483,7 +514,7 @@ llm_seq_eval_tokens (LlmSeq *seq, const gint32 *tokens, guint n, float *logits,
   llm_engine_token_rows (seq, tokens, NULL, NULL, n, llm_seq_pos_next (seq), logits,
       all_logits, 0, n, rows);
   LlmEvalSegment seg = { seq, 0, n, NULL, 0 };
-  llm_engine_eval_segments (seq->engine, rows, &seg, 1);
+  llm_engine_eval_segments (seq->engine, rows, &seg, 1, FALSE);
   if (seg.error) {
     g_propagate_error (error, seg.error);
     return FALSE;

@@ -38,13 +38,30 @@ typedef enum {
   LLM_ENGINE_ERROR_BATCH,   /* rows that do not make a batch (see llm_engine_eval) */
   LLM_ENGINE_ERROR_PREEMPTED, /* the sequence lost its KV to another stream; feed it again */
   LLM_ENGINE_ERROR_CONFIG,  /* settings it cannot run with (the message names them) */
+  LLM_ENGINE_ERROR_CANCELLED, /* it waited for KV memory and its cancel flag was set */
 } LlmEngineError;
 
 /* When the KV pool cannot take another block. */
 typedef enum {
   LLM_KV_FULL_REFUSE,   /* the evaluation that needs the block fails (LLM_KV_ERROR_POOL_FULL) */
-  LLM_KV_FULL_PREEMPT,  /* the longest-idle other sequence gives its blocks up */
+  LLM_KV_FULL_PREEMPT,  /* another sequence gives its blocks up (below) */
 } LlmKvFullPolicy;
+
+/* Preemption, as the scheduler runs it (llm_engine_submit): sequences
+ * rank by when they were first given KV memory, and keep their rank
+ * through preemption. A request short of memory takes it from a sequence
+ * that is idle (no request, unused for a while: a stream whose response
+ * ended, or whose downstream blocks), else from the youngest sequence
+ * younger than itself. With neither, it waits in the scheduler until
+ * memory comes free, however long that is (its cancel flag ends the
+ * wait), unless no other sequence holds any, when it fails with
+ * LLM_KV_ERROR_POOL_FULL. So the oldest streams run and the youngest wait
+ * their turn: streams never take memory from each other in a circle. A
+ * preempted request that began on an empty sequence starts over inside
+ * the scheduler; others fail with LLM_ENGINE_ERROR_PREEMPTED, and the
+ * owner feeds the history again. Direct evaluation (llm_engine_eval, whose
+ * caller cannot wait) takes from the longest-idle other sequence or fails
+ * at once. */
 
 typedef struct {
   int n_threads;              /* <= 0: one per usable core */
@@ -125,6 +142,12 @@ void llm_seq_clear (LlmSeq *seq);
 void llm_seq_release (LlmSeq *seq);
 LlmKvCache *llm_seq_kv (LlmSeq *seq);
 gsize llm_seq_kv_bytes (const LlmSeq *seq);
+/* While *@flag (an int read atomically; NULL: none) is non-zero, a request
+ * of @seq waiting in the scheduler for KV memory gives up with
+ * LLM_ENGINE_ERROR_CANCELLED, within about 10 ms: how a stream that is
+ * flushed or shut down stops waiting. The flag must stay valid until it
+ * is unset here. */
+void llm_seq_set_cancel_flag (LlmSeq *seq, const gint *flag);
 /* Whether the engine took its KV for another sequence (kv-full preempt):
  * its cache is empty now and the owner must feed its history again. */
 gboolean llm_seq_was_preempted (const LlmSeq *seq);

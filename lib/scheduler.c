@@ -23,14 +23,55 @@ typedef struct {
   gboolean all_logits;
   GError *error;
   gboolean finished;
+  gboolean restartable;       /* began on an empty sequence at position 0 */
   guint deferred;             /* forwards it could not get KV memory in */
+  guint64 picked;             /* the forward (sched_gen + 1) that took it first */
   GCond wake;                 /* its thread waits here, so a step wakes only
                                * the threads it concerns */
 } SchedRequest;
 
-/* Forwards a request may wait for KV memory that the streams running
- * beside it hold (kv-full=preempt) before it fails. */
-#define MAX_DEFERRALS 64
+/* How often a leader with nothing it can run (every request waits for KV
+ * memory) looks again: memory comes free outside the scheduler, when a
+ * stream is reset or freed or falls idle. */
+#define WAIT_POLL_US 10000
+
+/* A sequence without a request, unused for this long (and for four
+ * one-row forwards), is idle, and may lose its KV to any other
+ * (engine.h): long enough that a stream between two of its tokens, on
+ * cores shared with many streams, is not taken for one whose response
+ * ended. */
+#define IDLE_US 20000
+
+static gboolean
+cancelled (const SchedRequest *r)
+{
+  const gint *flag = g_atomic_pointer_get (&r->seq->cancel);
+  return flag != NULL && g_atomic_int_get (flag);
+}
+
+static void
+finish_cancelled (SchedRequest *r)
+{
+  g_set_error_literal (&r->error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_CANCELLED,
+      "cancelled while waiting for KV memory that other streams hold");
+  r->finished = TRUE;
+}
+
+/* The unfinished waiting request of the oldest sequence that this
+ * forward has not taken yet, or NULL. */
+static SchedRequest *
+oldest_waiting (LlmEngine *e)
+{
+  SchedRequest *best = NULL;
+  for (GList *l = e->pending.head; l; l = l->next) {
+    SchedRequest *r = l->data;
+    if (r->finished || r->deferred == 0 || r->picked == e->sched_gen + 1)
+      continue;
+    if (best == NULL || r->seq->admitted < best->seq->admitted)
+      best = r;
+  }
+  return best;
+}
 
 /* Rows of @r for this forward, at most @room. A decode step's one row is
  * always taken; prompt rows come out of @budget, which all the prompts of
@@ -48,10 +89,32 @@ take_rows (const SchedRequest *r, guint room, guint *budget)
   return take;
 }
 
+/* Adds what @r runs in this forward: at most what is left of the chunk
+ * once @keep rows are kept for the decode steps still to come. */
+static void
+add_request (LlmEngine *e, SchedRequest *r, guint keep, LlmEvalRow *rows, guint *n_rows,
+    LlmEvalSegment *segs, SchedRequest **reqs, guint *n_segs, guint *budget)
+{
+  const guint room = LLM_FORWARD_CHUNK - *n_rows;
+  const guint take = take_rows (r, r->n - r->done == 1 ? room : room - MIN (keep, room),
+      budget);
+  if (take == 0)
+    return;
+  segs[*n_segs] = (LlmEvalSegment) { r->seq, *n_rows, take, NULL, 0, r->embd_next };
+  reqs[(*n_segs)++] = r;
+  /* Row done goes where the sequence is now: a window that evicted in
+   * an earlier forward of this request moved its positions down. */
+  const guint32 pos0 = llm_seq_pos_next (r->seq) - (guint32) r->done;
+  llm_engine_token_rows (r->seq, r->tokens, r->embd, &r->embd_next, r->n, pos0,
+      r->logits, r->all_logits, r->done, take, rows + *n_rows);
+  *n_rows += take;
+}
+
 /* Runs one forward over the ready work of the pending requests and
  * marks what finished. Called by the leader with sched_lock held; drops
- * it while the forward runs. */
-static void
+ * it while the forward runs. Returns whether anything moved: rows
+ * evaluated or requests finished. */
+static gboolean
 lead_one_forward (LlmEngine *e)
 {
   LlmEvalRow rows[LLM_FORWARD_CHUNK];
@@ -60,32 +123,39 @@ lead_one_forward (LlmEngine *e)
   guint n_rows = 0, n_segs = 0;
   guint budget = e->opts.max_prefill_chunk;
 
-  /* Requests that found no KV memory last time first (they may preempt
-   * the others then); then decode steps (one row each), which streams
-   * wait on between tokens; prompts fill the rest of the chunk. */
-  for (int pass = 0; pass < 3; pass++) {
+  /* Requests that found no KV memory last time first, the oldest
+   * sequence's first (each may take memory from younger ones); then
+   * decode steps (one row each), which streams wait on between tokens;
+   * prompts fill the rest of the chunk. */
+  guint steps = 0, waiting = 0;
+  for (GList *l = e->pending.head; l; l = l->next) {
+    const SchedRequest *r = l->data;
+    steps += !r->finished && r->deferred == 0 && r->n - r->done == 1;
+    waiting += !r->finished && r->deferred > 0;
+  }
+  /* A waiting prompt never crowds the steps out: they may be what holds
+   * the memory it waits for. */
+  for (SchedRequest *r; waiting > 0 && n_rows < LLM_FORWARD_CHUNK && (r = oldest_waiting (e));) {
+    r->picked = e->sched_gen + 1;
+    if (cancelled (r))
+      finish_cancelled (r);
+    else
+      add_request (e, r, steps, rows, &n_rows, segs, reqs, &n_segs, &budget);
+  }
+  for (int pass = 1; pass < 3; pass++) {
     for (GList *l = e->pending.head; l && n_rows < LLM_FORWARD_CHUNK; l = l->next) {
       SchedRequest *r = l->data;
       const int kind = r->deferred > 0 ? 0 : r->n - r->done == 1 ? 1 : 2;
       if (r->finished || kind != pass)
         continue;
-      const guint take = take_rows (r, LLM_FORWARD_CHUNK - n_rows, &budget);
-      if (take == 0)
-        continue;
-      segs[n_segs] = (LlmEvalSegment) { r->seq, n_rows, take, NULL, 0, r->embd_next };
-      reqs[n_segs++] = r;
-      /* Row done goes where the sequence is now: a window that evicted in
-       * an earlier forward of this request moved its positions down. */
-      const guint32 pos0 = llm_seq_pos_next (r->seq) - (guint32) r->done;
-      llm_engine_token_rows (r->seq, r->tokens, r->embd, &r->embd_next, r->n, pos0,
-          r->logits, r->all_logits, r->done, take, rows + n_rows);
-      n_rows += take;
+      add_request (e, r, 0, rows, &n_rows, segs, reqs, &n_segs, &budget);
     }
   }
+  e->idle_after_us = MAX (IDLE_US, 4 * e->last_step_us);
   g_mutex_unlock (&e->sched_lock);
   const gint64 t0 = g_get_monotonic_time ();
   if (n_segs > 0)
-    llm_engine_eval_segments (e, rows, segs, n_segs);
+    llm_engine_eval_segments (e, rows, segs, n_segs, TRUE);
   const gint64 took = g_get_monotonic_time () - t0;
   g_mutex_lock (&e->sched_lock);
   e->sched_gen++;
@@ -100,6 +170,10 @@ lead_one_forward (LlmEngine *e)
   if (n_segs > 0 && steps_only)
     e->last_step_us = took;
 
+  gboolean moved = FALSE;
+  /* (requests cancelled before the forward) */
+  for (GList *l = e->pending.head; l; l = l->next)
+    moved |= ((SchedRequest *) l->data)->finished;
   for (guint s = 0; s < n_segs; s++) {
     SchedRequest *r = reqs[s];
     /* Media rows are taken again from the first one not evaluated when
@@ -110,25 +184,40 @@ lead_one_forward (LlmEngine *e)
         r->embd_next += r->tokens[k] == LLM_TOKEN_EMBD;
     }
     r->done += segs[s].done;
-    /* The memory is held by streams of this very forward: next time it
-     * goes first and can take it from them. */
-    if (n_segs > 1 && e->opts.kv_full == LLM_KV_FULL_PREEMPT
-        && g_error_matches (segs[s].error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
-        && r->deferred < MAX_DEFERRALS) {
+    moved |= segs[s].done > 0;
+    /* Preempted by an older stream: a request that holds the whole
+     * sequence starts over from the first row when its turn comes. */
+    if (r->restartable && g_error_matches (segs[s].error, LLM_ENGINE_ERROR,
+            LLM_ENGINE_ERROR_PREEMPTED)) {
+      g_clear_error (&segs[s].error);
+      llm_seq_clear (r->seq);
+      r->done = 0;
+      r->embd_next = 0;
+      segs[s].may_wait = TRUE;
+    }
+    /* Others hold the memory: it waits for its turn, ahead of younger
+     * streams' new work. */
+    if (segs[s].may_wait) {
       g_clear_error (&segs[s].error);
       r->deferred++;
+      if (cancelled (r)) {
+        finish_cancelled (r);
+        moved = TRUE;
+      }
       continue;
     }
     r->deferred = 0;
     if (segs[s].error) {
       r->error = segs[s].error;
       r->finished = TRUE;
+      moved = TRUE;
     } else if (r->done == r->n) {
       r->finished = TRUE;
       r->seq->finished_gen = e->sched_gen;
       e->returning[0]++;
     }
   }
+  return moved;
 }
 
 /* @seq, if a stream the leader would wait for (its last request finished
@@ -216,6 +305,11 @@ llm_engine_submit_embd (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, const f
     .seq = seq, .tokens = tokens, .embd = embd, .n = n,
     .logits = logits, .all_logits = all_logits,
   };
+  /* Not a sequence emptied by a preemption: its history is gone, and the
+   * owner must feed it again (eval_lock: a preemption may be under way). */
+  g_mutex_lock (&e->eval_lock);
+  req.restartable = llm_seq_n (seq) == 0 && seq->pos0 == 0 && !seq->preempted;
+  g_mutex_unlock (&e->eval_lock);
   g_mutex_lock (&e->sched_lock);
   g_atomic_int_set (&seq->pending, TRUE);
   no_longer_returning (e, seq);
@@ -236,7 +330,10 @@ llm_engine_submit_embd (LlmEngine *e, LlmSeq *seq, const gint32 *tokens, const f
         ;
     }
     wait_for_returning (e);
-    lead_one_forward (e);
+    /* Nothing could run: every request waits for memory. */
+    if (!lead_one_forward (e))
+      g_cond_wait_until (&e->sched_cond, &e->sched_lock,
+          g_get_monotonic_time () + WAIT_POLL_US);
     /* Finished requests leave the queue and their threads wake; the first
      * unfinished one of another thread leads next. */
     for (GList *l = e->pending.head; l; ) {

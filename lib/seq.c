@@ -77,6 +77,7 @@ llm_seq_fork (LlmSeq *seq)
   f->kv = llm_kv_cache_fork (seq->kv);
   f->pos0 = seq->pos0;
   f->preempted = seq->preempted;
+  f->admitted = seq->admitted;
   f->last_used_us = g_get_monotonic_time ();
   e->seqs = g_list_prepend (e->seqs, f);
   g_mutex_unlock (&e->eval_lock);
@@ -120,12 +121,23 @@ llm_seq_truncate (LlmSeq *seq, guint32 n)
   g_mutex_unlock (&seq->engine->eval_lock);
 }
 
+/* Under eval_lock. A sequence emptied by its owner ranks anew when it next
+ * gets memory; one emptied after a preemption, to be fed its history
+ * again, keeps its rank. */
+static void
+forget_rank (LlmSeq *seq)
+{
+  if (!seq->preempted)
+    seq->admitted = 0;
+}
+
 void
 llm_seq_clear (LlmSeq *seq)
 {
   g_mutex_lock (&seq->engine->eval_lock);
   llm_kv_cache_clear (seq->kv);
   seq->pos0 = 0;
+  forget_rank (seq);
   seq->preempted = FALSE;
   g_mutex_unlock (&seq->engine->eval_lock);
 }
@@ -136,6 +148,7 @@ llm_seq_release (LlmSeq *seq)
   g_mutex_lock (&seq->engine->eval_lock);
   llm_kv_cache_release (seq->kv);
   seq->pos0 = 0;
+  forget_rank (seq);
   seq->preempted = FALSE;
   g_mutex_unlock (&seq->engine->eval_lock);
 }
@@ -150,6 +163,12 @@ gsize
 llm_seq_kv_bytes (const LlmSeq *seq)
 {
   return llm_kv_cache_bytes (seq->kv);
+}
+
+void
+llm_seq_set_cancel_flag (LlmSeq *seq, const gint *flag)
+{
+  g_atomic_pointer_set (&seq->cancel, flag);
 }
 
 gboolean

@@ -15,7 +15,7 @@ struct _LlmSessionPool {
   LlmSessionConfig config;
   guint max_sessions;
   GPtrArray *slots;     /* Slot*; [0] is the kept conversation */
-  gboolean flushing;
+  gint flushing;               /* under lock; read atomically by the engine */
 };
 
 /* Lets go of every slot. A busy session's reference goes when it comes
@@ -154,9 +154,15 @@ void
 llm_session_pool_set_flushing (LlmSessionPool *pool, gboolean flushing)
 {
   g_mutex_lock (&pool->lock);
-  pool->flushing = flushing;
+  g_atomic_int_set (&pool->flushing, flushing);
   g_cond_broadcast (&pool->cond);
   g_mutex_unlock (&pool->lock);
+}
+
+const gint *
+llm_session_pool_flushing_flag (LlmSessionPool *pool)
+{
+  return &pool->flushing;
 }
 
 void

@@ -36,6 +36,9 @@ LlmSession *llm_session_pool_acquire (LlmSessionPool *pool, gboolean keep_contex
 void llm_session_pool_release (LlmSessionPool *pool, LlmSession *session);
 /* While flushing, acquire does not wait: waiting callers return NULL. */
 void llm_session_pool_set_flushing (LlmSessionPool *pool, gboolean flushing);
+/* Non-zero while flushing: a cancel flag for llm_session_set_cancel_flag,
+ * valid as long as @pool. */
+const gint *llm_session_pool_flushing_flag (LlmSessionPool *pool);
 /* Lets go of every session: idle ones now, busy ones when released. */
 void llm_session_pool_clear (LlmSessionPool *pool);
 

@@ -108,6 +108,12 @@ llm_session_seq (LlmSession *s)
   return s->seq;
 }
 
+void
+llm_session_set_cancel_flag (LlmSession *s, const gint *flag)
+{
+  llm_seq_set_cancel_flag (s->seq, flag);
+}
+
 /* A window policy dropped @count positions during a feed: always the
  * oldest past the sink, so the history drops the same ids. (Counted from
  * the cache's evictions, not read off its length: another stream may

@@ -404,6 +404,75 @@ START_TEST (test_three_long_branches_on_a_small_pool_take_turns_to_the_end)
 }
 END_TEST
 
+/* Eight branches of 100 tokens (two blocks each) on a pool of nine
+ * blocks: the oldest streams run and the youngest wait for their turn,
+ * and every branch writes the text it writes alone. (Preempting the
+ * longest-idle stream, streams took the memory from each other in a
+ * circle, recomputing all along, until some gave up mid-response.) */
+START_TEST (test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text)
+{
+  max_tokens = 100;
+  char *alone[N_BRANCHES];
+  texts_alone (alone, N_BRANCHES);
+  g_autoptr (GString) desc = g_string_new (NULL);
+  for (guint i = 0; i < N_BRANCHES; i++)
+    append_branch (desc, i, "kv-pool-bytes=370000 kv-full=preempt", NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error == NULL && r.warning == NULL, "%s",
+      r.error ? r.error->message : r.warning ? r.warning->message : "");
+  run_clear (&r);
+  assert_texts_as_alone (alone, N_BRANCHES);
+}
+END_TEST
+
+static gpointer
+set_null (gpointer pipeline)
+{
+  return GINT_TO_POINTER (gst_element_set_state (pipeline, GST_STATE_NULL));
+}
+
+/* Two pipelines of one process on one engine (a pool of one block, a
+ * window of one block): the first one's endless response holds the block
+ * for ever and the second one's stream waits for it. Stopping the second
+ * pipeline ends that wait at once, while the first runs on. */
+START_TEST (test_a_stream_waiting_for_kv_memory_stops_with_its_pipeline)
+{
+  max_tokens = 0;
+  const char *props = "kv-pool-bytes=40960 kv-full=preempt kv-policy=window kv-window=64";
+  GstElement *pipelines[2];
+  for (guint i = 0; i < 2; i++) {
+    g_autoptr (GString) desc = g_string_new (NULL);
+    append_branch (desc, i, props, NULL);
+    pipelines[i] = gst_parse_launch (desc->str, NULL);
+    ck_assert (pipelines[i] != NULL);
+    gst_element_set_state (pipelines[i], GST_STATE_PLAYING);
+    g_usleep (G_USEC_PER_SEC / 2);
+  }
+  g_autofree char *path1 = path_in_tmp ("out%u.txt", 1);
+  GStatBuf st;
+  ck_assert (g_stat (path1, &st) == 0);
+  const goffset waited_out = st.st_size;
+
+  GThread *t = g_thread_new ("set-null", set_null, pipelines[1]);
+  const gint64 until = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+  GstState state = GST_STATE_PLAYING;
+  while (g_get_monotonic_time () < until
+      && (gst_element_get_state (pipelines[1], &state, NULL, 0), state != GST_STATE_NULL))
+    g_usleep (10000);
+  /* (had it not stopped, the first pipeline's stop frees the block) */
+  gst_element_set_state (pipelines[0], GST_STATE_NULL);
+  ck_assert_int_eq (GPOINTER_TO_INT (g_thread_join (t)), GST_STATE_CHANGE_SUCCESS);
+  ck_assert_msg (state == GST_STATE_NULL, "the second pipeline did not stop while its "
+      "stream waited for KV memory");
+  g_autofree char *out0 = read_out (0);
+  ck_assert_msg (strlen (out0) > 1000 && waited_out == 0, "%zu and %" G_GOFFSET_FORMAT
+      " bytes out", strlen (out0), waited_out);
+  for (guint i = 0; i < 2; i++)
+    gst_object_unref (pipelines[i]);
+}
+END_TEST
+
 static Suite *
 many_streams_suite (void)
 {
@@ -419,6 +488,8 @@ many_streams_suite (void)
   tcase_add_loop_test (tc, test_a_response_outgrowing_the_kv_pool_ends_early_without_an_error, 0, 2);
   tcase_add_test (tc, test_an_engine_context_does_not_override_the_elements_engine_properties);
   tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
+  tcase_add_test (tc, test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text);
+  tcase_add_test (tc, test_a_stream_waiting_for_kv_memory_stops_with_its_pipeline);
   suite_add_tcase (s, tc);
   return s;
 }
