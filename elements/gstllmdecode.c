@@ -1026,6 +1026,7 @@ gst_llm_decode_init (GstLlmDecode *self)
   gst_pad_set_activatemode_function (self->srcpad,
       GST_DEBUG_FUNCPTR (gst_llm_decode_src_activate_mode));
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+  gst_llm_latency_watch (GST_ELEMENT (self), &self->latency, self->srcpad);
 
   self->max_tokens = DEFAULT_MAX_TOKENS;
   self->stop_strings = NULL;

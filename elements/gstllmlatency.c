@@ -24,6 +24,26 @@ recent_max (const GstLlmLatency *latency)
   return max;
 }
 
+static GstPadProbeReturn
+latency_event (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  GstLlmLatency *latency = data;
+  if (GST_EVENT_TYPE (GST_PAD_PROBE_INFO_EVENT (info)) == GST_EVENT_LATENCY) {
+    GstObject *element = GST_OBJECT_PARENT (pad);
+    GST_OBJECT_LOCK (element);
+    latency->reported = latency->answered;
+    GST_OBJECT_UNLOCK (element);
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+void
+gst_llm_latency_watch (GstElement *element, GstLlmLatency *latency, GstPad *srcpad)
+{
+  g_return_if_fail (GST_OBJECT_PARENT (srcpad) == GST_OBJECT (element));
+  gst_pad_add_probe (srcpad, GST_PAD_PROBE_TYPE_EVENT_UPSTREAM, latency_event, latency, NULL);
+}
+
 void
 gst_llm_latency_note (GstElement *element, GstLlmLatency *latency, GstClockTime took)
 {
@@ -80,7 +100,7 @@ gst_llm_latency_answer (GstElement *element, GstLlmLatency *latency, GstPad *sin
   GST_OBJECT_LOCK (element);
   latency->live = live;
   if (live)
-    latency->reported = ours;
+    latency->answered = ours;
   GST_OBJECT_UNLOCK (element);
   GST_DEBUG_OBJECT (element, "live %d, adding %" GST_TIME_FORMAT " of latency", live,
       GST_TIME_ARGS (live ? ours : 0));

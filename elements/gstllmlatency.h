@@ -3,7 +3,7 @@
  * has taken to turn an input into its output (a prefill, a decode step)
  * over its recent outputs, measured as it runs. It answers LATENCY
  * queries and posts a latency message when that figure moves away from
- * what it last answered, so that the pipeline asks again: at once when it
+ * what the pipeline uses, so that the pipeline asks again: at once when it
  * grows, and when it has fallen to half, so that one slow spell (a burst
  * of other streams, a long prompt) does not delay a live stream for the
  * rest of its life. Before the first measurement nothing is added. */
@@ -23,9 +23,17 @@ typedef struct {
   GstClockTime span_max[GST_LLM_LATENCY_SPANS]; /* a ring; 0: nothing yet */
   guint span;                 /* the span being filled */
   guint in_span;              /* outputs counted in it */
-  GstClockTime reported;      /* what the last live query answered */
+  GstClockTime answered;      /* what the last live query answered */
+  GstClockTime reported;      /* what the pipeline uses: the answer before
+                               * its LATENCY event, or what we last posted */
   gboolean live;              /* the last query said so */
 } GstLlmLatency;
+
+/* Watches @srcpad (@element's) for the LATENCY event a pipeline sends
+ * upstream once it has asked everybody: only then is the last answer the
+ * latency in use. An application's own query changes nothing. Call once,
+ * at init; @latency lives as long as @element. */
+void gst_llm_latency_watch (GstElement *element, GstLlmLatency *latency, GstPad *srcpad);
 
 /* Forgets the measurements (READY->NULL). */
 void gst_llm_latency_reset (GstElement *element, GstLlmLatency *latency);

@@ -1048,6 +1048,7 @@ gst_llm_prefill_init (GstLlmPrefill *self)
   gst_pad_set_query_function (self->srcpad, GST_DEBUG_FUNCPTR (gst_llm_prefill_src_query));
   gst_pad_use_fixed_caps (self->srcpad);
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+  gst_llm_latency_watch (GST_ELEMENT (self), &self->latency, self->srcpad);
 
   gst_llm_engine_props_init (&self->settings.engine);
   gst_llm_sampler_props_init (&self->settings.sampler);

@@ -766,4 +766,6 @@ gst_llm_vision_encode_init (GstLlmVisionEncode *self)
   gst_base_transform_set_qos_enabled (GST_BASE_TRANSFORM (self), TRUE);
   self->next_due = GST_CLOCK_TIME_NONE;
   self->media_duration = GST_CLOCK_TIME_NONE;
+  gst_llm_latency_watch (GST_ELEMENT (self), &self->latency,
+      GST_BASE_TRANSFORM_SRC_PAD (self));
 }

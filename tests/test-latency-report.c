@@ -2,7 +2,9 @@
 /* elements/gstllmlatency.c: what an element adds to a live pipeline's
  * latency follows its recent outputs, grows at once and falls back when a
  * slow spell is over, each time with a latency message so the pipeline
- * asks again. Driven with made-up durations through a real pad pair. */
+ * asks again; what the pipeline uses is the answer its LATENCY event
+ * confirms, not what an application asked. Driven with made-up durations
+ * through a real pad pair. */
 #include <gst/check/gstharness.h>
 
 #include "llm-check.h"
@@ -39,6 +41,7 @@ fixture_init (Fixture *f, gboolean live)
   g_object_set_data (G_OBJECT (f->h->element), "fixture", f);
   GstPad *src = gst_element_get_static_pad (f->h->element, "src");
   gst_pad_set_query_function (src, answer_query);
+  gst_llm_latency_watch (f->h->element, &f->latency, src);
   gst_object_unref (src);
   if (live)
     gst_harness_set_upstream_latency (f->h, 10 * GST_MSECOND);
@@ -76,7 +79,7 @@ note (Fixture *f, guint times, GstClockTime took)
     gst_llm_latency_note (f->h->element, &f->latency, took);
 }
 
-/* What the pipeline would be told: ours on top of upstream's 10 ms. */
+/* What a query is told: ours on top of upstream's 10 ms. */
 static GstClockTime
 added (Fixture *f)
 {
@@ -85,14 +88,25 @@ added (Fixture *f)
   return total - 10 * GST_MSECOND;
 }
 
+/* What a pipeline does (gst_bin_recalculate_latency): asks, then sends
+ * the total to its sinks, which send it upstream. */
+static GstClockTime
+pipeline_asks (Fixture *f)
+{
+  GstClockTime ours = added (f);
+  ck_assert (gst_harness_push_upstream_event (f->h,
+          gst_event_new_latency (ours + 10 * GST_MSECOND)));
+  return ours;
+}
+
 START_TEST (test_nothing_is_added_before_a_measurement)
 {
   Fixture f;
   fixture_init (&f, TRUE);
-  ck_assert_uint_eq (added (&f), 0);
+  ck_assert_uint_eq (pipeline_asks (&f), 0);
   note (&f, 1, 4 * GST_MSECOND);
   ck_assert_uint_eq (messages (&f), 1);
-  ck_assert_uint_eq (added (&f), 4 * GST_MSECOND);
+  ck_assert_uint_eq (pipeline_asks (&f), 4 * GST_MSECOND);
   fixture_clear (&f);
 }
 END_TEST
@@ -102,13 +116,13 @@ START_TEST (test_a_slow_output_is_reported_at_once_and_forgotten_after_the_windo
   Fixture f;
   fixture_init (&f, TRUE);
   note (&f, 300, 2 * GST_MSECOND);
-  ck_assert_uint_eq (added (&f), 2 * GST_MSECOND);
-  messages (&f);
+  ck_assert_uint_eq (pipeline_asks (&f), 2 * GST_MSECOND);
+  ck_assert_uint_eq (messages (&f), 0);
 
   /* growth beyond a tenth (and a millisecond) is posted at once */
   note (&f, 1, 200 * GST_MSECOND);
   ck_assert_uint_eq (messages (&f), 1);
-  ck_assert_uint_eq (added (&f), 200 * GST_MSECOND);
+  ck_assert_uint_eq (pipeline_asks (&f), 200 * GST_MSECOND);
 
   /* within the window the slow output still counts, and nothing is
    * posted again */
@@ -120,7 +134,7 @@ START_TEST (test_a_slow_output_is_reported_at_once_and_forgotten_after_the_windo
    * pipeline is told */
   note (&f, GST_LLM_LATENCY_SPAN_OUTPUTS * 2, 2 * GST_MSECOND);
   ck_assert_uint_eq (messages (&f), 1);
-  ck_assert_uint_eq (added (&f), 2 * GST_MSECOND);
+  ck_assert_uint_eq (pipeline_asks (&f), 2 * GST_MSECOND);
   fixture_clear (&f);
 }
 END_TEST
@@ -130,13 +144,35 @@ START_TEST (test_an_ordinary_spread_posts_nothing)
   Fixture f;
   fixture_init (&f, TRUE);
   note (&f, 1, 10 * GST_MSECOND);
-  ck_assert_uint_eq (added (&f), 10 * GST_MSECOND);
-  messages (&f);
+  ck_assert_uint_eq (pipeline_asks (&f), 10 * GST_MSECOND);
+  ck_assert_uint_eq (messages (&f), 0);
   /* steps between 6 and 11 ms for a long run: within a tenth above, and
    * never down to half */
   for (guint i = 0; i < 5000; i++)
     note (&f, 1, (6 + i % 6) * GST_MSECOND);
   ck_assert_uint_eq (messages (&f), 0);
+  fixture_clear (&f);
+}
+END_TEST
+
+/* An application asking for the latency does not change what the
+ * pipeline uses: growth past that is still posted. (The answer to any
+ * query used to count as what the pipeline used, so an application's
+ * query could hide a growth from the pipeline for good.) */
+START_TEST (test_an_applications_query_does_not_hide_growth_from_the_pipeline)
+{
+  Fixture f;
+  fixture_init (&f, TRUE);
+  note (&f, 1, 10 * GST_MSECOND);
+  ck_assert_uint_eq (pipeline_asks (&f), 10 * GST_MSECOND);
+  /* within a tenth and a millisecond: not worth a recalculation */
+  note (&f, 1, 12 * GST_MSECOND);
+  ck_assert_uint_eq (messages (&f), 0);
+  ck_assert_uint_eq (added (&f), 12 * GST_MSECOND);
+  /* 14 ms is past what the pipeline uses (10), if not past what the
+   * application was told (12) */
+  note (&f, 1, 14 * GST_MSECOND);
+  ck_assert_uint_eq (messages (&f), 1);
   fixture_clear (&f);
 }
 END_TEST
@@ -172,6 +208,7 @@ latency_report_suite (void)
   tcase_add_test (tc, test_nothing_is_added_before_a_measurement);
   tcase_add_test (tc, test_a_slow_output_is_reported_at_once_and_forgotten_after_the_window);
   tcase_add_test (tc, test_an_ordinary_spread_posts_nothing);
+  tcase_add_test (tc, test_an_applications_query_does_not_hide_growth_from_the_pipeline);
   tcase_add_test (tc, test_a_pipeline_that_is_not_live_is_not_asked_to_recalculate);
   suite_add_tcase (s, tc);
   return s;
