@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* How many proposals a speculative step checks. Training-free: it keeps
  * a moving average of the chance that the proposal at each position is
- * accepted, given that those before it were, and of the measured time of
+ * accepted, given that those before it were (pooled, and apart for after
+ * a draft taken whole and after a miss, as runs of repetition make them
+ * differ), and of the measured time of
  * a step that checks each number of proposals, and each step takes the
  * number k (0 included) whose expected tokens, 1 + p1 + p1 p2 + ... +
  * p1...pk, over its time is largest (a wider step's time taken as at
@@ -53,6 +55,9 @@ typedef struct {
   guint probe_every;                          /* steps of 0 before a probe */
   gboolean probing;                           /* the last choice was a probe */
   double probe_us;                            /* the last probe's step, 0: none */
+  double accept_in[2][LLM_SPEC_BUDGET_MAX];   /* accept, after a miss / a full accept */
+  guint seen_in[2][LLM_SPEC_BUDGET_MAX];      /* observations of it, up to a cap */
+  guint state;                                /* 1: the last verdict took every proposal */
 } LlmSpecBudget;
 
 /* Nothing measured yet; @draft_max at most LLM_SPEC_BUDGET_MAX. */
@@ -70,8 +75,8 @@ void llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, g
  * proposal there would have been (@right) or not: the first position's
  * acceptance goes on learning, free, while the planner drafts nothing. */
 void llm_spec_budget_observe_guess (LlmSpecBudget *b, gboolean right);
-/* The moving average of acceptance at position @i (the planner's
- * estimate, as it weighs it; for stats). */
+/* The moving average of acceptance at position @i, over both states (for
+ * stats). */
 double llm_spec_budget_acceptance (const LlmSpecBudget *b, guint i);
 /* The moving average of the measured time of a step checking @w
  * proposals, drafting included, in microseconds; 0 if none was timed
