@@ -25,7 +25,6 @@ typedef struct {
   gboolean finished;
   gboolean restartable;       /* began on an empty sequence at position 0 */
   guint deferred;             /* forwards it could not get KV memory in */
-  guint64 picked;             /* the forward (sched_gen + 1) that took it first */
   GCond wake;                 /* its thread waits here, so a step wakes only
                                * the threads it concerns */
 } SchedRequest;
@@ -57,20 +56,16 @@ finish_cancelled (SchedRequest *r)
   r->finished = TRUE;
 }
 
-/* The unfinished waiting request of the oldest sequence that this
- * forward has not taken yet, or NULL. */
-static SchedRequest *
-oldest_waiting (LlmEngine *e)
+/* Older sequences first (engine.h); one not ranked yet (a new stream)
+ * after all that are. */
+static gint
+by_age (gconstpointer a, gconstpointer b, gpointer data)
 {
-  SchedRequest *best = NULL;
-  for (GList *l = e->pending.head; l; l = l->next) {
-    SchedRequest *r = l->data;
-    if (r->finished || r->deferred == 0 || r->picked == e->sched_gen + 1)
-      continue;
-    if (best == NULL || r->seq->admitted < best->seq->admitted)
-      best = r;
-  }
-  return best;
+  (void) data;
+  const LlmSeq *x = (*(SchedRequest *const *) a)->seq, *y = (*(SchedRequest *const *) b)->seq;
+  const guint64 ax = x->admitted ? x->admitted : G_MAXUINT64;
+  const guint64 ay = y->admitted ? y->admitted : G_MAXUINT64;
+  return ax < ay ? -1 : ax > ay;
 }
 
 /* Rows of @r for this forward, at most @room. A decode step's one row is
@@ -89,15 +84,12 @@ take_rows (const SchedRequest *r, guint room, guint *budget)
   return take;
 }
 
-/* Adds what @r runs in this forward: at most what is left of the chunk
- * once @keep rows are kept for the decode steps still to come. */
+/* Adds what @r runs in this forward, at most what is left of the chunk. */
 static void
-add_request (LlmEngine *e, SchedRequest *r, guint keep, LlmEvalRow *rows, guint *n_rows,
+add_request (LlmEngine *e, SchedRequest *r, LlmEvalRow *rows, guint *n_rows,
     LlmEvalSegment *segs, SchedRequest **reqs, guint *n_segs, guint *budget)
 {
-  const guint room = LLM_FORWARD_CHUNK - *n_rows;
-  const guint take = take_rows (r, r->n - r->done == 1 ? room : room - MIN (keep, room),
-      budget);
+  const guint take = take_rows (r, LLM_FORWARD_CHUNK - *n_rows, budget);
   if (take == 0)
     return;
   segs[*n_segs] = (LlmEvalSegment) { r->seq, *n_rows, take, NULL, 0, r->embd_next };
@@ -123,32 +115,29 @@ lead_one_forward (LlmEngine *e)
   guint n_rows = 0, n_segs = 0;
   guint budget = e->opts.max_prefill_chunk;
 
-  /* Requests that found no KV memory last time first, the oldest
-   * sequence's first (each may take memory from younger ones); then
-   * decode steps (one row each), which streams wait on between tokens;
-   * prompts fill the rest of the chunk. */
-  guint steps = 0, waiting = 0;
+  /* Decode steps first (one row each), which streams wait on between
+   * tokens; the rest (prompts, verifications, recomputes) out of the
+   * budget. Each in order of age: an older stream's work comes before a
+   * younger one's, as it may take memory from it and never the reverse,
+   * so a younger stream waiting for memory cannot crowd out the older
+   * ones that hold it. A waiting request whose stream stopped is done. */
+  SchedRequest **order = g_newa (SchedRequest *, e->pending.length + 1);
+  guint n_order = 0;
   for (GList *l = e->pending.head; l; l = l->next) {
-    const SchedRequest *r = l->data;
-    steps += !r->finished && r->deferred == 0 && r->n - r->done == 1;
-    waiting += !r->finished && r->deferred > 0;
-  }
-  /* A waiting prompt never crowds the steps out: they may be what holds
-   * the memory it waits for. */
-  for (SchedRequest *r; waiting > 0 && n_rows < LLM_FORWARD_CHUNK && (r = oldest_waiting (e));) {
-    r->picked = e->sched_gen + 1;
-    if (cancelled (r))
+    SchedRequest *r = l->data;
+    if (r->finished)
+      continue;
+    if (r->deferred > 0 && cancelled (r))
       finish_cancelled (r);
     else
-      add_request (e, r, steps, rows, &n_rows, segs, reqs, &n_segs, &budget);
+      order[n_order++] = r;
   }
-  for (int pass = 1; pass < 3; pass++) {
-    for (GList *l = e->pending.head; l && n_rows < LLM_FORWARD_CHUNK; l = l->next) {
-      SchedRequest *r = l->data;
-      const int kind = r->deferred > 0 ? 0 : r->n - r->done == 1 ? 1 : 2;
-      if (r->finished || kind != pass)
-        continue;
-      add_request (e, r, 0, rows, &n_rows, segs, reqs, &n_segs, &budget);
+  g_qsort_with_data (order, n_order, sizeof *order, by_age, NULL);
+  for (int pass = 0; pass < 2; pass++) {
+    for (guint i = 0; i < n_order && n_rows < LLM_FORWARD_CHUNK; i++) {
+      SchedRequest *r = order[i];
+      if ((r->n - r->done == 1) == (pass == 0))
+        add_request (e, r, rows, &n_rows, segs, reqs, &n_segs, &budget);
     }
   }
   e->idle_after_us = MAX (IDLE_US, 4 * e->last_step_us);

@@ -16,6 +16,8 @@ static char *model_path;
 static char *tmpdir;
 /* Each branch's llmdecode max-tokens (setup: 24). */
 static guint max_tokens;
+/* What samples in each branch (setup: llmdecode). */
+static const char *decoder;
 
 static const char *const prompts[N_BRANCHES] = {
   "Once upon a time", "The dog", "Lily and Tom went", "One day, a little bird",
@@ -27,6 +29,7 @@ setup (void)
 {
   model_path = llm_test_data_path ("models/stories260K.gguf");
   max_tokens = 24;
+  decoder = "llmdecode";
   GError *error = NULL;
   tmpdir = g_dir_make_tmp ("gst-llm-streams-XXXXXX", &error);
   ck_assert_msg (tmpdir != NULL, "%s", error ? error->message : "");
@@ -71,9 +74,9 @@ append_branch (GString *desc, guint i, const char *extra, const char *sink)
   g_autofree char *prompt = write_prompt (i);
   g_autofree char *out = path_in_tmp ("out%u.txt", i);
   g_string_append_printf (desc, "filesrc location=\"%s\" ! llmtokenize model=\"%s\" "
-      "! llmprefill name=prefill%u model=\"%s\" temperature=0 %s ! llmdecode name=decode%u "
+      "! llmprefill name=prefill%u model=\"%s\" temperature=0 %s ! %s name=decode%u "
       "max-tokens=%u ! llmdetokenize model=\"%s\" ! ", prompt, model_path, i, model_path,
-      extra ? extra : "", i, max_tokens, model_path);
+      extra ? extra : "", decoder, i, max_tokens, model_path);
   if (sink)
     g_string_append_printf (desc, "%s ", sink);
   else
@@ -426,6 +429,29 @@ START_TEST (test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_te
 }
 END_TEST
 
+/* Speculative verification on a pool of two blocks for three streams, a
+ * prompt fed four rows a forward: every branch writes its text. (A
+ * younger stream's prompt, waiting for memory, took the forward's whole
+ * prompt budget every time, and the older streams' verifications, which
+ * held the memory, never ran again.) */
+START_TEST (test_verifying_branches_on_a_small_pool_take_turns_and_write_their_text)
+{
+  max_tokens = 100;
+  decoder = "llmdraft ! llmspecverify";
+  char *alone[3];
+  texts_alone (alone, 3);
+  g_autoptr (GString) desc = g_string_new (NULL);
+  for (guint i = 0; i < 3; i++)
+    append_branch (desc, i, "kv-pool-bytes=81920 kv-full=preempt max-prefill-chunk=4", NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error == NULL && r.warning == NULL, "%s",
+      r.error ? r.error->message : r.warning ? r.warning->message : "");
+  run_clear (&r);
+  assert_texts_as_alone (alone, 3);
+}
+END_TEST
+
 static gpointer
 set_null (gpointer pipeline)
 {
@@ -494,6 +520,7 @@ many_streams_suite (void)
   tcase_add_test (tc, test_an_engine_context_does_not_override_the_elements_engine_properties);
   tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
   tcase_add_test (tc, test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text);
+  tcase_add_test (tc, test_verifying_branches_on_a_small_pool_take_turns_and_write_their_text);
   tcase_add_test (tc, test_a_stream_waiting_for_kv_memory_stops_with_its_pipeline);
   suite_add_tcase (s, tc);
   return s;
