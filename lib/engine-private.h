@@ -105,6 +105,11 @@ gboolean llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments,
 gboolean llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows,
     LlmEvalSegment *segs, guint n_segs, gboolean patient);
 
+/* @seq's rank for preemption: older sequences lower; one not ranked yet
+ * (emptied by its owner, and perhaps still holding the blocks it keeps for
+ * reuse) the youngest of all. */
+guint64 llm_seq_rank (const LlmSeq *seq);
+
 /* @seq is being freed: the scheduler stops expecting its next request
  * (scheduler.c). */
 void llm_engine_sched_forget (LlmEngine *e, LlmSeq *seq);

@@ -301,6 +301,12 @@ preempt_victim (LlmEngine *e, const LlmSeq *asking)
   return victim;
 }
 
+guint64
+llm_seq_rank (const LlmSeq *seq)
+{
+  return seq->admitted ? seq->admitted : G_MAXUINT64;
+}
+
 /* For a request that can wait (engine.h): an idle sequence, the longest
  * idle first, else the youngest sequence younger than @asking; NULL when
  * every other holder of KV is older than @asking and busy. */
@@ -315,8 +321,8 @@ patient_victim (LlmEngine *e, const LlmSeq *asking, gint64 now)
     if (!g_atomic_int_get (&s->pending) && now - s->last_used_us >= e->idle_after_us) {
       if (idle == NULL || s->last_used_us < idle->last_used_us)
         idle = s;
-    } else if (s->admitted > asking->admitted
-        && (younger == NULL || s->admitted > younger->admitted)) {
+    } else if (llm_seq_rank (s) > llm_seq_rank (asking)
+        && (younger == NULL || llm_seq_rank (s) > llm_seq_rank (younger))) {
       younger = s;
     }
   }

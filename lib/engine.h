@@ -143,10 +143,10 @@ void llm_seq_release (LlmSeq *seq);
 LlmKvCache *llm_seq_kv (LlmSeq *seq);
 gsize llm_seq_kv_bytes (const LlmSeq *seq);
 /* While *@flag (an int read atomically; NULL: none) is non-zero, a request
- * of @seq waiting in the scheduler for KV memory gives up with
- * LLM_ENGINE_ERROR_CANCELLED, within about 10 ms: how a stream that is
- * flushed or shut down stops waiting. The flag must stay valid until it
- * is unset here. */
+ * of @seq in the scheduler that is not being evaluated (waiting for KV
+ * memory, or for its turn) gives up with LLM_ENGINE_ERROR_CANCELLED,
+ * within about 10 ms: how a stream that is flushed or shut down stops
+ * waiting. The flag must stay valid until it is unset here. */
 void llm_seq_set_cancel_flag (LlmSeq *seq, const gint *flag);
 /* Whether the engine took its KV for another sequence (kv-full preempt):
  * its cache is empty now and the owner must feed its history again. */

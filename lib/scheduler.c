@@ -62,9 +62,8 @@ static gint
 by_age (gconstpointer a, gconstpointer b, gpointer data)
 {
   (void) data;
-  const LlmSeq *x = (*(SchedRequest *const *) a)->seq, *y = (*(SchedRequest *const *) b)->seq;
-  const guint64 ax = x->admitted ? x->admitted : G_MAXUINT64;
-  const guint64 ay = y->admitted ? y->admitted : G_MAXUINT64;
+  const guint64 ax = llm_seq_rank ((*(SchedRequest *const *) a)->seq);
+  const guint64 ay = llm_seq_rank ((*(SchedRequest *const *) b)->seq);
   return ax < ay ? -1 : ax > ay;
 }
 
@@ -120,14 +119,14 @@ lead_one_forward (LlmEngine *e)
    * budget. Each in order of age: an older stream's work comes before a
    * younger one's, as it may take memory from it and never the reverse,
    * so a younger stream waiting for memory cannot crowd out the older
-   * ones that hold it. A waiting request whose stream stopped is done. */
+   * ones that hold it. A request whose stream stopped is done. */
   SchedRequest **order = g_newa (SchedRequest *, e->pending.length + 1);
   guint n_order = 0;
   for (GList *l = e->pending.head; l; l = l->next) {
     SchedRequest *r = l->data;
     if (r->finished)
       continue;
-    if (r->deferred > 0 && cancelled (r))
+    if (cancelled (r))
       finish_cancelled (r);
     else
       order[n_order++] = r;

@@ -37,8 +37,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmSession, llm_session_unref)
 LlmModel *llm_session_model (LlmSession *s);
 LlmEngine *llm_session_engine (LlmSession *s);
 LlmSeq *llm_session_seq (LlmSession *s);
-/* While *@flag is non-zero, a feed waiting for KV memory that other
- * streams hold gives up with LLM_ENGINE_ERROR_CANCELLED (see
+/* While *@flag is non-zero, a feed waiting in the engine's scheduler (for
+ * KV memory that other streams hold) gives up with
+ * LLM_ENGINE_ERROR_CANCELLED (see
  * llm_seq_set_cancel_flag); NULL: none. The caller unsets it before the
  * flag goes away. */
 void llm_session_set_cancel_flag (LlmSession *s, const gint *flag);

@@ -452,6 +452,39 @@ START_TEST (test_verifying_branches_on_a_small_pool_take_turns_and_write_their_t
 }
 END_TEST
 
+/* Eight kept conversations fed a long text 100 bytes a prompt, on a pool
+ * of four blocks: a conversation that outgrows the whole pool fails with
+ * the pool-full error, and the pipeline ends. (A conversation emptied by
+ * its owner kept its blocks for reuse and, not ranked yet, could be taken
+ * by nobody; its own next prompt never got a turn, the other streams
+ * waited for its memory, and the pipeline hung, stop included.) */
+START_TEST (test_conversations_outgrowing_a_small_pool_fail_without_a_hang)
+{
+  max_tokens = 20;
+  g_autoptr (GString) long_text = g_string_new (NULL);
+  for (guint k = 0; k < 4; k++)
+    g_string_append (long_text, "Once upon a time there was a little girl named Lily who "
+        "loved to play in the park with her dog and her ball and her friends every day "
+        "after school. ");
+  g_autofree char *path = path_in_tmp ("long%u.txt", 0);
+  ck_assert (g_file_set_contents (path, long_text->str, -1, NULL));
+  g_autoptr (GString) desc = g_string_new (NULL);
+  for (guint i = 0; i < N_BRANCHES; i++) {
+    g_autofree char *out = path_in_tmp ("out%u.txt", i);
+    g_string_append_printf (desc, "filesrc location=\"%s\" blocksize=100 ! llmtokenize "
+        "model=\"%s\" ! llmprefill model=\"%s\" temperature=0 kv-pool-bytes=163840 "
+        "kv-full=preempt keep-context=true prompt-mode=buffer ! llmdecode max-tokens=%u ! "
+        "llmdetokenize model=\"%s\" ! filesink location=\"%s\" ", path, model_path,
+        model_path, max_tokens, model_path, out);
+  }
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error && g_error_matches (r.error, GST_RESOURCE_ERROR,
+          GST_RESOURCE_ERROR_NO_SPACE_LEFT), "%s", r.error ? r.error->message : "no error");
+  run_clear (&r);
+}
+END_TEST
+
 static gpointer
 set_null (gpointer pipeline)
 {
@@ -521,6 +554,7 @@ many_streams_suite (void)
   tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
   tcase_add_test (tc, test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text);
   tcase_add_test (tc, test_verifying_branches_on_a_small_pool_take_turns_and_write_their_text);
+  tcase_add_test (tc, test_conversations_outgrowing_a_small_pool_fail_without_a_hang);
   tcase_add_test (tc, test_a_stream_waiting_for_kv_memory_stops_with_its_pipeline);
   suite_add_tcase (s, tc);
   return s;
