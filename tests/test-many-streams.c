@@ -199,6 +199,25 @@ assert_texts_as_alone (char **alone, guint n)
   }
 }
 
+/* @n branches with @props on llmprefill run in one pipeline, with no
+ * error or warning, and each writes what it writes alone. */
+static void
+assert_branches_write_their_text (guint n, const char *props)
+{
+  char **alone = g_new0 (char *, n);
+  texts_alone (alone, n);
+  g_autoptr (GString) desc = g_string_new (NULL);
+  for (guint i = 0; i < n; i++)
+    append_branch (desc, i, props, NULL);
+  Run r;
+  run_pipeline (desc->str, &r);
+  ck_assert_msg (r.error == NULL && r.warning == NULL, "%s",
+      r.error ? r.error->message : r.warning ? r.warning->message : "");
+  run_clear (&r);
+  assert_texts_as_alone (alone, n);
+  g_free (alone);
+}
+
 START_TEST (test_eight_branches_share_one_engine_and_write_their_own_text)
 {
   char *alone[N_BRANCHES];
@@ -394,16 +413,7 @@ END_TEST
 START_TEST (test_three_long_branches_on_a_small_pool_take_turns_to_the_end)
 {
   max_tokens = 140;
-  char *alone[3];
-  texts_alone (alone, 3);
-  g_autoptr (GString) desc = g_string_new (NULL);
-  for (guint i = 0; i < 3; i++)
-    append_branch (desc, i, "kv-pool-bytes=300000 kv-full=preempt", NULL);
-  Run r;
-  run_pipeline (desc->str, &r);
-  ck_assert_msg (r.error == NULL, "%s", r.error ? r.error->message : "");
-  run_clear (&r);
-  assert_texts_as_alone (alone, 3);
+  assert_branches_write_their_text (3, "kv-pool-bytes=300000 kv-full=preempt");
 }
 END_TEST
 
@@ -415,17 +425,7 @@ END_TEST
 START_TEST (test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text)
 {
   max_tokens = 100;
-  char *alone[N_BRANCHES];
-  texts_alone (alone, N_BRANCHES);
-  g_autoptr (GString) desc = g_string_new (NULL);
-  for (guint i = 0; i < N_BRANCHES; i++)
-    append_branch (desc, i, "kv-pool-bytes=370000 kv-full=preempt", NULL);
-  Run r;
-  run_pipeline (desc->str, &r);
-  ck_assert_msg (r.error == NULL && r.warning == NULL, "%s",
-      r.error ? r.error->message : r.warning ? r.warning->message : "");
-  run_clear (&r);
-  assert_texts_as_alone (alone, N_BRANCHES);
+  assert_branches_write_their_text (N_BRANCHES, "kv-pool-bytes=370000 kv-full=preempt");
 }
 END_TEST
 
@@ -438,17 +438,7 @@ START_TEST (test_verifying_branches_on_a_small_pool_take_turns_and_write_their_t
 {
   max_tokens = 100;
   decoder = "llmdraft ! llmspecverify";
-  char *alone[3];
-  texts_alone (alone, 3);
-  g_autoptr (GString) desc = g_string_new (NULL);
-  for (guint i = 0; i < 3; i++)
-    append_branch (desc, i, "kv-pool-bytes=81920 kv-full=preempt max-prefill-chunk=4", NULL);
-  Run r;
-  run_pipeline (desc->str, &r);
-  ck_assert_msg (r.error == NULL && r.warning == NULL, "%s",
-      r.error ? r.error->message : r.warning ? r.warning->message : "");
-  run_clear (&r);
-  assert_texts_as_alone (alone, 3);
+  assert_branches_write_their_text (3, "kv-pool-bytes=81920 kv-full=preempt max-prefill-chunk=4");
 }
 END_TEST
 
