@@ -57,7 +57,8 @@ finish_cancelled (SchedRequest *r)
 }
 
 /* Older sequences first (engine.h); one not ranked yet (a new stream)
- * after all that are. */
+ * after all that are. Ranks are read without eval_lock: a rank changing
+ * meanwhile (an owner emptying its sequence) only changes an order. */
 static gint
 by_age (gconstpointer a, gconstpointer b, gpointer data)
 {
