@@ -38,7 +38,7 @@ typedef enum {
   LLM_ENGINE_ERROR_BATCH,   /* rows that do not make a batch (see llm_engine_eval) */
   LLM_ENGINE_ERROR_PREEMPTED, /* the sequence lost its KV to another stream; feed it again */
   LLM_ENGINE_ERROR_CONFIG,  /* settings it cannot run with (the message names them) */
-  LLM_ENGINE_ERROR_CANCELLED, /* it waited for KV memory and its cancel flag was set */
+  LLM_ENGINE_ERROR_CANCELLED, /* its cancel flag was set while it waited in the scheduler */
 } LlmEngineError;
 
 /* When the KV pool cannot take another block. */
