@@ -579,10 +579,11 @@ generate (GstLlmDecode *self, Queued *prompt)
         /* Other streams took the memory this response needed to grow:
          * it ends here, as at a full context, and the stream lives on for
          * its next prompt; one stream's newcomer never fails another. */
+        g_autofree char *advice = gst_llm_kv_pool_advice (llm_session_engine (session),
+            llm_session_kv_bytes (session), "lower max-tokens");
         GST_ELEMENT_WARNING (self, RESOURCE, NO_SPACE_LEFT,
             ("The engine's KV memory ran out while this response grew, so it ends after "
-                "%u tokens. %s", generated,
-                gst_llm_kv_pool_advice (llm_session_engine (session))), ("%s", error->message));
+                "%u tokens. %s", generated, advice), ("%s", error->message));
         reason = GST_LLM_STOP_REASON_KV_POOL_FULL;
         no_room = TRUE;
       } else {

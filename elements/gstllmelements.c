@@ -182,12 +182,19 @@ gst_llm_segment_for_output (GstEvent *event, guint64 out_bytes)
   return ours;
 }
 
-const char *
-gst_llm_kv_pool_advice (const LlmEngine *engine)
+char *
+gst_llm_kv_pool_advice (const LlmEngine *engine, gsize held, const char *shorter)
 {
+  /* Blocks are never shared across engines, so what this stream does not
+   * hold, other streams do. */
+  const gsize in_use = llm_engine_kv_bytes (engine);
+  if (held > 0 && in_use <= held)
+    return g_strdup_printf ("This stream alone holds all %" G_GSIZE_FORMAT " bytes in use "
+        "(no other stream holds any): raise kv-pool-bytes or %s.", held, shorter);
   if (llm_engine_options (engine)->kv_full == LLM_KV_FULL_PREEMPT)
-    return "Raise kv-pool-bytes or run fewer streams on this model.";
-  return "Raise kv-pool-bytes, set kv-full=preempt, or run fewer streams on this model.";
+    return g_strdup ("Raise kv-pool-bytes or run fewer streams on this model.");
+  return g_strdup ("Raise kv-pool-bytes, set kv-full=preempt, or run fewer streams on this "
+      "model.");
 }
 
 gsize

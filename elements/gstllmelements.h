@@ -40,9 +40,12 @@ void gst_llm_element_init (GstPlugin *plugin);
 void gst_llm_element_error_load (GstElement *element, const char *property, const char *path,
     const GError *error, const char *file, const char *function, int line);
 
-/* What a person can do when @engine's KV pool is used up: the sentence
- * that ends the message, without advice the engine already follows. */
-const char *gst_llm_kv_pool_advice (const LlmEngine *engine);
+/* What a person can do when @engine's KV pool is used up while a stream
+ * that holds @held bytes of it asked for more: the sentence that ends the
+ * message, without advice the engine already follows. When the stream
+ * holds all the memory in use, only a larger pool or a shorter stream
+ * helps, which @shorter says ("…or @shorter."). Free with g_free(). */
+char *gst_llm_kv_pool_advice (const LlmEngine *engine, gsize held, const char *shorter);
 
 /* Number of bytes at the end of @text that begin a UTF-8 character not
  * complete yet, so that more bytes may finish it. 0 when @text ends on a

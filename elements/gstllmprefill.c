@@ -388,6 +388,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   llm_session_set_cancel_flag (session, NULL);
   if (!fed) {
     guint held = llm_session_n_ids (session);
+    const gsize held_bytes = llm_session_kv_bytes (session);
     /* The session may hold part of the prompt now; start over next time. */
     llm_session_reset (session);
     llm_session_pool_release (self->pool, session);
@@ -405,10 +406,11 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
           ("%s", error->message));
     } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
         || g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
+      g_autofree char *advice = gst_llm_kv_pool_advice (self->engine, held_bytes,
+          keep_context ? "keep the conversation shorter (kv-policy=window, a smaller "
+          "context-length, or keep-context off)" : "send shorter prompts");
       GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
-          ("The engine's KV memory is used up by its streams: %s. %s", error->message,
-              gst_llm_kv_pool_advice (self->engine)),
-          (NULL));
+          ("The engine's KV memory is used up: %s. %s", error->message, advice), (NULL));
     } else if (g_error_matches (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN)) {
       GST_ELEMENT_ERROR (self, STREAM, FORMAT,
           ("The prompt holds a token id the model does not know: %s. Tokenize with "
