@@ -246,7 +246,7 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
     size_t n_all, const size_t *n, size_t d, const float *probs, size_t stride,
     float *const *out, size_t j0, const uint8_t *pf, size_t pf_cnt, size_t s0, size_t s1)
 {
-  __m512 acc[ZQ][2];
+  __m512 acc[ZQ][4];
   UNROLL for (int i = 0; i < nq; i++)
     UNROLL for (int w = 0; w < nw; w++)
       acc[i][w] = _mm512_loadu_ps (out[i] + j0 + 16 * w);
@@ -255,7 +255,7 @@ values_rows (LlmAttnType type, int nq, int nw, const uint8_t *row, size_t row_by
   for (size_t r = 0; r < cnt; r++, row += row_bytes) {
     if (r < pf_cnt)
       prefetch_slice (pf + r * row_bytes, s0, s1);
-    __m512 x[2];
+    __m512 x[4];
     UNROLL for (int w = 0; w < nw; w++)
       x[w] = load16 (type, row, d + 16 * w);
     UNROLL for (int i = 0; i < nq; i++) {
@@ -292,6 +292,15 @@ values_all (LlmAttnType type, int nq, const LlmAttnRows *v, size_t offset, size_
       next_cnt = n_max - p0 - br < br ? n_max - p0 - br : br;
     }
     size_t j = 0;
+    /* Up to 4 queries (a decode step's GQA group) keep 64 dimensions in
+     * registers (16 sums), so each row's probabilities are broadcast once
+     * and its loop runs once, not once per 32 dimensions: 246M Q4_0 decode
+     * at depth 3000, 1.03x (8 of 8 pairs faster, Zen 5). More queries
+     * would spill. */
+    if (nq <= 4)
+      for (; j + 64 <= head_dim; j += 64)
+        values_rows (type, nq, 4, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j,
+            next, j == 0 ? next_cnt : 0, s0, s1);
     for (; j + 32 <= head_dim; j += 32)
       values_rows (type, nq, 2, base, rb, p0, cnt, n_min, n, offset + j, probs, stride, out, j, next,
           j == 0 ? next_cnt : 0, s0, s1);
