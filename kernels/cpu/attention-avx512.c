@@ -128,6 +128,37 @@ tile_chunk (LlmAttnType type, const uint8_t *const rows[TP][TR], size_t at, __m5
   }
 }
 
+/* Dimensions @at .. @at + 7 of a tile's 16 F16 rows, transposed as
+ * halves: lane p of t[j] is row p's dimension at + j, ready for one
+ * conversion. Rows r and 8 + r share a register (one in each 128-bit
+ * lane), so the three unpack steps of an 8 x 8 transpose, which work
+ * within lanes, leave rows 0-7 and 8-15 of each dimension side by side:
+ * 32 shuffles for 128 values, where tile_chunk's transpose in floats
+ * takes 56 and twice the conversions. */
+INLINE void
+tile8_f16 (const uint8_t *const rows[TR], size_t at, __m256i t[8])
+{
+  __m256i r[8], a[8], b[8];
+  UNROLL for (int i = 0; i < 8; i++)
+    r[i] = _mm256_loadu2_m128i ((const __m128i *) ((const uint16_t *) rows[8 + i] + at),
+        (const __m128i *) ((const uint16_t *) rows[i] + at));
+  UNROLL for (int i = 0; i < 4; i++) {
+    a[2 * i] = _mm256_unpacklo_epi16 (r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm256_unpackhi_epi16 (r[2 * i], r[2 * i + 1]);
+  }
+  /* b[4 g + k]: rows 4 g .. 4 g + 3 (and 8 on), dimensions 2 k and 2 k + 1 */
+  UNROLL for (int g = 0; g < 2; g++) {
+    b[4 * g + 0] = _mm256_unpacklo_epi32 (a[4 * g + 0], a[4 * g + 2]);
+    b[4 * g + 1] = _mm256_unpackhi_epi32 (a[4 * g + 0], a[4 * g + 2]);
+    b[4 * g + 2] = _mm256_unpacklo_epi32 (a[4 * g + 1], a[4 * g + 3]);
+    b[4 * g + 3] = _mm256_unpackhi_epi32 (a[4 * g + 1], a[4 * g + 3]);
+  }
+  UNROLL for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm256_unpacklo_epi64 (b[k], b[4 + k]);
+    t[2 * k + 1] = _mm256_unpackhi_epi64 (b[k], b[4 + k]);
+  }
+}
+
 /* scale * acc[i][t] to the scores of the tile pair's rows below @n. */
 INLINE void
 store_scores (int nq, __m512 acc[ZQ][TP], size_t p0, size_t n, float scale, float *scores,
@@ -164,6 +195,32 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset, siz
       UNROLL for (int t = 0; t < TP; t++)
         acc[i][t] = _mm512_setzero_ps ();
 
+    if (type == LLM_ATTN_F16 && nq <= 4) {
+      /* F16 for a decode step's group: the tiles transposed as halves
+       * (tile8_f16), each dimension converted as the queries use it, the
+       * same products in the same order. With more queries the 16
+       * registers of halves would spill; a prefill chunk's groups
+       * (scores_groups) gained nothing from it, their products being
+       * most of their time. */
+      for (size_t c = 0; c < head_dim; c += 8) {
+        __m256i h[TP][8];
+        UNROLL for (int t = 0; t < TP; t++)
+          tile8_f16 (rows[t], offset + c, h[t]);
+        const float *qc = qp + c;
+        UNROLL for (int j = 0; j < 8; j++) {
+          __m512 kj[TP];
+          UNROLL for (int t = 0; t < TP; t++)
+            kj[t] = _mm512_cvtph_ps (h[t][j]);
+          UNROLL for (int i = 0; i < nq; i++) {
+            const __m512 b = _mm512_set1_ps (qc[i * head_dim + j]);
+            UNROLL for (int t = 0; t < TP; t++)
+              acc[i][t] = madd_exact16 (type, b, kj[t], acc[i][t]);
+          }
+        }
+      }
+      store_scores (nq, acc, p0, n, scale, scores, stride);
+      continue;
+    }
     /* Eight dimensions at a time, transposed into registers and used
      * there: through memory, each 64-byte load of a tile's dimension
      * would have waited on the two 32-byte stores of its halves (a store
@@ -328,9 +385,11 @@ lanes_below (size_t i, size_t n)
  * chain of one dependent add a position, which there follows all the
  * exps and takes the queries 4 at a time; here each 16 positions' exps
  * join the sums as they are made, so the chain runs beside the exps, and
- * 8 queries keep two chains going side by side. */
+ * 8 queries keep two chains going side by side. With @to_half (F16
+ * values) each probability is rounded to half precision in the same
+ * pass, as llm_avx2_attn_round_to_half would in one of its own. */
 static void
-softmax16 (LlmAttnCall *c)
+softmax16 (LlmAttnCall *c, bool to_half)
 {
   const int nq = c->nq;
   float *x = c->scores;
@@ -374,7 +433,10 @@ softmax16 (LlmAttnCall *c)
     const __m512 inv = _mm512_set1_ps ((float) (1.0 / sum));
     for (size_t q = 0; q < n; q += 16) {
       const __mmask16 m = lanes_below (q, n);
-      _mm512_mask_storeu_ps (xi + q, m, _mm512_mul_ps (_mm512_maskz_loadu_ps (m, xi + q), inv));
+      __m512 p = _mm512_mul_ps (_mm512_maskz_loadu_ps (m, xi + q), inv);
+      if (to_half)
+        p = _mm512_cvtph_ps (_mm512_cvtps_ph (p, _MM_FROUND_TO_NEAREST_INT));
+      _mm512_mask_storeu_ps (xi + q, m, p);
     }
   }
 }
@@ -384,10 +446,7 @@ static void
 probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
 {
   llm_avx2_attn_prefetch_values (c, v, offset, head_dim);
-  softmax16 (c);
-  if (v->type == LLM_ATTN_F16)
-    for (int i = 0; i < c->nq; i++)
-      llm_avx2_attn_round_to_half (c->scores + i * c->n_max, c->n[i]);
+  softmax16 (c, v->type == LLM_ATTN_F16);
 }
 
 #define INSTANCES(T, name) \
