@@ -7,9 +7,9 @@
 G_DEFINE_BOXED_TYPE (LlmEngine, gst_llm_engine, llm_engine_ref, llm_engine_unref)
 
 GstContext *
-gst_llm_engine_context_new (LlmEngine *engine)
+gst_llm_engine_context_new (LlmEngine *engine, gboolean persistent)
 {
-  GstContext *context = gst_context_new (GST_LLM_ENGINE_CONTEXT_TYPE, TRUE);
+  GstContext *context = gst_context_new (GST_LLM_ENGINE_CONTEXT_TYPE, persistent);
   GstStructure *s = gst_context_writable_structure (context);
   gst_structure_set (s, "engine", GST_TYPE_LLM_ENGINE, engine, NULL);
   return context;
@@ -41,8 +41,10 @@ gst_llm_engine_acquire (GstElement *element, LlmEngine *from_context, LlmModel *
     return llm_engine_ref (from_context);
   }
   LlmEngine *engine = llm_engine_get (model, opts, error);
+  /* Not persistent: the pipeline forgets it in NULL, so that the engine's
+   * weights and KV memory go with the elements that use them. */
   if (engine != NULL)
     gst_element_post_message (element, gst_message_new_have_context (GST_OBJECT (element),
-            gst_llm_engine_context_new (engine)));
+            gst_llm_engine_context_new (engine, FALSE)));
   return engine;
 }

@@ -4,7 +4,8 @@
  * "gst.llm.engine" holding the engine. An element that makes an engine
  * posts it (HAVE_CONTEXT), so the pipeline hands it to every other
  * element; an application may also set one on a pipeline to share an
- * engine across pipelines. */
+ * engine across pipelines (the process registry shares it anyway while
+ * it is alive). */
 #pragma once
 
 #include <gst/gst.h>
@@ -18,8 +19,11 @@ G_BEGIN_DECLS
 GType gst_llm_engine_get_type (void);
 #define GST_TYPE_LLM_ENGINE (gst_llm_engine_get_type ())
 
-/* A persistent context holding a reference to @engine. */
-GstContext *gst_llm_engine_context_new (LlmEngine *engine);
+/* A context holding a reference to @engine. The ones elements post are
+ * not @persistent: a pipeline in NULL drops them, and with them the
+ * engine, unless something else holds it. An application that wants an
+ * engine kept across NULL makes a persistent one (or keeps a reference). */
+GstContext *gst_llm_engine_context_new (LlmEngine *engine, gboolean persistent);
 /* The engine in @context (a new reference), or NULL if it is not one. */
 LlmEngine *gst_llm_engine_context_get (GstContext *context);
 

@@ -187,6 +187,7 @@ struct _GstLlmPrefill {
 
   /* a "gst.llm.engine" context handed to us (object lock) */
   LlmEngine *context_engine;
+  gboolean context_persistent;  /* context_engine outlives NULL */
 
   /* from NULL->READY to READY->NULL; active_device and vocab_hash also
    * under the object lock, as property reads and caps queries come from
@@ -906,6 +907,11 @@ gst_llm_prefill_change_state (GstElement *element, GstStateChange transition)
       break;
     case GST_STATE_CHANGE_READY_TO_NULL:
       unload_model (self);
+      /* as the pipeline forgets such a context in NULL */
+      GST_OBJECT_LOCK (self);
+      if (!self->context_persistent)
+        g_clear_pointer (&self->context_engine, llm_engine_unref);
+      GST_OBJECT_UNLOCK (self);
       break;
     case GST_STATE_CHANGE_NULL_TO_READY:
       if (ret == GST_STATE_CHANGE_FAILURE)
@@ -928,6 +934,7 @@ gst_llm_prefill_set_context (GstElement *element, GstContext *context)
     GST_OBJECT_LOCK (self);
     g_clear_pointer (&self->context_engine, llm_engine_unref);
     self->context_engine = engine;
+    self->context_persistent = gst_context_is_persistent (context);
     GST_OBJECT_UNLOCK (self);
   }
   GST_ELEMENT_CLASS (gst_llm_prefill_parent_class)->set_context (element, context);

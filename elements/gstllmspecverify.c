@@ -287,6 +287,21 @@ gst_llm_spec_verify_get_property (GObject *object, guint prop_id, GValue *value,
   GST_OBJECT_UNLOCK (self);
 }
 
+/* The drafter is llmdraft's, lent with each prompt; the last one kept
+ * holds the session it drafted for (layerskip) or its draft model's
+ * engine, so it goes with the streaming, and with it those models' and
+ * caches' memory. What the budget learnt stays. */
+static GstStateChangeReturn
+gst_llm_spec_verify_change_state (GstElement *element, GstStateChange transition)
+{
+  GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (element);
+  GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS (gst_llm_spec_verify_parent_class)->change_state (element, transition);
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    g_clear_pointer (&self->drafter, llm_drafter_unref);
+  return ret;
+}
+
 static void
 gst_llm_spec_verify_finalize (GObject *object)
 {
@@ -317,6 +332,7 @@ gst_llm_spec_verify_class_init (GstLlmSpecVerifyClass *klass)
   gobject_class->set_property = gst_llm_spec_verify_set_property;
   gobject_class->get_property = gst_llm_spec_verify_get_property;
   gobject_class->finalize = gst_llm_spec_verify_finalize;
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_llm_spec_verify_change_state);
 
   /**
    * GstLlmSpecVerify:budget:

@@ -32,6 +32,24 @@ llm_test_shared_path (const char *relative)
   return path;
 }
 
+gboolean
+llm_test_file_is_mapped (const char *path)
+{
+  GStatBuf st;
+  ck_assert (g_stat (path, &st) == 0);
+  g_autofree char *maps = NULL;
+  ck_assert (g_file_get_contents ("/proc/self/maps", &maps, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (maps, "\n", -1);
+  for (guint i = 0; lines[i]; i++) {
+    /* address perms offset dev inode path */
+    g_auto (GStrv) f = g_strsplit_set (lines[i], " ", 6);
+    if (g_strv_length (f) >= 5 && g_ascii_strtoull (f[4], NULL, 10) == (guint64) st.st_ino &&
+        st.st_ino != 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
 GBytes *
 llm_test_read_file (const char *path)
 {

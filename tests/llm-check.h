@@ -15,6 +15,8 @@
 char *llm_test_data_path (const char *relative);
 /* ../shared/testdata, or NULL when this checkout has none beside it. */
 char *llm_test_shared_path (const char *relative);
+/* Whether this process maps the file @path (by inode, so any spelling). */
+gboolean llm_test_file_is_mapped (const char *path);
 /* Reads a whole file or fails the test. */
 GBytes *llm_test_read_file (const char *path);
 /* Loads tests/data/models/@name (unshared) or fails the test. */

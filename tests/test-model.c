@@ -359,25 +359,6 @@ END_TEST
 
 /* --- sharing --------------------------------------------------------- */
 
-/* Whether this process maps the file @path (by inode, so any spelling). */
-static gboolean
-is_mapped (const char *path)
-{
-  GStatBuf st;
-  ck_assert (g_stat (path, &st) == 0);
-  g_autofree char *maps = NULL;
-  ck_assert (g_file_get_contents ("/proc/self/maps", &maps, NULL, NULL));
-  g_auto (GStrv) lines = g_strsplit (maps, "\n", -1);
-  for (guint i = 0; lines[i]; i++) {
-    /* address perms offset dev inode path */
-    g_auto (GStrv) f = g_strsplit_set (lines[i], " ", 6);
-    if (g_strv_length (f) >= 5 && g_ascii_strtoull (f[4], NULL, 10) == (guint64) st.st_ino &&
-        st.st_ino != 0)
-      return TRUE;
-  }
-  return FALSE;
-}
-
 START_TEST (test_model_get_twice_shares_one_model)
 {
   Tiny t = { 0 };
@@ -450,7 +431,7 @@ START_TEST (test_model_get_unknown_device_lists_cpu)
   ck_assert (strstr (error->message, "cpu") != NULL);
   ck_assert (g_strv_contains (llm_devices_available (), "cpu"));
   /* The failed request did not load or pin anything. */
-  ck_assert (!is_mapped (path));
+  ck_assert (!llm_test_file_is_mapped (path));
 }
 END_TEST
 
@@ -459,10 +440,10 @@ START_TEST (test_model_freed_with_last_reference)
   Tiny t = { 0 };
   g_autofree char *path = write_tiny (&t, "shared.gguf");
   g_autoptr (GError) error = NULL;
-  ck_assert (!is_mapped (path));
+  ck_assert (!llm_test_file_is_mapped (path));
   LlmModel *a = llm_model_get (path, "cpu", &error);
   ck_assert_msg (a != NULL, "%s", error ? error->message : "");
-  ck_assert (is_mapped (path));
+  ck_assert (llm_test_file_is_mapped (path));
 
   /* A context holds its own reference. */
   LlmKvConfig kv = { .type = LLM_KV_F32, .policy = LLM_KV_POLICY_FULL, .context_length = 16 };
@@ -472,19 +453,19 @@ START_TEST (test_model_freed_with_last_reference)
   ck_assert_ptr_eq (a, b);
   llm_model_unref (a);
   llm_model_unref (b);
-  ck_assert (is_mapped (path));
+  ck_assert (llm_test_file_is_mapped (path));
   gint32 tok = 3;
   float logits[N_VOCAB];
   ck_assert (llm_seq_eval_tokens (ctx, &tok, 1, logits, FALSE, &error));
   llm_seq_free (ctx);
-  ck_assert (!is_mapped (path));
+  ck_assert (!llm_test_file_is_mapped (path));
 
   /* Gone from the table too: the next get loads afresh. */
   LlmModel *c = llm_model_get (path, "cpu", &error);
   ck_assert_msg (c != NULL, "%s", error ? error->message : "");
-  ck_assert (is_mapped (path));
+  ck_assert (llm_test_file_is_mapped (path));
   llm_model_unref (c);
-  ck_assert (!is_mapped (path));
+  ck_assert (!llm_test_file_is_mapped (path));
 }
 END_TEST
 
@@ -539,7 +520,7 @@ START_TEST (test_model_concurrent_gets_share_one_load)
   ck_assert_int_eq (g_atomic_int_get (&r.got[0]->ref_count), G_N_ELEMENTS (r.got));
   for (guint i = 0; i < G_N_ELEMENTS (r.got); i++)
     llm_model_unref (r.got[i]);
-  ck_assert (!is_mapped (path));
+  ck_assert (!llm_test_file_is_mapped (path));
   g_mutex_clear (&r.lock);
   g_cond_clear (&r.cond);
 }

@@ -184,6 +184,63 @@ START_TEST (test_pipeline_speculation_tells_the_same_story)
 }
 END_TEST
 
+/* A copy of the test model under @name in the test's directory: a file of
+ * its own, which no other element of this process maps. */
+static char *
+model_copy (const char *name)
+{
+  g_autoptr (GBytes) bytes = llm_test_read_file (model_path);
+  gsize len;
+  const char *data = g_bytes_get_data (bytes, &len);
+  return write_file (name, data, (gssize) len);
+}
+
+/* A pipeline in NULL (not yet freed) holds no model: neither the model
+ * it decodes with, nor one it drafts with. (The pipeline kept the
+ * gst.llm.engine context its llmprefill posted, and with it the engine
+ * and its weights, until it was freed; llmspecverify kept its last
+ * drafter, and with it the session layerskip drafted for or the draft
+ * model's engine, until its next response or its finalization.) */
+START_TEST (test_pipeline_in_null_holds_no_model)
+{
+  g_autofree char *prompt = write_file ("prompt.txt", "Once upon a time", -1);
+  g_autofree char *target = model_copy ("target.gguf");
+  g_autofree char *draft = model_copy ("draft.gguf");
+  g_autofree char *out = g_build_filename (tmpdir, "out.txt", NULL);
+  g_autofree char *model_drafter = g_strdup_printf ("llmdraft method=model draft-model=\"%s\" "
+      "! queue ! llmspecverify", draft);
+  const char *const decoders[] = {
+    "llmdecode", "llmdraft method=layerskip ! queue ! llmspecverify", model_drafter,
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (decoders); i++) {
+    g_autofree char *desc = g_strdup_printf ("filesrc location=\"%s\" ! llmtokenize "
+        "model=\"%s\" ! llmprefill model=\"%s\" n-threads=1 ! %s max-tokens=16 "
+        "! llmdetokenize model=\"%s\" ! filesink location=\"%s\"", prompt, model_path, target,
+        decoders[i], model_path, out);
+    GError *error = NULL;
+    GstElement *pipeline = gst_parse_launch (desc, &error);
+    ck_assert_msg (pipeline != NULL && error == NULL, "%s", error ? error->message : desc);
+    ck_assert_int_ne (gst_element_set_state (pipeline, GST_STATE_PLAYING),
+        GST_STATE_CHANGE_FAILURE);
+    GstBus *bus = gst_element_get_bus (pipeline);
+    GstMessage *m = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+    ck_assert_msg (m != NULL && GST_MESSAGE_TYPE (m) == GST_MESSAGE_EOS, "%s did not finish",
+        decoders[i]);
+    gst_message_unref (m);
+    ck_assert (llm_test_file_is_mapped (target));
+    ck_assert_int_eq (gst_element_set_state (pipeline, GST_STATE_NULL),
+        GST_STATE_CHANGE_SUCCESS);
+    ck_assert_msg (!llm_test_file_is_mapped (target), "%s: the model is still mapped in NULL",
+        decoders[i]);
+    ck_assert_msg (!llm_test_file_is_mapped (draft), "%s: the draft model is still mapped in "
+        "NULL", decoders[i]);
+    gst_object_unref (bus);
+    gst_object_unref (pipeline);
+  }
+}
+END_TEST
+
 /* @desc's output file after a run that must succeed (freed by the caller). */
 static char *
 run_for_output (const char *desc, const char *out, gsize *len)
@@ -460,6 +517,7 @@ pipeline_generate_suite (void)
   tcase_add_test (tc, test_pipeline_segment_seek_ends_the_prompt_at_segment_done);
   tcase_add_test (tc, test_pipeline_prompt_keeps_its_trailing_newline);
   tcase_add_test (tc, test_pipeline_speculation_tells_the_same_story);
+  tcase_add_test (tc, test_pipeline_in_null_holds_no_model);
   tcase_add_test (tc, test_pipeline_malformed_model_posts_an_error);
   tcase_add_test (tc, test_pipeline_other_vocabulary_fails_to_link);
   tcase_add_test (tc, test_pipeline_other_vocabulary_after_decode_is_a_negotiation_error);
