@@ -215,8 +215,8 @@ START_TEST (test_pipeline_in_null_holds_no_model)
   for (guint i = 0; i < G_N_ELEMENTS (decoders); i++) {
     g_autofree char *desc = g_strdup_printf ("filesrc location=\"%s\" ! llmtokenize "
         "model=\"%s\" ! llmprefill model=\"%s\" n-threads=1 ! %s max-tokens=16 "
-        "! llmdetokenize model=\"%s\" ! filesink location=\"%s\"", prompt, model_path, target,
-        decoders[i], model_path, out);
+        "! llmdetokenize model=\"%s\" ! filesink location=\"%s\"", prompt, target, target,
+        decoders[i], target, out);
     GError *error = NULL;
     GstElement *pipeline = gst_parse_launch (desc, &error);
     ck_assert_msg (pipeline != NULL && error == NULL, "%s", error ? error->message : desc);
