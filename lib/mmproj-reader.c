@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "mmproj-reader.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "ggml-type.h"
@@ -58,6 +59,10 @@ llm_mmproj_get_floats (LlmMmprojReader *r, const char *key, guint n, const float
       || count != n)
     return llm_mmproj_invalid (r, "%s must be an array of %u float32", key, n);
   memcpy (out, llm_gguf_array_data (r->gguf, key), n * sizeof *out);
+  /* A NaN or infinity would reach the language model as every embedding. */
+  for (guint i = 0; i < n; i++)
+    if (!isfinite (out[i]))
+      return llm_mmproj_invalid (r, "%s[%u] is %g, not a finite number", key, i, out[i]);
   return TRUE;
 }
 

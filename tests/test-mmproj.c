@@ -147,6 +147,52 @@ START_TEST (test_sizes_that_do_not_fit_are_refused)
 }
 END_TEST
 
+/* The file @s writes, with value @index of the float32 array @key set
+ * to @value, loads with an error holding @needle. */
+static void
+load_with_float (const Shape *s, const char *key, guint index, float value, const char *needle)
+{
+  GError *error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("gst-llm-mmproj-XXXXXX", &error);
+  ck_assert (dir != NULL);
+  g_autofree char *path = write_mmproj (s, dir);
+  g_autofree char *data = NULL;
+  gsize len;
+  ck_assert (g_file_get_contents (path, &data, &len, NULL));
+  /* key, then its value type (array), element type (float32) and count */
+  const gsize klen = strlen (key);
+  gsize at = 0;
+  while (at + klen <= len && memcmp (data + at, key, klen) != 0)
+    at++;
+  ck_assert_msg (at + klen <= len, "%s not in the file", key);
+  const gsize off = at + klen + 4 + 4 + 8 + 4 * index;
+  ck_assert (off + 4 <= len);
+  memcpy (data + off, &value, 4);
+  ck_assert (g_file_set_contents (path, data, (gssize) len, NULL));
+  LlmMmproj *p = llm_mmproj_load (path, &error);
+  g_unlink (path);
+  g_rmdir (dir);
+  ck_assert_msg (p == NULL, "loaded %s[%u] = %g", key, index, value);
+  ck_assert_msg (g_error_matches (error, LLM_MMPROJ_ERROR, LLM_MMPROJ_ERROR_INVALID)
+      && strstr (error->message, needle), "\"%s\" not in: %s", needle, error->message);
+  g_error_free (error);
+}
+
+/* Image statistics that are not finite numbers are refused by name: a NaN
+ * mean made every embedding NaN (found by a hostile pass), an infinite
+ * deviation every pixel 0. */
+START_TEST (test_image_statistics_that_are_not_finite_are_refused)
+{
+  load_with_float (&llava, "clip.vision.image_mean", 1, NAN,
+      "clip.vision.image_mean[1] is nan, not a finite number");
+  load_with_float (&smolvlm, "clip.vision.image_mean", 0, -INFINITY,
+      "clip.vision.image_mean[0] is -inf");
+  load_with_float (&llava, "clip.vision.image_std", 2, INFINITY,
+      "clip.vision.image_std[2] is inf");
+  load_with_float (&llava, "clip.vision.image_std", 0, 0.0f, "image_std[0] is 0, not above 0");
+}
+END_TEST
+
 START_TEST (test_a_language_model_is_not_a_projector)
 {
   g_autofree char *path = llm_test_data_path ("models/stories260K.gguf");
@@ -403,6 +449,7 @@ mmproj_suite (void)
   tcase_add_test (tc, test_other_projector_types_are_refused_by_name);
   tcase_add_test (tc, test_a_missing_or_misshapen_tensor_is_named);
   tcase_add_test (tc, test_sizes_that_do_not_fit_are_refused);
+  tcase_add_test (tc, test_image_statistics_that_are_not_finite_are_refused);
   tcase_add_test (tc, test_a_language_model_is_not_a_projector);
   tcase_add_test (tc, test_llava_encoder_matches_a_double_reference);
   tcase_add_test (tc, test_smolvlm_encoder_matches_a_double_reference);
