@@ -185,8 +185,8 @@ gst_llm_segment_for_output (GstEvent *event, guint64 out_bytes)
 char *
 gst_llm_kv_pool_advice (const LlmEngine *engine, gsize held, const char *shorter)
 {
-  /* Blocks are never shared across engines, so what this stream does not
-   * hold, other streams do. */
+  /* The pool counts each block once: a stream that holds as much as is
+   * in use holds all of it. */
   const gsize in_use = llm_engine_kv_bytes (engine);
   if (held > 0 && in_use <= held)
     return g_strdup_printf ("This stream alone holds all %" G_GSIZE_FORMAT " bytes in use "
