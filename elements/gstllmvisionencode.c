@@ -567,21 +567,24 @@ gst_llm_vision_encode_transform (GstBaseTransform *trans, GstBuffer *inbuf, GstB
     return GST_FLOW_ERROR;
   }
 
-  GST_BUFFER_PTS (outbuf) = pts;
-  GST_BUFFER_DTS (outbuf) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DURATION (outbuf) = GST_CLOCK_TIME_IS_VALID (step) ? step
-      : GST_BUFFER_DURATION (inbuf);
-  /* The last frame's caption ends with the media. */
-  if (GST_CLOCK_TIME_IS_VALID (self->media_duration) && GST_CLOCK_TIME_IS_VALID (pts)
-      && GST_BUFFER_DURATION_IS_VALID (outbuf) && pts < self->media_duration)
-    GST_BUFFER_DURATION (outbuf) = MIN (GST_BUFFER_DURATION (outbuf),
-        self->media_duration - pts);
   if (GST_CLOCK_TIME_IS_VALID (step) && GST_CLOCK_TIME_IS_VALID (pts))
     self->next_due = (GST_CLOCK_TIME_IS_VALID (self->next_due) ? self->next_due : pts) + step;
   /* A stream whose frames jumped ahead (a gap, a seek) does not owe the
    * missed intervals. */
   if (GST_CLOCK_TIME_IS_VALID (self->next_due) && self->next_due <= pts)
     self->next_due = pts + step;
+  GST_BUFFER_PTS (outbuf) = pts;
+  GST_BUFFER_DTS (outbuf) = GST_CLOCK_TIME_NONE;
+  /* Until the next frame is due: a frame encoded late on the interval's
+   * grid (frames that do not fall on it, dropped ones) lasts less than the
+   * interval, so the captions timed by it never overlap. */
+  GST_BUFFER_DURATION (outbuf) = !GST_CLOCK_TIME_IS_VALID (step) ? GST_BUFFER_DURATION (inbuf)
+      : GST_CLOCK_TIME_IS_VALID (pts) ? self->next_due - pts : step;
+  /* The last frame's caption ends with the media. */
+  if (GST_CLOCK_TIME_IS_VALID (self->media_duration) && GST_CLOCK_TIME_IS_VALID (pts)
+      && GST_BUFFER_DURATION_IS_VALID (outbuf) && pts < self->media_duration)
+    GST_BUFFER_DURATION (outbuf) = MIN (GST_BUFFER_DURATION (outbuf),
+        self->media_duration - pts);
   const LlmMmprojVision *v = self->vision;
   const guint grid = v->image_size / v->patch_size / MAX (v->scale_factor, 1);
   /* Merged rows lie on no grid any more. */

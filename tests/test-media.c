@@ -673,6 +673,40 @@ START_TEST (test_visionencode_encodes_one_frame_per_interval)
 }
 END_TEST
 
+/* Frames off the interval's grid (3 a second, every half second): each
+ * encoded frame lasts until the next one is due, so captions timed by
+ * them never overlap. (Each lasted the whole interval: the frame at 2/3 s
+ * ran to 7/6 s, past the frame at 1 s.) */
+START_TEST (test_visionencode_frames_last_until_the_next_is_due)
+{
+  g_autofree char *tower = write_tower ("idefics3", 64);
+  GstHarness *h = vision_harness (tower, "video/x-raw,format=NV12,width=64,height=48,"
+      "framerate=3/1", 0.5);
+  const gsize size = 64 * 48 * 3 / 2;
+  g_autofree guint8 *nv12 = g_malloc0 (size);
+  for (guint i = 0; i < 12; i++)
+    ck_assert_int_eq (gst_harness_push (h, frame (nv12, size,
+                gst_util_uint64_scale (i, GST_SECOND, 3), GST_SECOND / 3)), GST_FLOW_OK);
+  /* encoded: 0, 2/3 (0.5 was due), 1, 5/3, 2, 8/3, 3, 11/3 s */
+  static const guint thirds[] = { 0, 2, 3, 5, 6, 8, 9, 11 };
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), G_N_ELEMENTS (thirds));
+  GstClockTime end = 0;
+  for (guint i = 0; i < G_N_ELEMENTS (thirds); i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    const GstClockTime pts = gst_util_uint64_scale (thirds[i], GST_SECOND, 3);
+    ck_assert_uint_eq (GST_BUFFER_PTS (b), pts);
+    ck_assert_msg (GST_BUFFER_PTS (b) >= end, "frame %u at %" GST_TIME_FORMAT " starts before "
+        "the last one ends, %" GST_TIME_FORMAT, i, GST_TIME_ARGS (pts), GST_TIME_ARGS (end));
+    /* due every half second from the first: 0.5, 1, 1.5 .. after each */
+    const GstClockTime due = (pts / (GST_SECOND / 2) + 1) * (GST_SECOND / 2);
+    ck_assert_uint_eq (GST_BUFFER_DURATION (b), due - pts);
+    end = pts + GST_BUFFER_DURATION (b);
+    gst_buffer_unref (b);
+  }
+  gst_harness_teardown (h);
+}
+END_TEST
+
 /* --- llmdetokenize mode=caption ---------------------------------------- */
 
 /* llmdetokenize mode=caption on the test vocabulary, taking tokens. */
@@ -828,8 +862,9 @@ read_vtt (const char *path)
 }
 
 /* test-3.mp4 (10.03 s, 24 fps) captioned every 2 s: a cue for the
- * frames at 0.108, 2.132, 4.132, 6.132 and 8.132 s, each lasting to the
- * next (the last to the end of the video), in order, with text. */
+ * frames at 0.108, 2.132, 4.132, 6.132 and 8.132 s, each lasting until
+ * the next frame is due (0.108 s + 2 k s; the frames come 25 ms after
+ * that) and the last to the end of the video, in order, with text. */
 START_TEST (test_caption_video_writes_webvtt_subparse_reads)
 {
   g_autofree char *lm = llm_test_data_path (LM);
@@ -861,7 +896,7 @@ START_TEST (test_caption_video_writes_webvtt_subparse_reads)
     ck_assert_uint_eq (c->pts / GST_MSECOND, starts_ms[i]);
     const GstClockTime end = c->pts + c->duration;
     if (i + 1 < cues->len)
-      ck_assert_uint_eq (end / GST_MSECOND, starts_ms[i] + 2000);
+      ck_assert_uint_eq (end / GST_MSECOND, starts_ms[0] + 2000 * (i + 1));
     else
       ck_assert_uint_le (end, 10090 * GST_MSECOND);
     ck_assert_msg (strlen (g_strstrip (c->text)) > 0, "cue %u has no text", i);
@@ -1021,6 +1056,7 @@ media_suite (void)
   tcase_add_test (tc, test_visionencode_refuses_bad_projector_files);
   tcase_add_test (tc, test_visionencode_rows_are_the_towers_for_the_same_pixels);
   tcase_add_test (tc, test_visionencode_encodes_one_frame_per_interval);
+  tcase_add_test (tc, test_visionencode_frames_last_until_the_next_is_due);
   tcase_add_test (tc, test_visionencode_cuts_tiles_as_mtmd_does);
   tcase_add_test (tc, test_visionencode_merges_tokens_in_the_tower);
   tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
