@@ -19,8 +19,9 @@
  * with silence to the encoder's 30 s window, as llama.cpp's mtmd encodes
  * audio (#GstLlmAudioEncode:pad-chunks).
  *
- * Each output buffer has the PTS of its chunk's first sample and the
- * chunk's duration; times count samples from the first buffer's PTS (a
+ * Each output buffer has the PTS of its chunk's first sample and lasts
+ * until the next chunk starts (the last one: to its end), so overlapping
+ * chunks, and the captions timed by them, follow one another; times count samples from the first buffer's PTS (a
  * DISCONT buffer or a GAP event starts the count again, after the audio
  * before it is encoded). Chunks quieter than #GstLlmAudioEncode:silence-threshold are
  * not encoded: a GAP event with their time goes downstream instead. EOS
@@ -108,6 +109,7 @@ struct _GstLlmAudioEncode {
   LlmAudioEncoder *encoder;
   float *spec, *rows;
   LlmAudioChunker *chunker;
+  gsize hop;                      /* samples between chunk starts */
   LlmAudioResampler *resampler;   /* from the sink caps */
   gsize bpf;                      /* bytes per input frame */
   GArray *pcm;                    /* scratch: resampled floats */
@@ -138,13 +140,17 @@ sample_time (const GstLlmAudioEncode *self, guint64 samples)
   return gst_util_uint64_scale (samples, GST_SECOND, self->audio->sample_rate);
 }
 
-/* Pushes one chunk: its embeddings, or a GAP when it is quieter than the
- * threshold. */
+/* Pushes one chunk of @n samples from @start: its embeddings, or a GAP
+ * when it is quieter than the threshold. It stands for its first @own
+ * samples, up to where the next chunk starts (all of them for the last),
+ * so that chunks sharing an overlap do not overlap in time, nor do the
+ * captions timed by them. */
 static GstFlowReturn
-push_chunk (GstLlmAudioEncode *self, const float *pcm, gsize n, guint64 start)
+push_chunk (GstLlmAudioEncode *self, const float *pcm, gsize n, guint64 start, gsize own)
 {
   const GstClockTime pts = self->t0 + sample_time (self, start);
-  const GstClockTime duration = sample_time (self, start + n) - sample_time (self, start);
+  const GstClockTime duration = sample_time (self, start + MIN (n, own))
+      - sample_time (self, start);
   const double level = llm_audio_level_dbfs (pcm, n);
   GST_OBJECT_LOCK (self);
   const double threshold = self->silence_threshold;
@@ -184,7 +190,7 @@ push_chunks (GstLlmAudioEncode *self)
   guint64 start;
   GstFlowReturn ret = GST_FLOW_OK;
   while (ret == GST_FLOW_OK && llm_audio_chunker_next (self->chunker, &pcm, &n, &start))
-    ret = push_chunk (self, pcm, n, start);
+    ret = push_chunk (self, pcm, n, start, self->hop);
   return ret;
 }
 
@@ -212,7 +218,7 @@ finish_stream (GstLlmAudioEncode *self)
     gsize n;
     guint64 start;
     if (ret == GST_FLOW_OK && llm_audio_chunker_last (self->chunker, &pcm, &n, &start))
-      ret = push_chunk (self, pcm, n, start);
+      ret = push_chunk (self, pcm, n, start, n);
   }
   llm_audio_chunker_reset (self->chunker);
   self->t0 = GST_CLOCK_TIME_NONE;
@@ -499,6 +505,7 @@ start_stream (GstLlmAudioEncode *self)
       llm_audio_encoder_n_threads (self->encoder),
       llm_audio_encoder_backend_name (self->encoder));
   self->chunker = llm_audio_chunker_new (chunk_samples, overlap_samples);
+  self->hop = chunk_samples - overlap_samples;
   self->pcm = g_array_new (FALSE, FALSE, sizeof (float));
   self->t0 = GST_CLOCK_TIME_NONE;
   self->caps_pushed = FALSE;

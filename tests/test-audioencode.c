@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* llmaudioencode through GstHarness: its caps name the projector and the
  * language model's width; each chunk's buffer has the time of its first
- * sample and its duration, with or without overlap, from audio of any
+ * sample and lasts until the next one starts, with or without overlap, from audio of any
  * rate and channel count; quiet chunks become GAP events; EOS encodes the
  * last partial chunk, a flush drops the audio held, a DISCONT or a GAP
  * starts the count again; bad files, devices and chunk sizes are errors that say
@@ -204,13 +204,18 @@ START_TEST (test_chunks_carry_their_first_samples_time)
 }
 END_TEST
 
+/* Chunks of 1 s sharing 0.5 s start a hop apart, and each lasts until
+ * the next starts, so they (and the captions timed by them) do not
+ * overlap in time; each still encodes its whole second. (Each lasted its
+ * whole second, so two captions stood on screen at once; found by a
+ * hostile pass.) */
 START_TEST (test_overlapping_chunks_start_a_hop_apart)
 {
   GstHarness *h = harness_new (MONO_F32, "chunk-duration", 1.0, "overlap", 0.5,
       "pad-chunks", FALSE, NULL);
   push_mono (h, 2.7, S (10), 0.5);
   for (guint i = 0; i < 4; i++)
-    expect_chunk (h, S (10) + i * S (0.5), S (1), 0, rows_for (1));
+    expect_chunk (h, S (10) + i * S (0.5), S (0.5), 0, rows_for (1));
   expect_no_chunk (h);
   /* 12.5 s to 12.7 s is in no chunk yet: the last one starts a hop after
    * the one before, at 12 s. */
