@@ -626,18 +626,30 @@ END_TEST
 
 /* One frame per interval of stream time, each lasting the interval; a
  * flush starts the count again. NV12 and other sizes are converted. */
-START_TEST (test_visionencode_encodes_one_frame_per_interval)
+/* llmvisionencode with @interval on @n NV12 frames of 64x48 at @fps a
+ * second, pushed. */
+static GstHarness *
+push_nv12_frames (guint fps, gdouble interval, guint n)
 {
   g_autofree char *tower = write_tower ("idefics3", 64);
-  GstHarness *h = vision_harness (tower, "video/x-raw,format=NV12,width=64,height=48,"
-      "framerate=4/1", 1.0);
+  g_autofree char *caps = g_strdup_printf ("video/x-raw,format=NV12,width=64,height=48,"
+      "framerate=%u/1", fps);
+  GstHarness *h = vision_harness (tower, caps, interval);
   const gsize size = 64 * 48 * 3 / 2;
   g_autofree guint8 *nv12 = g_malloc (size);
   for (gsize i = 0; i < size; i++)
     nv12[i] = (guint8) (i * 7);
-  for (guint i = 0; i < 10; i++)
-    ck_assert_int_eq (gst_harness_push (h, frame (nv12, size, i * GST_SECOND / 4,
-                GST_SECOND / 4)), GST_FLOW_OK);
+  for (guint i = 0; i < n; i++)
+    ck_assert_int_eq (gst_harness_push (h, frame (nv12, size,
+                gst_util_uint64_scale (i, GST_SECOND, fps), GST_SECOND / fps)), GST_FLOW_OK);
+  return h;
+}
+
+START_TEST (test_visionencode_encodes_one_frame_per_interval)
+{
+  GstHarness *h = push_nv12_frames (4, 1.0, 10);
+  const gsize size = 64 * 48 * 3 / 2;
+  g_autofree guint8 *nv12 = g_malloc0 (size);
   /* frames at 0, 1 and 2 s of the ten at 0, 0.25 .. 2.25 s */
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 3);
   for (guint i = 0; i < 3; i++) {
@@ -679,14 +691,7 @@ END_TEST
  * ran to 7/6 s, past the frame at 1 s.) */
 START_TEST (test_visionencode_frames_last_until_the_next_is_due)
 {
-  g_autofree char *tower = write_tower ("idefics3", 64);
-  GstHarness *h = vision_harness (tower, "video/x-raw,format=NV12,width=64,height=48,"
-      "framerate=3/1", 0.5);
-  const gsize size = 64 * 48 * 3 / 2;
-  g_autofree guint8 *nv12 = g_malloc0 (size);
-  for (guint i = 0; i < 12; i++)
-    ck_assert_int_eq (gst_harness_push (h, frame (nv12, size,
-                gst_util_uint64_scale (i, GST_SECOND, 3), GST_SECOND / 3)), GST_FLOW_OK);
+  GstHarness *h = push_nv12_frames (3, 0.5, 12);
   /* encoded: 0, 2/3 (0.5 was due), 1, 5/3, 2, 8/3, 3, 11/3 s */
   static const guint thirds[] = { 0, 2, 3, 5, 6, 8, 9, 11 };
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), G_N_ELEMENTS (thirds));
