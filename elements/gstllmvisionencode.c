@@ -39,8 +39,10 @@
  *
  * Live video comes far faster than a CPU encodes it: with
  * #GstLlmVisionEncode:interval it encodes one frame per interval of stream
- * time and drops the frames in between, and each output buffer's duration
- * is the interval (the time the caption of that frame stands for). When
+ * time and drops the frames in between, and each output buffer lasts
+ * until the next frame is due, the interval after the last one was (the
+ * time the caption of that frame stands for; shorter for a frame that
+ * came after its due time, so captions never overlap). When
  * upstream is live and a frame arrives more than an interval behind the
  * pipeline clock (the encoder fell behind), it is dropped too, so the
  * captions keep up with the video instead of drifting behind it; the
