@@ -389,7 +389,14 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
   llm_session_set_cancel_flag (session, NULL);
   if (!fed) {
     guint held = llm_session_n_ids (session);
-    const gsize held_bytes = llm_session_kv_bytes (session);
+    const gboolean pool_full = g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
+        || g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED);
+    /* Weighed while the session still holds its blocks: releasing them
+     * below would make the others' share look like all there is. */
+    g_autofree char *advice = pool_full ? gst_llm_kv_pool_advice (self->engine,
+        llm_session_kv_bytes (session), keep_context ? "keep the conversation shorter "
+        "(kv-policy=window, a smaller context-length, or keep-context off)"
+        : "send shorter prompts") : NULL;
     /* The session may hold part of the prompt now; start over next time. */
     llm_session_reset (session);
     llm_session_pool_release (self->pool, session);
@@ -405,11 +412,7 @@ run_prompt (GstLlmPrefill *self, const gint32 *prompt, guint n, GstClockTime pts
               "kv-policy=window or sink-window%s.", n_ids, held, llm_model_hparams (self->llm)->n_ctx_train,
               keep_context ? ", or turn keep-context off" : ""),
           ("%s", error->message));
-    } else if (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
-        || g_error_matches (error, LLM_ENGINE_ERROR, LLM_ENGINE_ERROR_PREEMPTED)) {
-      g_autofree char *advice = gst_llm_kv_pool_advice (self->engine, held_bytes,
-          keep_context ? "keep the conversation shorter (kv-policy=window, a smaller "
-          "context-length, or keep-context off)" : "send shorter prompts");
+    } else if (pool_full) {
       GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
           ("The engine's KV memory is used up: %s. %s", error->message, advice), (NULL));
     } else if (g_error_matches (error, LLM_FORWARD_ERROR, LLM_FORWARD_ERROR_TOKEN)) {
