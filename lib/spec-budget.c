@@ -228,22 +228,27 @@ llm_spec_budget_choose (LlmSpecBudget *b)
   return 1;
 }
 
+/* One more observation (@hit) in an acceptance average seen @seen times:
+ * a plain mean at first, then an EMA of weight ACCEPT_WEIGHT. */
+static void
+average_in (double *accept, guint *seen, gboolean hit)
+{
+  const double w = MAX (ACCEPT_WEIGHT, 1.0 / (*seen + 2));
+  *accept += w * ((hit ? 1.0 : 0.0) - *accept);
+  if (*seen < G_MAXUINT)
+    (*seen)++;
+}
+
 /* Position @i's proposal was accepted (@hit) or not. */
 static void
 learn (LlmSpecBudget *b, guint i, gboolean hit)
 {
-  const double w = MAX (ACCEPT_WEIGHT, 1.0 / (b->seen[i] + 2));
-  b->accept[i] += w * ((hit ? 1.0 : 0.0) - b->accept[i]);
-  if (b->seen[i] < G_MAXUINT)
-    b->seen[i]++;
+  average_in (&b->accept[i], &b->seen[i], hit);
   /* the state's average starts where the pooled one is */
   const guint s = b->state;
-  const double ws = MAX (ACCEPT_WEIGHT, 1.0 / (b->seen_in[s][i] + 2));
   if (b->seen_in[s][i] == 0)
     b->accept_in[s][i] = b->accept[i];
-  b->accept_in[s][i] += ws * ((hit ? 1.0 : 0.0) - b->accept_in[s][i]);
-  if (b->seen_in[s][i] < G_MAXUINT)
-    b->seen_in[s][i]++;
+  average_in (&b->accept_in[s][i], &b->seen_in[s][i], hit);
 }
 
 void
