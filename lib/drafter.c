@@ -754,6 +754,12 @@ llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n)
   d->klass->accept (d, ids, n);
 }
 
+guint
+llm_drafter_match (LlmDrafter *d)
+{
+  return d->klass == &ngram_class ? llm_ngram_draft_match (d->ngram) : 0;
+}
+
 gboolean
 llm_drafter_guess (LlmDrafter *d, gint32 *out)
 {

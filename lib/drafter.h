@@ -68,6 +68,11 @@ void llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n);
  * the lookup finds nothing): a step that checks no proposal can still
  * tell the budget whether the drafter would have been right. */
 gboolean llm_drafter_guess (LlmDrafter *d, gint32 *out);
+/* How many tokens of context the next proposal follows, where the
+ * drafter can tell for free (prompt lookup's match, 1 to ngram-max); 0
+ * where it cannot (the model drafters) or found nothing. For
+ * llm_spec_budget_set_match. */
+guint llm_drafter_match (LlmDrafter *d);
 
 /* Pipelined drafting (PEARL), for a model drafter (others ignore it):
  * after each proposal a thread of the drafter's drafts on while the

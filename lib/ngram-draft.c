@@ -123,30 +123,49 @@ llm_ngram_draft_add (LlmNgramDraft *d, const gint32 *ids, guint n)
   }
 }
 
-guint
-llm_ngram_draft_propose (LlmNgramDraft *d, guint max, gint32 *out)
+/* The longest suffix of n_min to n_max tokens that occurred before, as
+ * its length (0: none) and its latest earlier occurrence (@e). */
+static guint
+lookup (const LlmNgramDraft *d, const Entry **e)
 {
-  g_return_val_if_fail (d != NULL && (out != NULL || max == 0), 0);
-  for (guint n = d->n_max; n >= d->n_min && max > 0; n--) {
+  for (guint n = d->n_max; n >= d->n_min; n--) {
     if (d->len <= n)
       continue;
     /* The suffix itself is filed only when the next token comes, so what
      * is found lies before it, with its continuation in the history. */
     const gint32 *suffix = d->hist + d->len - n;
-    const Entry *e = find_slot (d, suffix, n, hash_ngram (suffix, n));
-    if (e->n == 0)
-      continue;
-    /* What followed, and past the end of the history the same again: the
-     * match ends period = len - from tokens before the end, so the text
-     * repeats with that period (greedy decoding of small models falls
-     * into such loops, and a one-token continuation would cap every
-     * draft at one token). */
-    const guint from = e->start + n, period = d->len - from;
-    for (guint i = 0; i < max; i++)
-      out[i] = i < period ? d->hist[from + i] : out[i - period];
-    return max;
+    *e = find_slot (d, suffix, n, hash_ngram (suffix, n));
+    if ((*e)->n != 0)
+      return n;
   }
   return 0;
+}
+
+guint
+llm_ngram_draft_propose (LlmNgramDraft *d, guint max, gint32 *out)
+{
+  g_return_val_if_fail (d != NULL && (out != NULL || max == 0), 0);
+  const Entry *e = NULL;
+  const guint n = max > 0 ? lookup (d, &e) : 0;
+  if (n == 0)
+    return 0;
+  /* What followed, and past the end of the history the same again: the
+   * match ends period = len - from tokens before the end, so the text
+   * repeats with that period (greedy decoding of small models falls
+   * into such loops, and a one-token continuation would cap every
+   * draft at one token). */
+  const guint from = e->start + n, period = d->len - from;
+  for (guint i = 0; i < max; i++)
+    out[i] = i < period ? d->hist[from + i] : out[i - period];
+  return max;
+}
+
+guint
+llm_ngram_draft_match (const LlmNgramDraft *d)
+{
+  g_return_val_if_fail (d != NULL, 0);
+  const Entry *e;
+  return lookup (d, &e);
 }
 
 const gint32 *

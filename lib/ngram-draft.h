@@ -36,6 +36,9 @@ void llm_ngram_draft_add (LlmNgramDraft *d, const gint32 *ids, guint n);
  * text repeating with the period it shows). Returns @max, or 0 when no
  * suffix of n_min or more tokens occurred before. */
 guint llm_ngram_draft_propose (LlmNgramDraft *d, guint max, gint32 *out);
+/* How many tokens of the history's end the next proposal would follow
+ * (n_min to n_max; 0: none): the longer, the likelier it is right. */
+guint llm_ngram_draft_match (const LlmNgramDraft *d);
 
 /* The tokens looked in now, oldest first (for tests). */
 const gint32 *llm_ngram_draft_history (const LlmNgramDraft *d, guint *n);

@@ -49,6 +49,11 @@
  * 1.006 with them (the worst workload 0.969, now 0.991; 2 to 32 here all
  * gave 1.003-1.006 over 8 sequences). */
 #define STATE_SHRINK 4.0
+/* Observations a position's acceptance after a match of one token, or
+ * of more, needs before it outweighs its state's (STATE_SHRINK). */
+#define MATCH_SHRINK 4.0
+/* Matches of at least this many tokens are the long ones. */
+#define MATCH_LONG 2
 /* A planner drafting k now checks k + 1 every this many steps, so a
  * longer draft it judged too early is judged again. */
 #define EXPLORE_EVERY 32
@@ -125,13 +130,24 @@ weighed_pooled (const LlmSpecBudget *b, guint i, double before)
  * that state's own average pulled towards the pooled one as if that had
  * been seen STATE_SHRINK more times. Text that repeats itself does so in
  * runs, so a draft taken whole is followed by another more often than
- * the average says, and a miss by a miss. */
+ * the average says, and a miss by a miss. Where the drafter told how
+ * much context its proposal follows, the average of that kind of match
+ * in this state, pulled towards the state's likewise (MATCH_SHRINK):
+ * prompt lookup that follows one token is right far less often than one
+ * that follows four (TinyStories-656K on the workloads, 8 proposals: 2.3
+ * against 3.2 to 6.0 accepted). */
 static double
 weighed (const LlmSpecBudget *b, guint i, double before)
 {
   const double pooled = weighed_pooled (b, i, before);
   const double n = b->seen_in[b->state][i];
-  return (n * b->accept_in[b->state][i] + STATE_SHRINK * pooled) / (n + STATE_SHRINK);
+  const double state = (n * b->accept_in[b->state][i] + STATE_SHRINK * pooled)
+      / (n + STATE_SHRINK);
+  if (b->match == 0)
+    return state;
+  const guint l = b->match >= MATCH_LONG;
+  const double nm = b->seen_m[b->state][l][i];
+  return (nm * b->accept_m[b->state][l][i] + MATCH_SHRINK * state) / (nm + MATCH_SHRINK);
 }
 
 double
@@ -185,6 +201,12 @@ llm_spec_budget_rate (const LlmSpecBudget *b, guint k)
   k = MIN (k, LLM_SPEC_BUDGET_MAX);
   rates (b, k, rate);
   return rate[k];
+}
+
+void
+llm_spec_budget_set_match (LlmSpecBudget *b, guint matched)
+{
+  b->match = matched;
 }
 
 guint
@@ -249,6 +271,12 @@ learn (LlmSpecBudget *b, guint i, gboolean hit)
   if (b->seen_in[s][i] == 0)
     b->accept_in[s][i] = b->accept[i];
   average_in (&b->accept_in[s][i], &b->seen_in[s][i], hit);
+  if (b->match == 0)
+    return;
+  const guint l = b->match >= MATCH_LONG;
+  if (b->seen_m[s][l][i] == 0)
+    b->accept_m[s][l][i] = b->accept_in[s][i];
+  average_in (&b->accept_m[s][l][i], &b->seen_m[s][l][i], hit);
 }
 
 void

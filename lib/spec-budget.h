@@ -3,7 +3,8 @@
  * a moving average of the chance that the proposal at each position is
  * accepted, given that those before it were (pooled, and apart for after
  * a draft taken whole and after a miss, as runs of repetition make them
- * differ), and of the measured time of
+ * differ, and within those apart for prompt lookups that matched one
+ * token or more, as far likelier right), and of the measured time of
  * a step that checks each number of proposals, and each step takes the
  * number k (0 included) whose expected tokens, 1 + p1 + p1 p2 + ... +
  * p1...pk, over its time is largest (a wider step's time taken as at
@@ -58,12 +59,20 @@ typedef struct {
   double accept_in[2][LLM_SPEC_BUDGET_MAX];   /* accept, after a miss / a full accept */
   guint seen_in[2][LLM_SPEC_BUDGET_MAX];      /* observations of it, up to a cap */
   guint state;                                /* 1: the last verdict took every proposal */
+  guint match;                                /* the drafter's evidence now, 0: none */
+  double accept_m[2][2][LLM_SPEC_BUDGET_MAX]; /* accept, by state and short / long match */
+  guint seen_m[2][2][LLM_SPEC_BUDGET_MAX];    /* observations of it, up to a cap */
 } LlmSpecBudget;
 
 /* Nothing measured yet; @draft_max at most LLM_SPEC_BUDGET_MAX. */
 void llm_spec_budget_init (LlmSpecBudget *b, guint draft_max, gboolean fixed);
 /* New settings, keeping what was measured. */
 void llm_spec_budget_configure (LlmSpecBudget *b, guint draft_max, gboolean fixed);
+/* What the drafter knows of its next proposal before making it: the
+ * tokens of context that prompt lookup matched (llm_ngram_draft_match),
+ * 0 where it tells nothing (the model drafters). Set before each
+ * llm_spec_budget_choose; it holds for that step's observations. */
+void llm_spec_budget_set_match (LlmSpecBudget *b, guint matched);
 /* The number of proposals to ask for now (0..draft_max). */
 guint llm_spec_budget_choose (LlmSpecBudget *b);
 /* A step checked @drafted proposals, of which the first @accepted were

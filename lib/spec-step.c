@@ -12,6 +12,8 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
     llm_drafter_ahead_counts (drafter, &used0, &discarded0);
   /* The drafting is part of the step's cost, as the planner weighs it. */
   const gint64 t0 = g_get_monotonic_time ();
+  if (drafter)
+    llm_spec_budget_set_match (budget, llm_drafter_match (drafter));
   /* Proposals past what the response may still make would be checked
    * for nothing (and counted as accepted though never output). */
   const guint k = drafter ? MIN (llm_spec_budget_choose (budget),
