@@ -13,7 +13,7 @@
  * the token's bias (-8 * its sum of codes): dot_q4_0's sumi. Then per
  * block, as dot_q4_0: acc += ((float) sumi * d_w) * d_x, one rounding per
  * operation, never fused. The weights are unpacked once per block and
- * token tile and used by up to 8 tokens.
+ * token tile and used by up to 9 tokens.
  *
  * What bounds it (Zen 5, which runs vpdpbusd and vmulps on the same two
  * pipes and issues 2 vector loads a cycle): per token and 16-row block, 8

@@ -12,7 +12,7 @@
  * token's bias (-128 * its sum of codes): dot_q8_0's sumi. Then per
  * block, as dot_q8_0: acc += (float) sumi * (d_w * d_x), one rounding per
  * operation, never fused. The 8 weight vectors are loaded once per block
- * and token tile and used by up to 8 tokens.
+ * and token tile and used by up to 9 tokens.
  *
  * What bounds it (Zen 5, which runs vpdpbusd and vmulps on the same two
  * pipes, measured at 1.9 a cycle, and issues 2 vector loads a cycle): per
