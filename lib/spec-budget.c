@@ -51,7 +51,7 @@
 #define STATE_SHRINK 4.0
 /* Observations a position's acceptance after a match of one token, or
  * of more, needs before it outweighs its state's (STATE_SHRINK). */
-#define MATCH_SHRINK 4.0
+#define MATCH_SHRINK 8.0
 /* Matches of at least this many tokens are the long ones. */
 #define MATCH_LONG 2
 /* A planner drafting k now checks k + 1 every this many steps, so a
