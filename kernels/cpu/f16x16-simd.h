@@ -43,6 +43,7 @@ typedef struct {
   int rn_max, group;
   const int *rt_max;
   const F16x16TileFn *fn;
+  bool wide;                  /* fn and rt_max also hold rn_max + 1 tokens (tile_tokens_wide) */
 } F16x16Tiles;
 
 /* How far ahead of the columns being computed the first token tile asks
@@ -154,7 +155,7 @@ f16x16_run (const F16x16Tiles *tiles, int rt_one, bool bf16, size_t n, const voi
       const int gt = left < (size_t) G ? (int) left : G;
       const uint8_t *P = (const uint8_t *) packed + r / TR * tb;
       for (size_t t = 0, rn; t < n_tok; t += rn) {
-        rn = tile_tokens (n_tok - t, RN);
+        rn = tile_tokens_wide (n_tok - t, RN, tiles->wide);
         const int rt_max = n_tok == 1 ? rt_one : tiles->rt_max[rn - 1];
         for (int i = 0, rt; i < gt; i += rt) {
           rt = gt - i < rt_max ? gt - i : rt_max;

@@ -36,6 +36,18 @@ tile_tokens (size_t left, int RN)
   return left == (size_t) RN + 1 && RN > 2 ? (size_t) RN - 1 : (size_t) RN;
 }
 
+/* tile_tokens for tiles that also come one token wider, RN + 1, used only
+ * where exactly that many are left (@wide): a speculative check of 8
+ * proposals is 9 rows, which took two passes over the weights (7 + 2)
+ * and now takes one. Anything more keeps RN a tile, the wider tile being
+ * slower per token (F16 and the K-quants on Zen 5: 16 rows as 9 + 7 took
+ * 1.03x and 1.11x the time of 8 + 8). */
+INLINE size_t
+tile_tokens_wide (size_t left, int RN, bool wide)
+{
+  return wide && left == (size_t) RN + 1 ? left : tile_tokens (left, RN);
+}
+
 /* tile_tokens, but the last two tiles share what is left evenly: 9 tokens
  * of at most 8 a tile run as 5 + 4, not 7 + 2. The 16-row layouts' small
  * tiles are the slow ones (a 2-token tile does a 4- or 8-token tile's

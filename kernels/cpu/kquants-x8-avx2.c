@@ -507,7 +507,7 @@ q5_unpack (size_t nb, const uint8_t *P, uint8_t *out, size_t pf)
       const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, \
       size_t step) \
   { \
-    return kx_drive (tiles_##type, UNPACKED, RN, Q6, TB, n, packed, rows, r0, r1, xq, xs, \
+    return kx_drive (tiles_##type, UNPACKED, RN, false, Q6, TB, n, packed, rows, r0, r1, xq, xs, \
         n_tok, y, ldy, next, step); \
   }
 

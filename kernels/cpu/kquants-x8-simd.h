@@ -178,7 +178,7 @@ kx_unpacks (const KxUnpacked *u, size_t tokens)
  * faster than fetching the next tile during the unpacking; Q6_K the
  * same either way). */
 INLINE bool
-kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool q6, size_t tb,
+kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool wide, bool q6, size_t tb,
     size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, size_t xs,
     size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step)
 {
@@ -222,7 +222,7 @@ kx_drive (const KxTileFn *tiles, const KxUnpacked *unpacked, int RN, bool q6, si
           pf = 0;
         }
         for (size_t t = t0, rn; t < t1; t += rn, k++) {
-          rn = tile_tokens (t1 - t, trn);
+          rn = tile_tokens_wide (t1 - t, trn, wide && trn == RN);
           if (nk > 0)
             prefetch_share (next_tile, tile_bytes, k, nk);
           tt[rn - 1] (nb, P, (const uint8_t *) xq + t * xs, xs, side + t * sb, sstride,
