@@ -838,7 +838,10 @@ gst_llm_decode_sink_event (GstPad *pad, GstObject *parent, GstEvent *event)
   if (ret != GST_FLOW_OK) {
     GST_DEBUG_OBJECT (self, "dropping %" GST_PTR_FORMAT ": %s", event, gst_flow_get_name (ret));
     gst_event_unref (event);
-    return FALSE;
+    /* Shutting down (the source pad goes first): refusing would make the
+     * core call a refused CAPS not-negotiated, and llmprefill would post
+     * that as a fatal error of a pipeline that is only stopping. */
+    return ret == GST_FLOW_FLUSHING;
   }
   return TRUE;
 }

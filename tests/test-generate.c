@@ -982,6 +982,28 @@ START_TEST (test_decode_state_without_logits_to_sample_is_an_error)
 }
 END_TEST
 
+/* A pipeline going down deactivates llmdecode's source pad before its
+ * sink pad: a prompt's CAPS arriving in between was refused, the core
+ * called that not-negotiated, and llmprefill posted a fatal "streaming
+ * stopped, reason not-negotiated" (about 1 in 200 teardowns right after
+ * a prompt). Dropped while flushing, it is accepted. */
+START_TEST (test_decode_accepts_events_while_its_source_shuts_down)
+{
+  GstHarness *h = gst_harness_new (spec ? "llmspecverify" : "llmdecode");
+  g_autofree char *caps = g_strdup_printf ("%s, vocab=(string)%s",
+      spec ? GST_LLM_DRAFT_MEDIA_TYPE : GST_LLM_STATE_MEDIA_TYPE, vocab_hash);
+  gst_harness_play (h);
+  GstPad *src = gst_element_get_static_pad (h->element, "src");
+  ck_assert (gst_pad_set_active (src, FALSE));
+  GstPad *sink = gst_element_get_static_pad (h->element, "sink");
+  ck_assert (gst_pad_send_event (sink, gst_event_new_stream_start ("prompt")));
+  ck_assert (gst_pad_send_event (sink, gst_event_new_caps (gst_caps_from_string (caps))));
+  gst_object_unref (sink);
+  gst_object_unref (src);
+  gst_harness_teardown (h);
+}
+END_TEST
+
 static void
 run_kv_setting (const char *props)
 {
@@ -1646,6 +1668,7 @@ generate_suite (void)
   }
   tcase_add_test (tc, test_prefill_state_buffer_holds_the_fed_ids_with_logits_to_sample);
   tcase_add_test (tc, test_decode_state_without_logits_to_sample_is_an_error);
+  tcase_add_test (tc, test_decode_accepts_events_while_its_source_shuts_down);
   tcase_add_test (tc, test_generate_with_q4_0_kv_cache);
   tcase_add_test (tc, test_generate_with_a_window_past_its_size);
   tcase_add_test (tc, test_prefill_missing_model_fails_the_state_change);
