@@ -111,6 +111,14 @@ cost (const LlmSpecBudget *b, guint w)
   return b->cost_seen[w] > 0 && known (b, 0) ? MIN (estimate, b->cost_us[w]) : estimate;
 }
 
+/* @own, an average of @n observations, pulled towards @towards as if
+ * that had been seen @k more times. */
+static double
+pulled (double own, double n, double towards, double k)
+{
+  return (n * own + k * towards) / (n + k);
+}
+
 /* Position @i's acceptance as the planner weighs it, from @before, the
  * weighed acceptance of position i - 1: its own average pulled towards
  * @before as if that had been seen SHRINK more times. A position is only
@@ -122,8 +130,7 @@ cost (const LlmSpecBudget *b, guint w)
 static double
 weighed_pooled (const LlmSpecBudget *b, guint i, double before)
 {
-  const double n = b->seen[i];
-  return i == 0 ? b->accept[0] : (n * b->accept[i] + SHRINK * before) / (n + SHRINK);
+  return i == 0 ? b->accept[0] : pulled (b->accept[i], b->seen[i], before, SHRINK);
 }
 
 /* The same in the planner's state (after a miss, after a full accept):
@@ -139,15 +146,13 @@ weighed_pooled (const LlmSpecBudget *b, guint i, double before)
 static double
 weighed (const LlmSpecBudget *b, guint i, double before)
 {
-  const double pooled = weighed_pooled (b, i, before);
-  const double n = b->seen_in[b->state][i];
-  const double state = (n * b->accept_in[b->state][i] + STATE_SHRINK * pooled)
-      / (n + STATE_SHRINK);
-  if (b->match == 0)
+  const guint s = b->state;
+  const double state = pulled (b->accept_in[s][i], b->seen_in[s][i],
+      weighed_pooled (b, i, before), STATE_SHRINK);
+  if (b->match_kind == 0)
     return state;
-  const guint l = b->match >= MATCH_LONG;
-  const double nm = b->seen_m[b->state][l][i];
-  return (nm * b->accept_m[b->state][l][i] + MATCH_SHRINK * state) / (nm + MATCH_SHRINK);
+  const guint m = b->match_kind - 1;
+  return pulled (b->accept_m[s][m][i], b->seen_m[s][m][i], state, MATCH_SHRINK);
 }
 
 double
@@ -206,7 +211,7 @@ llm_spec_budget_rate (const LlmSpecBudget *b, guint k)
 void
 llm_spec_budget_set_match (LlmSpecBudget *b, guint matched)
 {
-  b->match = matched;
+  b->match_kind = matched == 0 ? 0 : matched < MATCH_LONG ? 1 : 2;
 }
 
 guint
@@ -261,22 +266,27 @@ average_in (double *accept, guint *seen, gboolean hit)
     (*seen)++;
 }
 
+/* average_in for an average kept apart within a wider one, @parent,
+ * where it starts. */
+static void
+average_in_from (double parent, double *accept, guint *seen, gboolean hit)
+{
+  if (*seen == 0)
+    *accept = parent;
+  average_in (accept, seen, hit);
+}
+
 /* Position @i's proposal was accepted (@hit) or not. */
 static void
 learn (LlmSpecBudget *b, guint i, gboolean hit)
 {
   average_in (&b->accept[i], &b->seen[i], hit);
-  /* the state's average starts where the pooled one is */
   const guint s = b->state;
-  if (b->seen_in[s][i] == 0)
-    b->accept_in[s][i] = b->accept[i];
-  average_in (&b->accept_in[s][i], &b->seen_in[s][i], hit);
-  if (b->match == 0)
+  average_in_from (b->accept[i], &b->accept_in[s][i], &b->seen_in[s][i], hit);
+  if (b->match_kind == 0)
     return;
-  const guint l = b->match >= MATCH_LONG;
-  if (b->seen_m[s][l][i] == 0)
-    b->accept_m[s][l][i] = b->accept_in[s][i];
-  average_in (&b->accept_m[s][l][i], &b->seen_m[s][l][i], hit);
+  const guint m = b->match_kind - 1;
+  average_in_from (b->accept_in[s][i], &b->accept_m[s][m][i], &b->seen_m[s][m][i], hit);
 }
 
 void

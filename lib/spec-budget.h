@@ -59,7 +59,7 @@ typedef struct {
   double accept_in[2][LLM_SPEC_BUDGET_MAX];   /* accept, after a miss / a full accept */
   guint seen_in[2][LLM_SPEC_BUDGET_MAX];      /* observations of it, up to a cap */
   guint state;                                /* 1: the last verdict took every proposal */
-  guint match;                                /* the drafter's evidence now, 0: none */
+  guint match_kind;                           /* now: 0 untold, 1 short match, 2 long */
   double accept_m[2][2][LLM_SPEC_BUDGET_MAX]; /* accept, by state and short / long match */
   guint seen_m[2][2][LLM_SPEC_BUDGET_MAX];    /* observations of it, up to a cap */
 } LlmSpecBudget;
