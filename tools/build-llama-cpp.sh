@@ -20,11 +20,18 @@
 # second call only prints its path. The path of llama-bench is the one line
 # printed on stdout; everything else goes to stderr.
 #
-#   tools/build-llama-cpp.sh [--variant native|avx2] [-j JOBS] [--cache DIR]
+#   tools/build-llama-cpp.sh [--variant native|noamx|avx2] [-j JOBS] [--cache DIR]
 #       [--find] [--rebuild] [--speculative] [--mtmd]
 #
 #   --variant native  -DGGML_NATIVE=ON: -march=native, every extension this
 #                     CPU has (AVX-512, VNNI, BF16 where present). Default.
+#   --variant noamx   -DGGML_NATIVE=OFF with every AVX-512 option this
+#                     project's kernels use (F, BW, DQ, VL, VBMI, VNNI, BF16)
+#                     and AVX-VNNI on, AMX off: the strongest llama.cpp that
+#                     runs on a Xeon whose AMX code crashes (the bundled
+#                     llama.cpp segfaults in ggml_backend_amx_mul_mat on
+#                     every Q4_0, Q8_0 and Q4_K_M model on the KVM Xeon of
+#                     2026-12-06, llama.cpp issue 20824)
 #   --variant avx2    -DGGML_NATIVE=OFF with SSE4.2, AVX, AVX2, FMA, F16C and
 #                     BMI2 on and AVX-VNNI, every AVX-512 and AMX option off:
 #                     what an AVX2-only CPU such as Zen 3 runs. Compare it with
@@ -102,7 +109,15 @@ case "$variant" in
       -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
       -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
     ) ;;
-  *) die "unknown variant '$variant' (native or avx2)" ;;
+  noamx)
+    variant_flags=(
+      -DGGML_NATIVE=OFF
+      -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+      -DGGML_AVX_VNNI=ON
+      -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
+      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+    ) ;;
+  *) die "unknown variant '$variant' (native, noamx or avx2)" ;;
 esac
 
 # The commit of the bundle that node-llama-cpp $NODE_LLAMA_CPP_VERSION ships,

@@ -7,10 +7,13 @@
 #
 # llama.cpp is not part of this tree. Two ways to run it (--llama):
 #
-#   native, avx2  llama.cpp's own llama-bench, built from the source that the
+#   native, noamx, avx2
+#                 llama.cpp's own llama-bench, built from the source that the
 #                 npm package node-llama-cpp ships by tools/build-llama-cpp.sh
-#                 (cached outside the tree; --llama native|avx2 builds it when
-#                 it is missing): -DGGML_NATIVE=ON, or AVX2/FMA/F16C only.
+#                 (cached outside the tree; --llama native|noamx|avx2 builds
+#                 it when it is missing): -DGGML_NATIVE=ON; every AVX-512
+#                 option but AMX off (for a Xeon where llama.cpp's AMX code
+#                 crashes); or AVX2/FMA/F16C only.
 #                 The strongest comparison. Tests as llama-bench defines them:
 #                 ppP is one batch of P random tokens on an empty cache, tgN is
 #                 N single-token steps from an empty cache; gst-llm-bench runs
@@ -27,7 +30,7 @@
 # llama-bench, on this machine, as an AVX2-only CPU (Zen 3) would run them.
 #
 #   tools/compare-llama-cpp.sh [-b BUILD_DIR] [-t THREADS] [-p P[,P...]] [-n N]
-#       [-d DEPTH] [-r REPS] [--rounds K] [--path native|avx2] [--llama native|avx2|prebuilt]
+#       [-d DEPTH] [-r REPS] [--rounds K] [--path native|avx2] [--llama native|noamx|avx2|prebuilt]
 #       [--fa on|off|auto] [--jobs J] [--max-others PCT] [--idle-wait S]
 #       [--retries N] [--node-dir DIR] [--json FILE] MODEL.gguf...
 #
@@ -145,7 +148,7 @@ if [ -z "$llama" ]; then
   fi
 fi
 case "$llama" in
-  native|avx2)
+  native|noamx|avx2)
     if ! llama_bench=$("${build_llama[@]}" --find --variant "$llama"); then
       echo "compare-llama-cpp: building the $llama llama-bench first (once; it is cached)" >&2
       llama_bench=$("${build_llama[@]}" --variant "$llama" -j "$jobs")
@@ -158,7 +161,7 @@ case "$llama" in
     [ "$path" = native ] || echo "compare-llama-cpp: note: the prebuilt llama.cpp picks its own instruction set, not AVX2 alone" >&2
     command -v npm >/dev/null || die "--llama prebuilt needs npm"
     ;;
-  *) die "--llama wants native, avx2 or prebuilt" ;;
+  *) die "--llama wants native, noamx, avx2 or prebuilt" ;;
 esac
 
 # What is compared with what.
