@@ -402,20 +402,26 @@ llm_test_scalar_products (const LlmTestProblem *p, float *want)
 
 /* The kernels a suite checks: the scalar one over the layout, the AVX2
  * one as the environment has it (LLM_NO_AVX_VNNI), or with LLM_NO_AVX_VNNI
- * set, or unset (where that is another kernel), and the AVX-512 one. */
+ * set, or unset (where that is another kernel), and the AVX-512 one with
+ * LLM_NO_AMX set, and unset where that is another kernel (the products of
+ * many tokens on AMX). */
 typedef enum {
   SCALAR,
   AVX2,
   AVX2_PLAIN,
   AVX2_VNNI,
   AVX512,
+  AVX512_AMX,
 } Kernel;
 
-static const char *const kernel_names[] = { "scalar", "avx2", "avx2", "avx2-vnni", "avx512" };
+#define MOST_KERNELS 5
+
+static const char *const kernel_names[] = { "scalar", "avx2", "avx2", "avx2-vnni", "avx512",
+  "avx512-amx" };
 
 /* The suite's kernels, in @kernels; returns how many. */
 static size_t
-suite_kernels (const LlmTestLayout *layout, Kernel kernels[4])
+suite_kernels (const LlmTestLayout *layout, Kernel kernels[MOST_KERNELS])
 {
   size_t n = 0;
   kernels[n++] = SCALAR;
@@ -426,24 +432,38 @@ suite_kernels (const LlmTestLayout *layout, Kernel kernels[4])
     kernels[n++] = AVX2;
   }
   kernels[n++] = AVX512;
+  kernels[n++] = AVX512_AMX;
   return n;
 }
 
-/* The AVX2 lookup's kernel with LLM_NO_AVX_VNNI set (@vnni FALSE) or
- * unset, the variable then put back as it was. */
 static LlmTestPackedFn
-avx2_kernel (const LlmTestLayout *layout, guint32 type, gboolean vnni)
+avx2_lookup (const LlmTestLayout *layout, guint32 type)
 {
-  char *keep = g_strdup (g_getenv ("LLM_NO_AVX_VNNI"));
-  if (vnni)
-    g_unsetenv ("LLM_NO_AVX_VNNI");
+  return layout->avx2 ? layout->avx2 () : layout->avx2_of (type);
+}
+
+static LlmTestPackedFn
+avx512_lookup (const LlmTestLayout *layout, guint32 type)
+{
+  return layout->avx512 ? layout->avx512 () : layout->avx512_of (type);
+}
+
+/* @lookup's kernel with the variable @var (LLM_NO_AVX_VNNI, LLM_NO_AMX)
+ * set (@on FALSE) or unset, the variable then put back as it was. */
+static LlmTestPackedFn
+kernel_with (LlmTestPackedFn (*lookup) (const LlmTestLayout *, guint32),
+    const LlmTestLayout *layout, guint32 type, const char *var, gboolean on)
+{
+  char *keep = g_strdup (g_getenv (var));
+  if (on)
+    g_unsetenv (var);
   else
-    g_setenv ("LLM_NO_AVX_VNNI", "1", TRUE);
-  const LlmTestPackedFn fn = layout->avx2 ? layout->avx2 () : layout->avx2_of (type);
+    g_setenv (var, "1", TRUE);
+  const LlmTestPackedFn fn = lookup (layout, type);
   if (keep != NULL)
-    g_setenv ("LLM_NO_AVX_VNNI", keep, TRUE);
+    g_setenv (var, keep, TRUE);
   else
-    g_unsetenv ("LLM_NO_AVX_VNNI");
+    g_unsetenv (var);
   g_free (keep);
   return fn;
 }
@@ -455,22 +475,27 @@ kernel (const LlmTestLayout *layout, Kernel k, guint32 type, const char **why)
 {
   if (k == SCALAR)
     return layout->ref ? layout->ref : layout->ref_of (type);
-  if (k == AVX512) {
+  if (k == AVX512 || k == AVX512_AMX) {
     *why = "no AVX-512 with VNNI on this CPU or in this build (or LLM_NO_AVX512 set)";
     if (llm_cpu_isa_best () < LLM_CPU_ISA_AVX512)
       return NULL;
-    return layout->avx512 ? layout->avx512 () : layout->avx512_of (type);
+    const LlmTestPackedFn plain = kernel_with (avx512_lookup, layout, type, "LLM_NO_AMX", FALSE);
+    if (k == AVX512 || plain == NULL)
+      return plain;
+    *why = "no AMX kernel for this layout, or no AMX on this CPU or in this build";
+    const LlmTestPackedFn amx = kernel_with (avx512_lookup, layout, type, "LLM_NO_AMX", TRUE);
+    return amx != plain ? amx : NULL;
   }
   *why = "no AVX2/FMA/F16C on this CPU or in this build";
   if (llm_cpu_isa_best () < LLM_CPU_ISA_AVX2)
     return NULL;
   if (k == AVX2)
-    return layout->avx2 ? layout->avx2 () : layout->avx2_of (type);
-  const LlmTestPackedFn plain = avx2_kernel (layout, type, FALSE);
+    return avx2_lookup (layout, type);
+  const LlmTestPackedFn plain = kernel_with (avx2_lookup, layout, type, "LLM_NO_AVX_VNNI", FALSE);
   if (k == AVX2_PLAIN || plain == NULL)
     return plain;
   *why = "no AVX-VNNI on this CPU";
-  const LlmTestPackedFn vnni = avx2_kernel (layout, type, TRUE);
+  const LlmTestPackedFn vnni = kernel_with (avx2_lookup, layout, type, "LLM_NO_AVX_VNNI", TRUE);
   return vnni != plain ? vnni : NULL;
 }
 
@@ -680,7 +705,7 @@ END_TEST
 START_TEST (test_each_packed_kernel_gives_the_reference_bits_for_every_shape)
 {
   const LlmTestLayout *layout = suite_layout;
-  Kernel kernels[4];
+  Kernel kernels[MOST_KERNELS];
   ck_assert ((size_t) _i < suite_kernels (layout, kernels));
   const Kernel k = kernels[_i];
   const size_t row_counts[] = { 1, 15, 17, 100 };
@@ -736,7 +761,7 @@ END_TEST
 START_TEST (test_rows_claimed_by_threads_give_the_reference_bits)
 {
   const LlmTestLayout *layout = suite_layout;
-  Kernel kernels[4];
+  Kernel kernels[MOST_KERNELS];
   const size_t n_kernels = suite_kernels (layout, kernels);
   const size_t rows = 100, ldy = rows + 4, n = widest (layout);
   const size_t max_tok = most_tokens (layout->shared_token_counts);
@@ -800,7 +825,7 @@ llm_test_layout_suite (const char *name, const LlmTestLayout *layout,
   tcase_set_timeout (tc, 600);
   for (const TTest *const *t = kernel_tests; t != NULL && *t != NULL; t++)
     tcase_add_test (tc, *t);
-  Kernel kernels[4];
+  Kernel kernels[MOST_KERNELS];
   tcase_add_loop_test (tc, test_each_packed_kernel_gives_the_reference_bits_for_every_shape, 0,
       (int) suite_kernels (layout, kernels));
   tcase_add_test (tc, test_rows_claimed_by_threads_give_the_reference_bits);

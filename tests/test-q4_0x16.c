@@ -17,7 +17,7 @@ static const guint32 TYPES[] = { LLM_TYPE_Q4_0 };
 
 /* The layout, with weights of every nibble value and scales of both
  * signs and several magnitudes, its kernels equal to the scalar reference
- * bit for bit; widths of one block to 65, 1..20 and 128 tokens. */
+ * bit for bit; widths of one block to 65, 1..20, 33, 47 and 128 tokens. */
 static const LlmTestLayout Q4_0X16 = {
   .types = TYPES, .n_types = 1, .bytes = llm_q4_0x16_bytes, .pack = llm_q4_0x16_pack,
   .unpack_row = llm_q4_0x16_unpack_row, .ref = llm_q4_0x16_ref, .avx2 = llm_avx2_q4_0x16_fn,
@@ -25,8 +25,8 @@ static const LlmTestLayout Q4_0X16 = {
   .random_weights = llm_test_random_blocks, .want = llm_test_scalar_products,
   .widths = LLM_TEST_SIZES (32, 64, 2048 + 32),
   .token_counts = LLM_TEST_SIZES (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
-      19, 20, 128),
-  .shared_token_counts = LLM_TEST_SIZES (1, 3, 9, 20),
+      19, 20, 33, 47, 128),
+  .shared_token_counts = LLM_TEST_SIZES (1, 3, 9, 20, 33),
 };
 
 /* --- layout --- */

@@ -5,6 +5,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#if defined(LLM_HAVE_AMX) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #if defined(LLM_HAVE_AVX2)
 #include <cpuid.h>
 
@@ -79,6 +84,47 @@ llm_cpu_has_avx_vnni (void)
 {
 #if defined(LLM_HAVE_AVX2)
   return (leaf7_extras () & 1) != 0 && getenv ("LLM_NO_AVX_VNNI") == NULL;
+#else
+  return false;
+#endif
+}
+
+#if defined(LLM_HAVE_AMX) && defined(__linux__)
+/* Linux hands out the 8 KiB of tile data per process on request
+ * (arch/x86/include/uapi/asm/prctl.h: ARCH_REQ_XCOMP_PERM, and
+ * XFEATURE_XTILEDATA is state component 18). */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static bool
+detect_amx (void)
+{
+  if (!detect_avx512_vnni ())
+    return false;
+  unsigned a, b, c, d;
+  __cpuid_count (7, 0, a, b, c, d);
+  const unsigned tile = 1u << 24, int8 = 1u << 25;
+  if ((d & (tile | int8)) != (tile | int8))
+    return false;
+  if (syscall (SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0)
+    return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ ("xgetbv" : "=a" (xcr0_lo), "=d" (xcr0_hi) : "c" (0));
+  return ((xcr0_lo >> 17) & 3) == 3;
+}
+#endif
+
+bool
+llm_cpu_has_amx (void)
+{
+#if defined(LLM_HAVE_AMX) && defined(__linux__)
+  static atomic_int cached = -1;
+  int has = atomic_load_explicit (&cached, memory_order_relaxed);
+  if (has < 0) {
+    has = detect_amx () ? 1 : 0;
+    atomic_store_explicit (&cached, has, memory_order_relaxed);
+  }
+  return has == 1 && getenv ("LLM_NO_AMX") == NULL;
 #else
   return false;
 #endif

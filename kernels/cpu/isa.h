@@ -35,6 +35,16 @@ LlmCpuIsa llm_cpu_isa_best (void);
 bool llm_cpu_has_avx_vnni (void);
 bool llm_cpu_has_gfni (void);
 
+/* Whether the AVX-512 kernels may run products of many tokens on AMX
+ * (AMX-TILE and AMX-INT8: CPUID leaf 7 EDX bits 24 and 25; the OS saves
+ * tile state, XCR0 bits 17 and 18; and Linux granted this process the
+ * tile data, arch_prctl ARCH_REQ_XCOMP_PERM), asked once. Only where
+ * AVX-512 is supported and this build has the AMX kernels. LLM_NO_AMX in
+ * the environment answers false, so the AVX-512 kernels alone (what a Zen
+ * 4/5 or Ice Lake runs; same results) can be tested and measured on an
+ * AMX CPU. */
+bool llm_cpu_has_amx (void);
+
 /* How many row tiles the F16/BF16 products of one token (a decode step)
  * read at once: 1, one stream, or 2, two streams and twice the FMA
  * chains. One row tile is one chain per 16 rows, 8 bytes of weights a

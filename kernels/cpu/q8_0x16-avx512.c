@@ -57,8 +57,39 @@ X16_TILES_512 (tiles, LLM_Q8_0X16_BLOCK_BYTES, LLM_Q8_0X16_D_OFFSET, SUMS, x16_t
 X16_PRODUCT (q8_0x16, .tiles = tiles, .rn = X16_RN_512, .block_bytes = LLM_Q8_0X16_BLOCK_BYTES,
     .offset = 128, .spread = true)
 
+#if defined(LLM_HAVE_AMX)
+/* x16-amx.h's unpacking: vector k holds group k in its even lanes (rows)
+ * and group k ^ 1 in its odd ones, so a blend with vector k ^ 1 on the
+ * odd lanes gives group k of every row; the XOR takes the codes back to
+ * their signed values. */
+static void
+amx_unpack (size_t nb, const uint8_t *tile, int8_t *codes, float *dw, size_t dist)
+{
+  const __m512i flip = _mm512_set1_epi8 ((char) 0x80);
+  for (size_t b = 0; b < nb; b++) {
+    const uint8_t *pb = tile + b * LLM_Q8_0X16_BLOCK_BYTES;
+    x16_prefetch (pb, (LLM_Q8_0X16_BLOCK_BYTES + 63) / 64, dist);
+    __m512i v[8];
+    UNROLL for (int k = 0; k < 8; k++)
+      v[k] = _mm512_loadu_si512 (pb + 64 * k);
+    UNROLL for (int k = 0; k < 8; k++)
+      _mm512_storeu_si512 (codes + 512 * b + 64 * k,
+          _mm512_xor_si512 (_mm512_mask_blend_epi32 (0xaaaa, v[k], v[k ^ 1]), flip));
+    _mm512_storeu_ps (dw + 16 * b, _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *)
+                (pb + LLM_Q8_0X16_D_OFFSET))));
+  }
+}
+
+static const X16AmxFormat amx = { amx_unpack, LLM_Q8_0X16_BLOCK_BYTES, true };
+X16_AMX_PRODUCT (q8_0x16_amx, q8_0x16, &amx)
+#endif
+
 LlmQ8x16Fn
 llm_avx512_q8_0x16_fn (void)
 {
+#if defined(LLM_HAVE_AMX)
+  if (llm_cpu_has_amx ())
+    return q8_0x16_amx;
+#endif
   return q8_0x16;
 }

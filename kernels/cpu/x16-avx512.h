@@ -123,3 +123,50 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
   static const X16TileFn pre[X16_RN_512] = { \
     pre##_1, pre##_2, pre##_3, pre##_4, pre##_5, pre##_6, pre##_7, pre##_8, pre##_9, \
   };
+
+#if defined(LLM_HAVE_AMX)
+#include "isa.h"
+#include "x16-amx.h"
+
+/* x16-amx.h's unpacking of a nibble layout whose UNPACK (pb, p, w[4])
+ * gives X16_NIBBLE_SUMS_512's vectors (values @OFFSET above their own):
+ * vector 2 p holds group 2 p in its even lanes (rows) and 2 p + 1 in its
+ * odd ones, vector 2 p + 1 the other way round, so a blend of the pair on
+ * the odd lanes puts each group in one vector. */
+#define X16_AMX_NIBBLE_UNPACK(name, UNPACK, BLOCK, D_OFF, OFFSET) \
+  static void \
+  name (size_t nb, const uint8_t *tile, int8_t *codes, float *dw, size_t dist) \
+  { \
+    const __m512i offset = _mm512_set1_epi8 (OFFSET); \
+    for (size_t b = 0; b < nb; b++) { \
+      const uint8_t *pb = tile + b * (BLOCK); \
+      x16_prefetch (pb, ((BLOCK) + 63) / 64, dist); \
+      int8_t *out = codes + 512 * b; \
+      UNROLL for (int p = 0; p < 2; p++) { \
+        __m512i w[4]; \
+        UNPACK (pb, p, w); \
+        UNROLL for (int h = 0; h < 2; h++) { \
+          const __m512i e = w[2 * h], o = w[2 * h + 1]; \
+          _mm512_storeu_si512 (out + 64 * (4 * h + 2 * p), \
+              _mm512_sub_epi8 (_mm512_mask_blend_epi32 (0xaaaa, e, o), offset)); \
+          _mm512_storeu_si512 (out + 64 * (4 * h + 2 * p + 1), \
+              _mm512_sub_epi8 (_mm512_mask_blend_epi32 (0xaaaa, o, e), offset)); \
+        } \
+      } \
+      _mm512_storeu_ps (dw + 16 * b, \
+          _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (pb + (D_OFF))))); \
+    } \
+  }
+
+/* @name: the product @avx512 (X16_PRODUCT's) for fewer than
+ * X16_AMX_MIN_TOKENS tokens, llm_x16_amx_run over @format from there. */
+#define X16_AMX_PRODUCT(name, avx512, format) \
+  static bool \
+  name (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, \
+      size_t xs, size_t n_tok, float *y, size_t ldy, atomic_size_t *next, size_t step) \
+  { \
+    if (n_tok < X16_AMX_MIN_TOKENS) \
+      return avx512 (n, packed, rows, r0, r1, xq, xs, n_tok, y, ldy, next, step); \
+    return llm_x16_amx_run (format, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step); \
+  }
+#endif
