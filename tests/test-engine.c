@@ -946,7 +946,6 @@ engine_suite (void)
   TCase *sched = tcase_create ("scheduler");
   tcase_set_timeout (sched, 120);
   tcase_add_test (sched, test_concurrent_streams_share_forwards_and_keep_their_ids);
-  tcase_add_test (sched, test_streams_without_batch_wait_still_step_together);
   tcase_add_test (sched, test_a_freed_stream_is_not_waited_for);
   tcase_add_test (sched, test_prompts_arriving_together_share_the_prefill_chunk);
   tcase_add_test (sched, test_a_pool_smaller_than_one_block_refuses_the_sequence_naming_the_minimum);
@@ -956,6 +955,14 @@ engine_suite (void)
   tcase_add_test (sched, test_a_prompt_longer_than_the_window_slides_through_it_as_steps_do);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);
   suite_add_tcase (s, sched);
+
+  /* Bound by how soon a thread wakes: tests/meson.build runs this case
+   * alone (engine-timing), out of the suites that share the cores. */
+  TCase *timing = tcase_create ("timing");
+  tcase_set_tags (timing, "timing");
+  tcase_set_timeout (timing, 120);
+  tcase_add_test (timing, test_streams_without_batch_wait_still_step_together);
+  suite_add_tcase (s, timing);
 
   TCase *session = tcase_create ("session");
   tcase_add_test (session, test_session_truncate_rolls_back_history_and_penalty);
