@@ -135,6 +135,8 @@ struct _GstLlmDetokenize {
   GstClockTime last_end;        /* end (pts + duration) of the newest input */
   guint64 last_offset_end;
   gboolean at_start;            /* the next text begins a prompt or response */
+  gboolean caption;             /* the mode of the text under way, read when it
+                                 * began: a change applies from the next one */
   GstClockTime caption_span;    /* caption mode: the durations of its tokens */
   GstClockTime caption_next;    /* where a caption with no timestamp starts */
   guint64 out_bytes;            /* pushed since start or the last flush */
@@ -245,9 +247,7 @@ take_caption (GstLlmDetokenize *self, GstClockTime pts, GstClockTime duration)
 static void
 finish_text (GstLlmDetokenize *self, GstClockTime pts, GstClockTime duration)
 {
-  GST_OBJECT_LOCK (self);
-  const gboolean caption = self->mode == GST_LLM_DETOKENIZE_MODE_CAPTION;
-  GST_OBJECT_UNLOCK (self);
+  const gboolean caption = self->caption;
   if (self->pending->len > 0) {
     GstBuffer *out = caption ? take_caption (self, pts, duration)
         : take_text (self, self->pending->len);
@@ -326,8 +326,10 @@ gst_llm_detokenize_generate_output (GstBaseTransform *trans, GstBuffer **outbuf)
 
   GST_OBJECT_LOCK (self);
   special = !self->skip_special;
-  const gboolean caption = self->mode == GST_LLM_DETOKENIZE_MODE_CAPTION;
+  if (self->at_start)
+    self->caption = self->mode == GST_LLM_DETOKENIZE_MODE_CAPTION;
   GST_OBJECT_UNLOCK (self);
+  const gboolean caption = self->caption;
 
   gsize held = self->pending->len;
   if (held == 0) {
@@ -689,7 +691,9 @@ gst_llm_detokenize_class_init (GstLlmDetokenizeClass *klass)
    *
    * `stream`: text as it forms. `caption`: one line per response, pushed
    * at its end with the time of the media its prompt described (for
-   * webvttenc, textoverlay and other caption elements).
+   * webvttenc, textoverlay and other caption elements). A change while a
+   * response is under way applies from the next one, so no response is
+   * split between the two.
    *
    * Since: 0.4
    */

@@ -761,6 +761,75 @@ START_TEST (test_detokenize_caption_is_one_line_timed_as_its_media)
 }
 END_TEST
 
+/* The text of a response's ids, pushed one id a buffer into @h. */
+static void
+push_text_ids (GstHarness *h, LlmModel *m, const char *text)
+{
+  g_autoptr (GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  llm_tokenizer_encode (llm_model_tokenizer (m), text, -1, FALSE, FALSE, FALSE, ids);
+  for (guint i = 0; i < ids->len; i++)
+    ck_assert_int_eq (gst_harness_push (h, gst_llm_tokens_buffer_new (&g_array_index (ids,
+                    gint32, i), 1)), GST_FLOW_OK);
+}
+
+/* Every buffer @h holds, as one string. */
+static char *
+pull_all_text (GstHarness *h)
+{
+  GString *all = g_string_new (NULL);
+  GstBuffer *b;
+  while ((b = gst_harness_try_pull (h))) {
+    GstMapInfo map;
+    gst_buffer_map (b, &map, GST_MAP_READ);
+    g_string_append_len (all, (const char *) map.data, map.size);
+    gst_buffer_unmap (b, &map);
+    gst_buffer_unref (b);
+  }
+  return g_string_free (all, FALSE);
+}
+
+/* The mode set while a response is under way applies from the next
+ * response: the one under way is neither cut into streamed text and a
+ * caption (what happened before) nor held back as a caption. */
+START_TEST (test_detokenize_mode_changes_from_the_next_response)
+{
+  GstHarness *h = caption_harness_new ();
+  GstElement *el = h->element;
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+
+  /* caption -> stream mid-response: still one caption, at its end. */
+  push_text_ids (h, m, "Two cats");
+  gst_util_set_object_arg (G_OBJECT (el), "mode", "stream");
+  push_text_ids (h, m, " play in  the sun");
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("max-tokens")));
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 1);
+  g_autofree char *caption = pull_all_text (h);
+  ck_assert_str_eq (caption, "Two cats play in the sun");
+
+  /* The next response streams as it forms. */
+  push_text_ids (h, m, "A dog");
+  g_autofree char *streamed = pull_all_text (h);
+  ck_assert_str_eq (streamed, "A dog");
+
+  /* stream -> caption mid-response: the rest still streams. */
+  gst_util_set_object_arg (G_OBJECT (el), "mode", "caption");
+  push_text_ids (h, m, " runs  fast");
+  g_autofree char *rest = pull_all_text (h);
+  ck_assert_str_eq (rest, " runs  fast");
+  ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("max-tokens")));
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+
+  /* And the response after it is a caption. */
+  push_text_ids (h, m, "The  end");
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
+  ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("max-tokens")));
+  g_autofree char *last = pull_all_text (h);
+  ck_assert_str_eq (last, "The end");
+  gst_harness_teardown (h);
+}
+END_TEST
+
 /* Tokens of a text prompt read from a file: no timestamps, a segment in
  * bytes. The captions follow one another from 0, each as long as its
  * tokens' durations, in a time segment (webvttenc wrote a cue from a
@@ -1066,6 +1135,7 @@ media_suite (void)
   tcase_add_test (tc, test_visionencode_merges_tokens_in_the_tower);
   tcase_add_test (tc, test_detokenize_caption_is_one_line_timed_as_its_media);
   tcase_add_test (tc, test_detokenize_caption_of_untimed_tokens_follows_on_in_a_time_segment);
+  tcase_add_test (tc, test_detokenize_mode_changes_from_the_next_response);
   tcase_add_test (tc, test_caption_video_writes_webvtt_subparse_reads);
   tcase_add_test (tc, test_caption_video_script_runs_on_a_fresh_machine);
   tcase_add_test (tc, test_caption_video_with_compressed_rows);
