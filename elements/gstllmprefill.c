@@ -582,8 +582,12 @@ gst_llm_prefill_chain (GstPad *pad, GstObject *parent, GstBuffer *buffer)
   GST_OBJECT_UNLOCK (self);
 
   if (mode == GST_LLM_PROMPT_MODE_BUFFER) {
-    ret = run_prompt (self, (const gint32 *) ids->data, ids->len, GST_BUFFER_PTS (buffer),
-        GST_BUFFER_DURATION (buffer));
+    /* Ids held from event mode were a prompt before this buffer: the
+     * switch ended it, and it is answered first. */
+    ret = finish_prompt (self);
+    if (ret == GST_FLOW_OK)
+      ret = run_prompt (self, (const gint32 *) ids->data, ids->len, GST_BUFFER_PTS (buffer),
+          GST_BUFFER_DURATION (buffer));
   } else if (ids->len > 0) {
     if (self->prompt->len == 0)
       self->prompt_pts = GST_BUFFER_PTS (buffer);

@@ -608,6 +608,38 @@ START_TEST (test_decode_replace_ends_a_kept_conversations_endless_response)
 }
 END_TEST
 
+/* A prompt held in event mode when prompt-mode becomes buffer ends there:
+ * it is answered before the buffer that follows (it was answered after
+ * it, and only at the next end-of-prompt event or EOS). */
+START_TEST (test_prompt_held_when_the_mode_becomes_buffer_is_answered_first)
+{
+  GstHarness *h = harness_new ("", "max-tokens=4", NULL);
+  GstElement *prefill = gst_bin_get_by_name (GST_BIN (h->element), "p");
+
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, 0)), GST_FLOW_OK);
+  gst_util_set_object_arg (G_OBJECT (prefill), "prompt-mode", "buffer");
+  ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 3, GST_SECOND)), GST_FLOW_OK);
+  for (guint i = 0; i < 2; i++) {
+    char *reason = pull_end_of_response (h);
+    ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+    g_free (reason);
+  }
+  /* the held prompt's answer, then the buffer's, at its own PTS */
+  for (guint k = 0; k < 4; k++) {
+    GstBuffer *b = gst_harness_pull (h);
+    ck_assert_int_eq (buffer_id (b), golden_ids[k]);
+    if (k == 0)
+      ck_assert_uint_eq (GST_BUFFER_PTS (b), 0);
+    gst_buffer_unref (b);
+  }
+  GstBuffer *b = gst_harness_pull (h);
+  ck_assert_uint_eq (GST_BUFFER_PTS (b), GST_SECOND);
+  gst_buffer_unref (b);
+  gst_object_unref (prefill);
+  harness_free (h, NULL);
+}
+END_TEST
+
 START_TEST (test_decode_queues_prompts_and_answers_them_in_order)
 {
   GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=12", NULL);
@@ -1636,6 +1668,7 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_replace_cancels_the_current_response);
   tcase_add_loop_test (tc, test_decode_replace_ends_a_kept_conversations_endless_response, 0, 2);
   tcase_add_test (tc, test_decode_queues_prompts_and_answers_them_in_order);
+  tcase_add_test (tc, test_prompt_held_when_the_mode_becomes_buffer_is_answered_first);
   tcase_add_test (tc, test_latency_query_adds_measured_prefill_and_step_time);
   tcase_add_test (tc, test_prefill_event_mode_refuses_a_prompt_past_the_context_before_its_end);
   tcase_add_test (tc, test_prefill_event_mode_answers_an_endless_prompt_at_its_bound);
