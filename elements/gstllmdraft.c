@@ -379,6 +379,10 @@ gst_llm_draft_set_property (GObject *object, guint prop_id, const GValue *value,
   GstLlmDraft *self = GST_LLM_DRAFT (object);
 
   GST_OBJECT_LOCK (self);
+  /* The drafter is made from these at READY->PAUSED (start). */
+  if ((pspec->flags & GST_PARAM_MUTABLE_READY) && GST_STATE (self) > GST_STATE_READY)
+    GST_WARNING_OBJECT (self, "%s changes take effect from the next READY->PAUSED",
+        pspec->name);
   switch (prop_id) {
     case PROP_METHOD:
       self->method = g_value_get_enum (value);
