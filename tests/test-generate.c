@@ -181,6 +181,16 @@ pull_end_of_response (GstHarness *h)
   }
 }
 
+/* Pulls @n llm-end-of-response events, each of which must give @reason. */
+static void
+assert_ends_of_response (GstHarness *h, guint n, const char *reason)
+{
+  for (guint i = 0; i < n; i++) {
+    g_autofree char *got = pull_end_of_response (h);
+    ck_assert_str_eq (got, reason);
+  }
+}
+
 /* The next llm-stats structure posted on @bus (caller frees). */
 static GstStructure *
 pop_stats (GstBus *bus)
@@ -280,9 +290,7 @@ START_TEST (test_decode_greedy_matches_llama_cpp)
     gst_buffer_unref (b);
   }
 
-  char *reason = pull_end_of_response (h);
-  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
-  g_free (reason);
+  assert_ends_of_response (h, 1, GST_LLM_STOP_REASON_MAX_TOKENS);
   /* exactly 64: nothing after the end of the response */
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
 
@@ -344,9 +352,7 @@ START_TEST (test_prefill_event_mode_joins_buffers_into_one_prompt)
     ck_assert_int_eq (buffer_id (b), golden_ids[i]);
     gst_buffer_unref (b);
   }
-  char *reason = pull_end_of_response (h);
-  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
-  g_free (reason);
+  assert_ends_of_response (h, 1, GST_LLM_STOP_REASON_MAX_TOKENS);
   /* the prompt boundary travels on, after the response */
   GstEvent *e = gst_harness_pull_event (h);
   ck_assert (gst_llm_event_is_end_of_prompt (e));
@@ -403,9 +409,7 @@ START_TEST (test_prefill_event_mode_answers_an_endless_prompt_at_its_bound)
   ck_assert_msg (strstr (error->message, "65536 tokens"), "%s", error->message);
   g_error_free (error);
   gst_message_unref (m);
-  char *reason = pull_end_of_response (h);
-  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
-  g_free (reason);
+  assert_ends_of_response (h, 1, GST_LLM_STOP_REASON_MAX_TOKENS);
   GstStructure *s = pop_stats (bus);
   ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 65536);
   gst_structure_free (s);
@@ -413,8 +417,7 @@ START_TEST (test_prefill_event_mode_answers_an_endless_prompt_at_its_bound)
   /* what comes next is a prompt of its own */
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 64 * GST_SECOND));
   ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_prompt ()));
-  reason = pull_end_of_response (h);
-  g_free (reason);
+  g_free (pull_end_of_response (h));
   s = pop_stats (bus);
   ck_assert_uint_eq (stats_uint (s, "prompt-tokens"), 5);
   gst_structure_free (s);
@@ -619,11 +622,7 @@ START_TEST (test_prompt_held_when_the_mode_becomes_buffer_is_answered_first)
   ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, 0)), GST_FLOW_OK);
   gst_util_set_object_arg (G_OBJECT (prefill), "prompt-mode", "buffer");
   ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 3, GST_SECOND)), GST_FLOW_OK);
-  for (guint i = 0; i < 2; i++) {
-    char *reason = pull_end_of_response (h);
-    ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
-    g_free (reason);
-  }
+  assert_ends_of_response (h, 2, GST_LLM_STOP_REASON_MAX_TOKENS);
   /* the held prompt's answer, then the buffer's, at its own PTS */
   for (guint k = 0; k < 4; k++) {
     GstBuffer *b = gst_harness_pull (h);
@@ -689,11 +688,7 @@ START_TEST (test_decode_queues_prompts_and_answers_them_in_order)
   for (guint i = 0; i < 3; i++)
     ck_assert_int_eq (gst_harness_push (h, ids_buffer (prompt_ids, 5, i * GST_SECOND)),
         GST_FLOW_OK);
-  for (guint i = 0; i < 3; i++) {
-    char *reason = pull_end_of_response (h);
-    ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
-    g_free (reason);
-  }
+  assert_ends_of_response (h, 3, GST_LLM_STOP_REASON_MAX_TOKENS);
   /* each prompt starts a fresh conversation: three equal responses, the
    * later ones at their prompt's PTS (the earlier ones ended long before) */
   for (guint i = 0; i < 3; i++) {
@@ -737,9 +732,7 @@ START_TEST (test_decode_stop_string_ends_the_response)
       "max-tokens=64 stop-strings=\"<\\\"girl\\\">\"", &bus);
 
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  char *reason = pull_end_of_response (h);
-  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_STOP_STRING);
-  g_free (reason);
+  assert_ends_of_response (h, 1, GST_LLM_STOP_REASON_STOP_STRING);
 
   /* what came out is a prefix of the greedy text without "girl"; the
    * token that holds it (" girl") is dropped whole */
@@ -777,9 +770,7 @@ START_TEST (test_decode_stops_when_the_context_is_full)
   GstHarness *h = harness_new ("prompt-mode=buffer context-length=32", "max-tokens=0", &bus);
 
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  char *reason = pull_end_of_response (h);
-  ck_assert_str_eq (reason, "context-full");
-  g_free (reason);
+  assert_ends_of_response (h, 1, "context-full");
   /* 5 prompt positions + 27 fed tokens fill 32; the 28th token was sampled
    * from the last position */
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 28);
@@ -879,9 +870,7 @@ response_ids (const char *prefill_props, const char *decode_props)
   g_autofree char *d = g_strdup_printf ("max-tokens=24 %s", decode_props);
   GstHarness *h = harness_new (p, d, NULL);
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  char *reason = pull_end_of_response (h);
-  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
-  g_free (reason);
+  assert_ends_of_response (h, 1, GST_LLM_STOP_REASON_MAX_TOKENS);
   GArray *ids = pull_all_ids (h);
   harness_free (h, NULL);
   return ids;
@@ -1090,9 +1079,7 @@ run_kv_setting (const char *props)
   gst_object_unref (p);
 
   gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
-  char *reason = pull_end_of_response (h);
-  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
-  g_free (reason);
+  assert_ends_of_response (h, 1, GST_LLM_STOP_REASON_MAX_TOKENS);
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 64);
   for (guint i = 0; i < 64; i++) {
     GstBuffer *b = gst_harness_pull (h);
