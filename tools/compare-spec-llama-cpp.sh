@@ -12,15 +12,18 @@
 # node-llama-cpp, cached outside the tree).
 #
 #   tools/compare-spec-llama-cpp.sh [-n N] [-t THREADS] [--rounds R] [-k K]
-#       [--spec-type T1,T2,...] [--draft-model FILE] MODEL WORKLOAD.txt...
+#       [--spec-type T1,T2,...] [--draft-model FILE] [--llama native|noamx]
+#       MODEL WORKLOAD.txt...
 #
 # -n tokens to decode (default 128; llama.cpp runs with --ignore-eos), -k
 # the fixed draft length on both sides (default 8), --spec-type llama.cpp's
 # drafters (default ngram-mod,ngram-map-k,ngram-simple); with
 # --draft-model, ours is --spec model and theirs draft-simple with -md.
+# --llama noamx: tools/build-llama-cpp.sh's noamx variant instead of native,
+# for a Xeon with AMX, where the native build's AMX code crashes.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-n=128 threads=2 rounds=3 k=8 types=ngram-mod,ngram-map-k,ngram-simple draft=
+n=128 threads=2 rounds=3 k=8 types=ngram-mod,ngram-map-k,ngram-simple draft= variant=native
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) n=$2; shift 2 ;;
@@ -29,7 +32,8 @@ while [ $# -gt 0 ]; do
     -k) k=$2; shift 2 ;;
     --spec-type) types=$2; shift 2 ;;
     --draft-model) draft=$2; types=draft-simple; shift 2 ;;
-    -h|--help) sed -n '/^#   tools/,/^# --draft-model, ours/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --llama) variant=$2; shift 2 ;;
+    -h|--help) sed -n '/^#   tools/,/^# for a Xeon with AMX/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
   esac
 done
@@ -37,7 +41,11 @@ done
 model=$1; shift
 bench=${BUILD_DIR:-$top/build}/tools/gst-llm-bench
 [ -x "$bench" ] || { echo "compare-spec-llama-cpp: build gst-llm first ($bench)" >&2; exit 1; }
-llama_bench=$("$top/tools/build-llama-cpp.sh" --speculative)
+case "$variant" in
+  native|noamx) ;;
+  *) echo "compare-spec-llama-cpp: --llama native or noamx, not '$variant'" >&2; exit 2 ;;
+esac
+llama_bench=$("$top/tools/build-llama-cpp.sh" --variant "$variant" --speculative)
 spec=$(dirname "$llama_bench")/llama-speculative-simple
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
