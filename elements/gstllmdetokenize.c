@@ -572,8 +572,7 @@ gst_llm_detokenize_set_property (GObject *object, guint prop_id, const GValue *v
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
     case PROP_MODEL:
-      if (GST_STATE (self) != GST_STATE_NULL)
-        GST_WARNING_OBJECT (self, "model changes take effect from the next NULL->READY");
+      gst_llm_note_late_setting (GST_ELEMENT (self), pspec, GST_STATE_CHANGE_NULL_TO_READY);
       g_free (self->model);
       self->model = g_value_dup_string (value);
       break;

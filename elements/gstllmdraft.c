@@ -380,9 +380,8 @@ gst_llm_draft_set_property (GObject *object, guint prop_id, const GValue *value,
 
   GST_OBJECT_LOCK (self);
   /* The drafter is made from these at READY->PAUSED (start). */
-  if ((pspec->flags & GST_PARAM_MUTABLE_READY) && GST_STATE (self) > GST_STATE_READY)
-    GST_WARNING_OBJECT (self, "%s changes take effect from the next READY->PAUSED",
-        pspec->name);
+  if (pspec->flags & GST_PARAM_MUTABLE_READY)
+    gst_llm_note_late_setting (GST_ELEMENT (self), pspec, GST_STATE_CHANGE_READY_TO_PAUSED);
   switch (prop_id) {
     case PROP_METHOD:
       self->method = g_value_get_enum (value);

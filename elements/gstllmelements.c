@@ -197,6 +197,14 @@ gst_llm_kv_pool_advice (const LlmEngine *engine, gsize held, const char *shorter
       "model.");
 }
 
+void
+gst_llm_note_late_setting (GstElement *element, const GParamSpec *pspec, GstStateChange read_at)
+{
+  if (GST_STATE (element) >= GST_STATE_TRANSITION_NEXT (read_at))
+    GST_CAT_WARNING_OBJECT (gst_llm_debug, element, "%s changes take effect from the next %s",
+        pspec->name, gst_state_change_get_name (read_at));
+}
+
 gsize
 gst_llm_utf8_unfinished_tail (const char *text, gsize len)
 {

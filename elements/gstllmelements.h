@@ -47,6 +47,14 @@ void gst_llm_element_error_load (GstElement *element, const char *property, cons
  * helps, which @shorter says ("…or @shorter."). Free with g_free(). */
 char *gst_llm_kv_pool_advice (const LlmEngine *engine, gsize held, const char *shorter);
 
+/* For set_property, under the object lock: @pspec's setting is read when
+ * @element makes @read_at (NULL->READY: a file it loads; READY->PAUSED:
+ * what it starts a stream with), so a change after that applies only from
+ * the next time: logs a warning that says so rather than take it without
+ * a word. */
+void gst_llm_note_late_setting (GstElement *element, const GParamSpec *pspec,
+    GstStateChange read_at);
+
 /* Number of bytes at the end of @text that begin a UTF-8 character not
  * complete yet, so that more bytes may finish it. 0 when @text ends on a
  * character boundary, and also when its tail can never become valid (no

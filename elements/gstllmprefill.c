@@ -950,14 +950,6 @@ gst_llm_prefill_set_context (GstElement *element, GstContext *context)
 /* --- properties ------------------------------------------------------ */
 
 static void
-warn_if_loaded (GstLlmPrefill *self, GParamSpec *pspec)
-{
-  if (GST_STATE (self) != GST_STATE_NULL)
-    GST_WARNING_OBJECT (self, "%s changes take effect from the next NULL->READY",
-        pspec->name);
-}
-
-static void
 gst_llm_prefill_set_property (GObject *object, guint prop_id, const GValue *value,
     GParamSpec *pspec)
 {
@@ -988,7 +980,7 @@ gst_llm_prefill_set_property (GObject *object, guint prop_id, const GValue *valu
       /* both groups are read at NULL->READY only */
       if (gst_llm_engine_props_set (&s->engine, PROP_ENGINE_FIRST, prop_id, value)
           || gst_llm_sampler_props_set (&s->sampler, PROP_SAMPLER_FIRST, prop_id, value))
-        warn_if_loaded (self, pspec);
+        gst_llm_note_late_setting (GST_ELEMENT (self), pspec, GST_STATE_CHANGE_NULL_TO_READY);
       else
         G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;

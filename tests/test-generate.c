@@ -653,15 +653,19 @@ record_warning (GstDebugCategory *category, GstDebugLevel level, const gchar *fi
   }
 }
 
-/* llmdraft makes its drafter from its settings at READY->PAUSED: a
- * setting changed later says so (it went unremarked), one that applies at
- * once (draft-ahead) or set in READY says nothing. */
-START_TEST (test_draft_settings_changed_after_start_are_flagged)
+/* Elements read some settings when they change state (llmdraft makes its
+ * drafter at READY->PAUSED, llmdetokenize loads its model at NULL->READY):
+ * such a setting changed later says so (llmdraft's went unremarked), one
+ * that applies at once (draft-ahead) or set in time says nothing. */
+START_TEST (test_settings_changed_after_they_are_read_are_flagged)
 {
   GstElement *draft = gst_element_factory_make ("llmdraft", NULL);
+  GstElement *detok = gst_element_factory_make ("llmdetokenize", NULL);
+  g_object_set (detok, "model", model_path, NULL);
   g_object_set_data (G_OBJECT (draft), "watched", draft);
+  g_object_set_data (G_OBJECT (detok), "watched", detok);
   GString *seen = g_string_new (NULL);
-  gst_debug_set_threshold_for_name ("llmdraft", GST_LEVEL_WARNING);
+  gst_debug_set_threshold_for_name ("llm", GST_LEVEL_WARNING);
   gst_debug_add_log_function (record_warning, seen, NULL);
 
   ck_assert_int_eq (gst_element_set_state (draft, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
@@ -670,12 +674,20 @@ START_TEST (test_draft_settings_changed_after_start_are_flagged)
   ck_assert_int_eq (gst_element_set_state (draft, GST_STATE_PAUSED), GST_STATE_CHANGE_SUCCESS);
   g_object_set (draft, "ngram-max", 4, NULL);
   gst_util_set_object_arg (G_OBJECT (draft), "draft-ahead", "off");
-  gst_debug_remove_log_function (record_warning);
   ck_assert_str_eq (seen->str, "ngram-max changes take effect from the next READY->PAUSED\n");
 
-  gst_debug_unset_threshold_for_name ("llmdraft");
+  g_string_truncate (seen, 0);
+  ck_assert_int_eq (gst_element_set_state (detok, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  g_object_set (detok, "model", model_path, NULL);
+  gst_util_set_object_arg (G_OBJECT (detok), "mode", "caption");
+  gst_debug_remove_log_function (record_warning);
+  ck_assert_str_eq (seen->str, "model changes take effect from the next NULL->READY\n");
+
+  gst_debug_unset_threshold_for_name ("llm");
   gst_element_set_state (draft, GST_STATE_NULL);
+  gst_element_set_state (detok, GST_STATE_NULL);
   gst_object_unref (draft);
+  gst_object_unref (detok);
   g_string_free (seen, TRUE);
 }
 END_TEST
@@ -1696,7 +1708,7 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_replace_cancels_the_current_response);
   tcase_add_loop_test (tc, test_decode_replace_ends_a_kept_conversations_endless_response, 0, 2);
   tcase_add_test (tc, test_decode_queues_prompts_and_answers_them_in_order);
-  tcase_add_test (tc, test_draft_settings_changed_after_start_are_flagged);
+  tcase_add_test (tc, test_settings_changed_after_they_are_read_are_flagged);
   tcase_add_test (tc, test_prompt_held_when_the_mode_becomes_buffer_is_answered_first);
   tcase_add_test (tc, test_latency_query_adds_measured_prefill_and_step_time);
   tcase_add_test (tc, test_prefill_event_mode_refuses_a_prompt_past_the_context_before_its_end);
