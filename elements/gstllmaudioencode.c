@@ -599,12 +599,6 @@ gst_llm_audio_encode_get_property (GObject *object, guint prop_id, GValue *value
   GstLlmAudioEncode *self = GST_LLM_AUDIO_ENCODE (object);
 
   GST_OBJECT_LOCK (self);
-  /* The file is opened at NULL->READY (open_encoder), the stream's
-   * chunking latched at READY->PAUSED (start_stream). */
-  if (pspec->flags & GST_PARAM_MUTABLE_READY)
-    gst_llm_note_late_setting (GST_ELEMENT (self), pspec, prop_id == PROP_MMPROJ
-        || prop_id == PROP_DEVICE ? GST_STATE_CHANGE_NULL_TO_READY
-        : GST_STATE_CHANGE_READY_TO_PAUSED);
   switch (prop_id) {
     case PROP_MMPROJ:
       g_value_set_string (value, self->mmproj);

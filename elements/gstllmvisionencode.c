@@ -649,10 +649,6 @@ gst_llm_vision_encode_get_property (GObject *object, guint prop_id, GValue *valu
 {
   GstLlmVisionEncode *self = GST_LLM_VISION_ENCODE (object);
   GST_OBJECT_LOCK (self);
-  /* The encoder is made from these at READY->PAUSED (start); max-tiles is
-   * read with each caps. */
-  if (prop_id != PROP_MAX_TILES && (pspec->flags & GST_PARAM_MUTABLE_READY))
-    gst_llm_note_late_setting (GST_ELEMENT (self), pspec, GST_STATE_CHANGE_READY_TO_PAUSED);
   switch (prop_id) {
     case PROP_MMPROJ:
       g_value_set_string (value, self->mmproj_path);

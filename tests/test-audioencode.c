@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "element-check.h"
 #include "llm-check.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
@@ -83,6 +84,25 @@ harness_new (const char *caps, const char *first_prop, ...)
 }
 
 #define MONO_F32 "audio/x-raw, format=F32LE, rate=16000, channels=1, layout=interleaved"
+
+/* The projector is opened at NULL->READY and the chunking latched at
+ * READY->PAUSED: changed while playing, each says which comes next; the
+ * silence threshold (read per chunk) and reading a setting say nothing. */
+START_TEST (test_settings_changed_after_they_are_read_are_flagged)
+{
+  GstHarness *h = harness_new (MONO_F32, NULL);
+  llm_test_watch_warnings (h->element);
+  g_object_set (h->element, "mmproj", "/nonexistent.gguf", NULL);
+  g_object_set (h->element, "chunk-duration", 2.0, NULL);
+  g_object_set (h->element, "silence-threshold", 0.01, NULL);
+  gdouble chunk;
+  g_object_get (h->element, "chunk-duration", &chunk, NULL);
+  g_autofree char *seen = llm_test_watched_warnings ();
+  ck_assert_str_eq (seen, "mmproj changes take effect from the next NULL->READY\n"
+      "chunk-duration changes take effect from the next READY->PAUSED\n");
+  gst_harness_teardown (h);
+}
+END_TEST
 #define STEREO_S16 "audio/x-raw, format=S16LE, rate=48000, channels=2, layout=interleaved"
 
 /* @seconds of mono F32 at 16 kHz from @pts: a 440 Hz tone of @amplitude
@@ -509,6 +529,7 @@ audioencode_suite (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_set_timeout (tc, 600);
   tcase_add_test (tc, test_caps_name_the_projector_and_the_width);
+  tcase_add_test (tc, test_settings_changed_after_they_are_read_are_flagged);
   tcase_add_test (tc, test_chunks_carry_their_first_samples_time);
   tcase_add_test (tc, test_overlapping_chunks_start_a_hop_apart);
   tcase_add_test (tc, test_quiet_chunks_become_gaps);

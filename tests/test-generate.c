@@ -20,6 +20,7 @@
 #include <glib/gstdio.h>
 #include <gst/gst.h>
 
+#include "element-check.h"
 #include "gguf-writer.h"
 #include "llm-caps.h"
 #include "llm-check.h"
@@ -639,20 +640,6 @@ START_TEST (test_prompt_held_when_the_mode_becomes_buffer_is_answered_first)
 }
 END_TEST
 
-/* The debug warnings of the element at @user_data, one a line. */
-static void
-record_warning (GstDebugCategory *category, GstDebugLevel level, const gchar *file,
-    const gchar *function, gint line, GObject *object, GstDebugMessage *message,
-    gpointer user_data)
-{
-  GString *seen = user_data;
-  if (level == GST_LEVEL_WARNING && object != NULL && object == g_object_get_data (G_OBJECT
-          (object), "watched")) {
-    g_string_append (seen, gst_debug_message_get (message));
-    g_string_append_c (seen, '\n');
-  }
-}
-
 /* Elements read some settings when they change state (llmdraft makes its
  * drafter at READY->PAUSED, llmdetokenize loads its model at NULL->READY):
  * such a setting changed later says so (llmdraft's went unremarked), one
@@ -662,33 +649,29 @@ START_TEST (test_settings_changed_after_they_are_read_are_flagged)
   GstElement *draft = gst_element_factory_make ("llmdraft", NULL);
   GstElement *detok = gst_element_factory_make ("llmdetokenize", NULL);
   g_object_set (detok, "model", model_path, NULL);
-  g_object_set_data (G_OBJECT (draft), "watched", draft);
-  g_object_set_data (G_OBJECT (detok), "watched", detok);
-  GString *seen = g_string_new (NULL);
-  gst_debug_set_threshold_for_name ("llm", GST_LEVEL_WARNING);
-  gst_debug_add_log_function (record_warning, seen, NULL);
 
+  llm_test_watch_warnings (draft);
   ck_assert_int_eq (gst_element_set_state (draft, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
   g_object_set (draft, "ngram-max", 5, NULL);
-  ck_assert_str_eq (seen->str, "");
   ck_assert_int_eq (gst_element_set_state (draft, GST_STATE_PAUSED), GST_STATE_CHANGE_SUCCESS);
   g_object_set (draft, "ngram-max", 4, NULL);
   gst_util_set_object_arg (G_OBJECT (draft), "draft-ahead", "off");
-  ck_assert_str_eq (seen->str, "ngram-max changes take effect from the next READY->PAUSED\n");
+  guint n_max;
+  g_object_get (draft, "ngram-max", &n_max, NULL);
+  g_autofree char *draft_seen = llm_test_watched_warnings ();
+  ck_assert_str_eq (draft_seen, "ngram-max changes take effect from the next READY->PAUSED\n");
 
-  g_string_truncate (seen, 0);
+  llm_test_watch_warnings (detok);
   ck_assert_int_eq (gst_element_set_state (detok, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
   g_object_set (detok, "model", model_path, NULL);
   gst_util_set_object_arg (G_OBJECT (detok), "mode", "caption");
-  gst_debug_remove_log_function (record_warning);
-  ck_assert_str_eq (seen->str, "model changes take effect from the next NULL->READY\n");
+  g_autofree char *detok_seen = llm_test_watched_warnings ();
+  ck_assert_str_eq (detok_seen, "model changes take effect from the next NULL->READY\n");
 
-  gst_debug_unset_threshold_for_name ("llm");
   gst_element_set_state (draft, GST_STATE_NULL);
   gst_element_set_state (detok, GST_STATE_NULL);
   gst_object_unref (draft);
   gst_object_unref (detok);
-  g_string_free (seen, TRUE);
 }
 END_TEST
 

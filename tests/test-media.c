@@ -13,6 +13,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "element-check.h"
 #include "llm-check.h"
 #include "llm-caps.h"
 #include "llm-meta.h"
@@ -500,6 +501,26 @@ frame (const guint8 *rgb, gsize size, GstClockTime pts, GstClockTime duration)
   GST_BUFFER_DURATION (b) = duration;
   return b;
 }
+
+/* The encoder is made at READY->PAUSED: a projector, device, thread or
+ * merge setting changed while playing applies from the next start and
+ * says so; interval and max-tiles (read per frame and per caps) and
+ * reading any setting say nothing. */
+START_TEST (test_visionencode_flags_settings_changed_after_start)
+{
+  g_autofree char *tower = write_tower ("idefics3", 64);
+  GstHarness *h = vision_harness (tower, "video/x-raw,format=RGB,width=32,height=32,"
+      "framerate=25/1", 0);
+  llm_test_watch_warnings (h->element);
+  g_object_set (h->element, "n-threads", 1, NULL);
+  g_object_set (h->element, "interval", 1.0, "max-tiles", 2, NULL);
+  g_autofree char *mmproj = NULL;
+  g_object_get (h->element, "mmproj", &mmproj, NULL);
+  g_autofree char *seen = llm_test_watched_warnings ();
+  ck_assert_str_eq (seen, "n-threads changes take effect from the next READY->PAUSED\n");
+  gst_harness_teardown (h);
+}
+END_TEST
 
 /* An RGB frame at the tower's size gives the tower's rows for those
  * pixels, with caps and meta that say what they are. */
@@ -1129,6 +1150,7 @@ media_suite (void)
   tcase_add_test (tc, test_prefill_refuses_media_of_another_width);
   tcase_add_test (tc, test_visionencode_refuses_bad_projector_files);
   tcase_add_test (tc, test_visionencode_rows_are_the_towers_for_the_same_pixels);
+  tcase_add_test (tc, test_visionencode_flags_settings_changed_after_start);
   tcase_add_test (tc, test_visionencode_encodes_one_frame_per_interval);
   tcase_add_test (tc, test_visionencode_frames_last_until_the_next_is_due);
   tcase_add_test (tc, test_visionencode_cuts_tiles_as_mtmd_does);
