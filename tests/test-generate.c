@@ -1054,7 +1054,8 @@ START_TEST (test_decode_accepts_events_while_its_source_shuts_down)
   ck_assert (gst_pad_set_active (src, FALSE));
   GstPad *sink = gst_element_get_static_pad (h->element, "sink");
   ck_assert (gst_pad_send_event (sink, gst_event_new_stream_start ("prompt")));
-  ck_assert (gst_pad_send_event (sink, gst_event_new_caps (gst_caps_from_string (caps))));
+  g_autoptr (GstCaps) state_caps = gst_caps_from_string (caps);
+  ck_assert (gst_pad_send_event (sink, gst_event_new_caps (state_caps)));
   gst_object_unref (sink);
   gst_object_unref (src);
   gst_harness_teardown (h);
