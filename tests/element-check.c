@@ -1,6 +1,26 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "element-check.h"
 
+#include <check.h>
+
+GString *
+llm_test_pull_text (GstHarness *h)
+{
+  GString *text = g_string_new (NULL);
+  GstBuffer *buf;
+  while ((buf = gst_harness_try_pull (h)) != NULL) {
+    GstMapInfo map;
+    ck_assert (gst_buffer_map (buf, &map, GST_MAP_READ));
+    ck_assert_msg (map.size > 0, "empty text buffer pushed");
+    ck_assert_msg (g_utf8_validate_len ((const char *) map.data, map.size, NULL),
+        "text buffer is not whole UTF-8 characters");
+    g_string_append_len (text, (const char *) map.data, map.size);
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+  }
+  return text;
+}
+
 static GMutex lock;
 static GString *seen;
 static GstElement *watched;

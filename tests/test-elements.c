@@ -9,6 +9,7 @@
 
 #include "llm-caps.h"
 #include "gguf-writer.h"
+#include "element-check.h"
 #include "llm-check.h"
 #include "tokenizer.h"
 
@@ -112,25 +113,6 @@ pull_ids (GstHarness *h)
     gst_buffer_unref (buf);
   }
   return ids;
-}
-
-/* All text the element has pushed so far. */
-static GString *
-pull_text (GstHarness *h)
-{
-  GString *text = g_string_new (NULL);
-  GstBuffer *buf;
-  while ((buf = gst_harness_try_pull (h)) != NULL) {
-    GstMapInfo map;
-    ck_assert (gst_buffer_map (buf, &map, GST_MAP_READ));
-    ck_assert_msg (map.size > 0, "empty text buffer pushed");
-    ck_assert_msg (g_utf8_validate_len ((const char *) map.data, map.size, NULL),
-        "text buffer is not whole UTF-8 characters");
-    g_string_append_len (text, (const char *) map.data, map.size);
-    gst_buffer_unmap (buf, &map);
-    gst_buffer_unref (buf);
-  }
-  return text;
 }
 
 /* Whether the element forwarded a custom event named @name; drops the
@@ -726,7 +708,7 @@ START_TEST (test_detokenize_once_upon_a_time)
   GstHarness *h = detokenize_harness (STORIES, TRUE);
   const gint32 ids[] = { 1, 403, 407, 261, 378 };
   push_ids (h, ids, G_N_ELEMENTS (ids), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) text = pull_text (h);
+  g_autoptr (GString) text = llm_test_pull_text (h);
   ck_assert_str_eq (text->str, "Once upon a time");
   gst_harness_teardown (h);
 }
@@ -763,7 +745,7 @@ START_TEST (test_detokenize_holds_partial_utf8_until_complete)
   const gint32 once = 403, e2 = 229, x82 = 133, xac = 175;
 
   push_ids (h, &once, 1, 0, GST_SECOND);
-  g_autoptr (GString) first = pull_text (h);
+  g_autoptr (GString) first = llm_test_pull_text (h);
   ck_assert_str_eq (first->str, " Once");
 
   push_ids (h, &e2, 1, 1 * GST_SECOND, GST_SECOND);
@@ -783,7 +765,7 @@ START_TEST (test_detokenize_holds_partial_utf8_until_complete)
   /* a character split inside one buffer is not split at all */
   const gint32 both[] = { e2, x82, xac, e2 };
   push_ids (h, both, G_N_ELEMENTS (both), 4 * GST_SECOND, GST_SECOND);
-  g_autoptr (GString) whole = pull_text (h);
+  g_autoptr (GString) whole = llm_test_pull_text (h);
   ck_assert_str_eq (whole->str, "\xe2\x82\xac");
   gst_harness_teardown (h);
 }
@@ -797,7 +779,7 @@ START_TEST (test_detokenize_flushes_partial_utf8_at_eos_and_end_of_response)
   const gint32 partial[] = { 403, 229, 133 };   /* "Once" + first two bytes of "€" */
 
   push_ids (h, partial, G_N_ELEMENTS (partial), 5 * GST_SECOND, GST_SECOND);
-  g_autoptr (GString) before = pull_text (h);
+  g_autoptr (GString) before = llm_test_pull_text (h);
   ck_assert_str_eq (before->str, " Once");
   ck_assert (gst_harness_push_event (h,
           gst_llm_event_new_end_of_response (GST_LLM_STOP_REASON_MAX_TOKENS)));
@@ -812,7 +794,7 @@ START_TEST (test_detokenize_flushes_partial_utf8_at_eos_and_end_of_response)
   push_ids (h, &partial[1], 1, 6 * GST_SECOND, GST_SECOND);
   ck_assert_ptr_null (gst_harness_try_pull (h));
   ck_assert (gst_harness_push_event (h, gst_event_new_eos ()));
-  g_autoptr (GString) at_eos = pull_text (h);
+  g_autoptr (GString) at_eos = llm_test_pull_text (h);
   ck_assert_str_eq (at_eos->str, "\xef\xbf\xbd");
   gst_harness_teardown (h);
 }
@@ -829,19 +811,19 @@ START_TEST (test_detokenize_strips_the_space_after_bos_only)
 
   push_ids (h, once_upon, G_N_ELEMENTS (once_upon), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
   push_ids (h, &upon, 1, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) first = pull_text (h);
+  g_autoptr (GString) first = llm_test_pull_text (h);
   ck_assert_str_eq (first->str, "Once upon upon");
 
   ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("eos")));
   push_ids (h, &upon, 1, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) second = pull_text (h);
+  g_autoptr (GString) second = llm_test_pull_text (h);
   ck_assert_str_eq (second->str, " upon");
 
   ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_prompt ()));
   ck_assert (pulled_event (h, GST_LLM_EVENT_END_OF_PROMPT));
   const gint32 bos_upon[] = { 1, 407 };
   push_ids (h, bos_upon, G_N_ELEMENTS (bos_upon), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) third = pull_text (h);
+  g_autoptr (GString) third = llm_test_pull_text (h);
   ck_assert_str_eq (third->str, "upon");
   gst_harness_teardown (h);
 
@@ -851,7 +833,7 @@ START_TEST (test_detokenize_strips_the_space_after_bos_only)
   g_autoptr (GArray) ids = whole_text_ids (tok, " Hello", 6, FALSE);
   GstHarness *bpe = detokenize_harness (gpt2, TRUE);
   push_ids (bpe, (const gint32 *) ids->data, ids->len, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) hello = pull_text (bpe);
+  g_autoptr (GString) hello = llm_test_pull_text (bpe);
   ck_assert_str_eq (hello->str, " Hello");
   gst_harness_teardown (bpe);
 }
@@ -863,13 +845,13 @@ START_TEST (test_detokenize_skip_special)
 
   GstHarness *skip = detokenize_harness (STORIES, TRUE);
   push_ids (skip, ids, G_N_ELEMENTS (ids), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) plain = pull_text (skip);
+  g_autoptr (GString) plain = llm_test_pull_text (skip);
   ck_assert_str_eq (plain->str, "Once");
   gst_harness_teardown (skip);
 
   GstHarness *keep = detokenize_harness (STORIES, FALSE);
   push_ids (keep, ids, G_N_ELEMENTS (ids), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) marked = pull_text (keep);
+  g_autoptr (GString) marked = llm_test_pull_text (keep);
   /* BOS rendered as text: the space after it stays, as in llama.cpp */
   ck_assert_str_eq (marked->str, "<s> Once</s>");
   gst_harness_teardown (keep);
@@ -883,7 +865,7 @@ START_TEST (test_detokenize_flush_drops_held_bytes)
   const gint32 upon = 407;
 
   push_ids (h, partial, G_N_ELEMENTS (partial), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) before = pull_text (h);
+  g_autoptr (GString) before = llm_test_pull_text (h);
   ck_assert_str_eq (before->str, " Once");
   ck_assert (gst_harness_push_event (h, gst_event_new_flush_start ()));
   ck_assert (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
@@ -892,7 +874,7 @@ START_TEST (test_detokenize_flush_drops_held_bytes)
   ck_assert (gst_harness_push_event (h, gst_event_new_segment (&segment)));
   push_ids (h, &upon, 1, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
   ck_assert (gst_harness_push_event (h, gst_event_new_eos ()));
-  g_autoptr (GString) after = pull_text (h);
+  g_autoptr (GString) after = llm_test_pull_text (h);
   ck_assert_str_eq (after->str, " upon");
   gst_harness_teardown (h);
 }
@@ -904,7 +886,7 @@ START_TEST (test_detokenize_bad_input_is_an_error_not_a_crash)
   const gint32 out_of_range[] = { 403, 512, -1, 1 << 30, 407 };
   push_ids (h, out_of_range, G_N_ELEMENTS (out_of_range), GST_CLOCK_TIME_NONE,
       GST_CLOCK_TIME_NONE);
-  g_autoptr (GString) text = pull_text (h);
+  g_autoptr (GString) text = llm_test_pull_text (h);
   ck_assert_str_eq (text->str, " Once upon");
 
   GstBuffer *odd = gst_buffer_new_memdup ("\x01\x00\x00\x00\x02", 5);

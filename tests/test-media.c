@@ -793,22 +793,6 @@ push_text_ids (GstHarness *h, LlmModel *m, const char *text)
                     gint32, i), 1)), GST_FLOW_OK);
 }
 
-/* Every buffer @h holds, as one string. */
-static char *
-pull_all_text (GstHarness *h)
-{
-  GString *all = g_string_new (NULL);
-  GstBuffer *b;
-  while ((b = gst_harness_try_pull (h))) {
-    GstMapInfo map;
-    gst_buffer_map (b, &map, GST_MAP_READ);
-    g_string_append_len (all, (const char *) map.data, map.size);
-    gst_buffer_unmap (b, &map);
-    gst_buffer_unref (b);
-  }
-  return g_string_free (all, FALSE);
-}
-
 /* The mode set while a response is under way applies from the next
  * response: the one under way is neither cut into streamed text and a
  * caption (what happened before) nor held back as a caption. */
@@ -825,19 +809,19 @@ START_TEST (test_detokenize_mode_changes_from_the_next_response)
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
   ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("max-tokens")));
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 1);
-  g_autofree char *caption = pull_all_text (h);
-  ck_assert_str_eq (caption, "Two cats play in the sun");
+  g_autoptr (GString) caption = llm_test_pull_text (h);
+  ck_assert_str_eq (caption->str, "Two cats play in the sun");
 
   /* The next response streams as it forms. */
   push_text_ids (h, m, "A dog");
-  g_autofree char *streamed = pull_all_text (h);
-  ck_assert_str_eq (streamed, "A dog");
+  g_autoptr (GString) streamed = llm_test_pull_text (h);
+  ck_assert_str_eq (streamed->str, "A dog");
 
   /* stream -> caption mid-response: the rest still streams. */
   gst_util_set_object_arg (G_OBJECT (el), "mode", "caption");
   push_text_ids (h, m, " runs  fast");
-  g_autofree char *rest = pull_all_text (h);
-  ck_assert_str_eq (rest, " runs  fast");
+  g_autoptr (GString) rest = llm_test_pull_text (h);
+  ck_assert_str_eq (rest->str, " runs  fast");
   ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("max-tokens")));
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
 
@@ -845,8 +829,8 @@ START_TEST (test_detokenize_mode_changes_from_the_next_response)
   push_text_ids (h, m, "The  end");
   ck_assert_uint_eq (gst_harness_buffers_in_queue (h), 0);
   ck_assert (gst_harness_push_event (h, gst_llm_event_new_end_of_response ("max-tokens")));
-  g_autofree char *last = pull_all_text (h);
-  ck_assert_str_eq (last, "The end");
+  g_autoptr (GString) last = llm_test_pull_text (h);
+  ck_assert_str_eq (last->str, "The end");
   gst_harness_teardown (h);
 }
 END_TEST
