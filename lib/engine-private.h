@@ -59,6 +59,7 @@ struct _LlmSeq {
                                * being emptied by its owner; 0: none yet */
   const gint *cancel;         /* llm_seq_set_cancel_flag's; atomic reads */
   guint64 finished_gen;       /* under sched_lock: the forward its last request finished in */
+  gint64 held_since_us;       /* (eval_lock) when it last got KV memory while it held none */
   guint8 *skip;               /* n_layer flags: layers its rows pass through unchanged; NULL */
 };
 
@@ -104,6 +105,12 @@ gboolean llm_engine_segments (const LlmEvalRow *rows, guint n, GArray *segments,
  * eval_lock. */
 gboolean llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows,
     LlmEvalSegment *segs, guint n_segs, gboolean patient);
+
+/* kv_time_slice_us: @waiter's request has waited a slice for memory that
+ * busy sequences hold; the other sequence that has held its memory
+ * longest, for a slice at least, gives it up and ranks as the youngest.
+ * Whether one did. Takes eval_lock. */
+gboolean llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now);
 
 /* @seq's rank for preemption: older sequences lower; one not ranked yet
  * (emptied by its owner, and perhaps still holding the blocks it keeps for

@@ -23,6 +23,7 @@ llm_engine_options_init (LlmEngineOptions *opts)
     .kv_full = LLM_KV_FULL_REFUSE,
     .max_prefill_chunk = DEFAULT_PREFILL_CHUNK,
     .max_batch_wait_us = 0,
+    .kv_time_slice_us = 0,
     .kernels = LLM_CPU_KERNELS_BEST,
   };
 }
@@ -86,9 +87,9 @@ llm_engine_new (LlmModel *model, const LlmEngineOptions *opts, GError **error)
 static char *
 engine_key (LlmModel *model, const LlmEngineOptions *o)
 {
-  return g_strdup_printf ("%p/%d/%" G_GSIZE_FORMAT "/%d/%u/%u/%d", (void *) model,
-      o->n_threads, o->kv_pool_bytes, (int) o->kv_full, o->max_prefill_chunk,
-      o->max_batch_wait_us, (int) o->kernels);
+  return g_strdup_printf ("%p/%d/%" G_GSIZE_FORMAT "/%d/%u/%u/%" G_GUINT64_FORMAT "/%d",
+      (void *) model, o->n_threads, o->kv_pool_bytes, (int) o->kv_full, o->max_prefill_chunk,
+      o->max_batch_wait_us, o->kv_time_slice_us, (int) o->kernels);
 }
 
 LlmEngine *
@@ -127,7 +128,8 @@ llm_engine_runs_with (const LlmEngine *e, LlmModel *model, const LlmEngineOption
   const LlmEngineOptions *a = &e->asked;
   return e->model == model && a->n_threads == o.n_threads && a->kv_pool_bytes == o.kv_pool_bytes
       && a->kv_full == o.kv_full && a->max_prefill_chunk == o.max_prefill_chunk
-      && a->max_batch_wait_us == o.max_batch_wait_us && a->kernels == o.kernels;
+      && a->max_batch_wait_us == o.max_batch_wait_us
+      && a->kv_time_slice_us == o.kv_time_slice_us && a->kernels == o.kernels;
 }
 
 LlmEngine *
@@ -336,10 +338,14 @@ static gboolean
 reserve (LlmEngine *e, LlmSeq *seq, guint n, gboolean patient, gint64 now,
     gboolean *may_wait, GError **error)
 {
+  const gboolean held = llm_kv_cache_bytes (seq->kv) > 0;
   for (;;) {
     GError *err = NULL;
-    if (llm_kv_cache_reserve (seq->kv, n, &err))
+    if (llm_kv_cache_reserve (seq->kv, n, &err)) {
+      if (!held)
+        seq->held_since_us = now;
       return TRUE;
+    }
     LlmSeq *victim = NULL;
     const gboolean preempt = g_error_matches (err, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL)
         && e->opts.kv_full == LLM_KV_FULL_PREEMPT;
@@ -356,6 +362,28 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, gboolean patient, gint64 now,
     llm_kv_cache_release (victim->kv);
     victim->preempted = TRUE;
   }
+}
+
+gboolean
+llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now)
+{
+  const gint64 slice = (gint64) MIN (e->opts.kv_time_slice_us, G_MAXINT64 / 2);
+  g_mutex_lock (&e->eval_lock);
+  LlmSeq *victim = NULL;
+  for (GList *l = e->seqs; l; l = l->next) {
+    LlmSeq *s = l->data;
+    if (s == waiter || llm_kv_cache_bytes (s->kv) == 0 || now - s->held_since_us < slice)
+      continue;
+    if (victim == NULL || s->held_since_us < victim->held_since_us)
+      victim = s;
+  }
+  if (victim != NULL) {
+    llm_kv_cache_release (victim->kv);
+    victim->preempted = TRUE;
+    victim->admitted = ++e->n_admitted;
+  }
+  g_mutex_unlock (&e->eval_lock);
+  return victim != NULL;
 }
 
 gboolean

@@ -61,7 +61,15 @@ typedef enum {
  * the scheduler; others fail with LLM_ENGINE_ERROR_PREEMPTED, and the
  * owner feeds the history again. Direct evaluation (llm_engine_eval, whose
  * caller cannot wait) takes from the longest-idle other sequence or fails
- * at once. */
+ * at once.
+ *
+ * That order lets the oldest streams keep their memory for as long as
+ * they run: responses without end (live decoding) would keep a younger
+ * stream waiting for ever. With kv_time_slice_us, a request that has
+ * waited that long takes the memory of the sequence that has held its
+ * own longest, if that one has held it for a slice too; it then ranks as
+ * the youngest, recomputes its cache when its turn comes, and the streams
+ * take turns a slice at a time. */
 
 typedef struct {
   int n_threads;              /* <= 0: one per usable core */
@@ -69,6 +77,7 @@ typedef struct {
   LlmKvFullPolicy kv_full;
   guint max_prefill_chunk;    /* prompt rows of all prompts per forward; 0: 128 */
   guint max_batch_wait_us;    /* how long a lone step waits for company; 0 */
+  guint64 kv_time_slice_us;   /* kv_full preempt: turns of this long (above); 0: none */
   LlmCpuKernelChoice kernels; /* BEST; tests pick SCALAR for the reference */
 } LlmEngineOptions;
 

@@ -25,6 +25,7 @@ typedef struct {
   gboolean finished;
   gboolean restartable;       /* began on an empty sequence at position 0 */
   guint deferred;             /* forwards it could not get KV memory in */
+  gint64 waiting_since;       /* since when, without a row done; 0: not waiting */
   GCond wake;                 /* its thread waits here, so a step wakes only
                                * the threads it concerns */
 } SchedRequest;
@@ -102,6 +103,28 @@ add_request (LlmEngine *e, SchedRequest *r, LlmEvalRow *rows, guint *n_rows,
   *n_rows += take;
 }
 
+/* kv-time-slice: the request that has waited longest for KV memory, once
+ * for a slice, has the longest holder give its memory up before this
+ * forward, where the waiter, older than that one now, takes it first. A
+ * waiter still short of memory takes the next holder's in the next
+ * forward, without waiting another slice. */
+static void
+take_turns (LlmEngine *e)
+{
+  if (e->opts.kv_time_slice_us == 0)
+    return;
+  const SchedRequest *waiter = NULL;
+  for (GList *l = e->pending.head; l; l = l->next) {
+    const SchedRequest *r = l->data;
+    if (!r->finished && r->waiting_since > 0
+        && (waiter == NULL || r->waiting_since < waiter->waiting_since))
+      waiter = r;
+  }
+  const gint64 now = g_get_monotonic_time ();
+  if (waiter != NULL && (guint64) (now - waiter->waiting_since) >= e->opts.kv_time_slice_us)
+    llm_engine_take_turn (e, waiter->seq, now);
+}
+
 /* Runs one forward over the ready work of the pending requests and
  * marks what finished. Called by the leader with sched_lock held; drops
  * it while the forward runs. Returns whether anything moved: rows
@@ -133,6 +156,7 @@ lead_one_forward (LlmEngine *e)
       order[n_order++] = r;
   }
   g_qsort_with_data (order, n_order, sizeof *order, by_age, NULL);
+  take_turns (e);
   for (int pass = 0; pass < 2; pass++) {
     for (guint i = 0; i < n_order && n_rows < LLM_FORWARD_CHUNK; i++) {
       SchedRequest *r = order[i];
@@ -174,6 +198,8 @@ lead_one_forward (LlmEngine *e)
     }
     r->done += segs[s].done;
     moved |= segs[s].done > 0;
+    if (segs[s].done > 0)
+      r->waiting_since = 0;
     /* Preempted by an older stream: a request that holds the whole
      * sequence starts over from the first row when its turn comes. */
     if (r->restartable && g_error_matches (segs[s].error, LLM_ENGINE_ERROR,
@@ -189,6 +215,8 @@ lead_one_forward (LlmEngine *e)
     if (segs[s].may_wait) {
       g_clear_error (&segs[s].error);
       r->deferred++;
+      if (r->waiting_since == 0)
+        r->waiting_since = t0;
       if (cancelled (r)) {
         finish_cancelled (r);
         moved = TRUE;
@@ -196,6 +224,7 @@ lead_one_forward (LlmEngine *e)
       continue;
     }
     r->deferred = 0;
+    r->waiting_since = 0;
     if (segs[s].error) {
       r->error = segs[s].error;
       r->finished = TRUE;

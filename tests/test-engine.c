@@ -835,6 +835,91 @@ START_TEST (test_concurrent_streams_preempting_each_other_keep_their_ids)
 }
 END_TEST
 
+/* A stream that decodes TURN_STEPS ids after its prompt, on its own
+ * thread; done is set when it has all of them. */
+enum { TURN_STEPS = 60 };
+
+typedef struct {
+  LlmEngine *engine;
+  gint32 ids[TURN_STEPS];
+  gint done;
+  GError *error;
+} TurnStream;
+
+static gpointer
+turn_stream_main (gpointer data)
+{
+  TurnStream *st = data;
+  LlmSessionConfig cfg = { .kv = kv_f16 };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  g_autoptr (LlmSession) s = llm_session_new (st->engine, &cfg, &st->error);
+  gint32 prompt[16], next;
+  const guint n = make_prompt (1, llm_engine_model (st->engine)->hp.n_vocab, prompt);
+  if (s == NULL || !llm_session_prefill (s, prompt, n, &next, &st->error))
+    return NULL;
+  for (guint k = 0; k < TURN_STEPS; k++) {
+    st->ids[k] = next;
+    if (k + 1 < TURN_STEPS && !llm_session_step (s, next, &next, &st->error))
+      return NULL;
+  }
+  g_atomic_int_set (&st->done, TRUE);
+  return NULL;
+}
+
+/* kv_time_slice_us: a live stream without end (a sink window of the
+ * pool's 3 blocks of 64 positions) holds every block; a newer
+ * stream, which without slices would wait for as long as the live one
+ * runs, gets turns of 2 ms, finishes its response while the live one
+ * is still decoding, and gives the ids it gives alone. */
+START_TEST (test_time_slices_let_a_waiting_stream_in_beside_an_endless_one)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  TurnStream want = { new_engine (m, 0, LLM_KV_FULL_REFUSE, 0), { 0 }, FALSE, NULL };
+  turn_stream_main (&want);
+  ck_assert_msg (want.done, "%s", want.error ? want.error->message : "");
+  llm_engine_unref (want.engine);
+
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  o.kv_pool_bytes = 3 * one_block_bytes (m);
+  o.kv_full = LLM_KV_FULL_PREEMPT;
+  o.kv_time_slice_us = 2000;
+  GError *error = NULL;
+  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  LlmSessionConfig live_cfg = {
+    .kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 160, .sink = 4 },
+  };
+  llm_sampler_params_init (&live_cfg.sampler);
+  live_cfg.sampler.temperature = 0.0f;
+  g_autoptr (LlmSession) live = llm_session_new (e, &live_cfg, &error);
+  ck_assert_msg (live != NULL, "%s", error ? error->message : "");
+  gint32 prompt[16], next;
+  const guint n = make_prompt (0, m->hp.n_vocab, prompt);
+  ck_assert (llm_session_prefill (live, prompt, n, &next, &error));
+  guint steps = 0;
+  for (; steps < 200; steps++)
+    ck_assert_msg (llm_session_step (live, next, &next, &error), "step %u: %s", steps, error->message);
+  /* no room for the newer stream's first block */
+  ck_assert_uint_lt (o.kv_pool_bytes - llm_engine_kv_bytes (e), one_block_bytes (m));
+
+  TurnStream st = { e, { 0 }, FALSE, NULL };
+  GThread *thread = g_thread_new ("stream", turn_stream_main, &st);
+  /* Without turns this runs out first, and the stream's prompt is
+   * answered only once the live stream has stopped for a while. */
+  for (; steps < 20000 && !g_atomic_int_get (&st.done); steps++)
+    ck_assert_msg (llm_session_step (live, next, &next, &error), "%s", error->message);
+  const gboolean done_beside = g_atomic_int_get (&st.done);
+  g_thread_join (thread);
+  ck_assert_msg (st.error == NULL, "%s", st.error ? st.error->message : "");
+  ck_assert_msg (done_beside, "the newer stream waited out %u steps of the live one", steps);
+  ck_assert_msg (memcmp (st.ids, want.ids, sizeof want.ids) == 0,
+      "the newer stream's ids differ from its ids alone");
+}
+END_TEST
+
 /* --- sessions -------------------------------------------------------- */
 
 static LlmSession *
@@ -954,6 +1039,7 @@ engine_suite (void)
   tcase_add_test (sched, test_a_stream_short_of_blocks_mid_evaluation_never_preempts_itself);
   tcase_add_test (sched, test_a_prompt_longer_than_the_window_slides_through_it_as_steps_do);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);
+  tcase_add_test (sched, test_time_slices_let_a_waiting_stream_in_beside_an_endless_one);
   suite_add_tcase (s, sched);
 
   /* Bound by how soon a thread wakes: tests/meson.build runs this case
