@@ -133,6 +133,9 @@ gst_llm_kv_full_get_type (void)
 #define DEFAULT_KV_FULL GST_LLM_KV_FULL_REFUSE
 #define DEFAULT_MAX_PREFILL_CHUNK 128
 #define DEFAULT_MAX_BATCH_WAIT 0
+#define DEFAULT_KV_TIME_SLICE 0
+/* An hour: longer is no turn at all, and the engine counts microseconds. */
+#define MAX_KV_TIME_SLICE (3600 * GST_SECOND)
 
 /* Offsets from the installing class's first id. */
 enum {
@@ -148,9 +151,10 @@ enum {
   KV_FULL,
   MAX_PREFILL_CHUNK,
   MAX_BATCH_WAIT,
+  KV_TIME_SLICE,
 };
 
-G_STATIC_ASSERT (MAX_BATCH_WAIT + 1 == GST_LLM_ENGINE_N_PROPS);
+G_STATIC_ASSERT (KV_TIME_SLICE + 1 == GST_LLM_ENGINE_N_PROPS);
 
 void
 gst_llm_engine_props_init (GstLlmEngineProps *props)
@@ -170,6 +174,7 @@ gst_llm_engine_props_init (GstLlmEngineProps *props)
   props->engine.kv_full = (LlmKvFullPolicy) DEFAULT_KV_FULL;
   props->engine.max_prefill_chunk = DEFAULT_MAX_PREFILL_CHUNK;
   props->engine.max_batch_wait_us = DEFAULT_MAX_BATCH_WAIT;
+  props->engine.kv_time_slice_us = DEFAULT_KV_TIME_SLICE / GST_USECOND;
 }
 
 void
@@ -355,6 +360,27 @@ gst_llm_engine_props_install (GObjectClass *klass, guint first_id)
           "Nanoseconds a lone step waits for company in the shared engine (0 = none)", 0,
           GST_SECOND, DEFAULT_MAX_BATCH_WAIT, rw));
 
+  /**
+   * GstLlmPrefill:kv-time-slice:
+   *
+   * With kv-full=preempt: how long (ns) a stream keeps its KV memory
+   * while another waits for memory. A stream that has waited this long
+   * takes the memory of the stream that has held its own longest (if for
+   * this long too), which recomputes its cache when its own turn comes
+   * round: the streams take turns a slice at a time, each recompute
+   * costing a prefill of that stream's context. 0 keeps the order of
+   * kv-full=preempt alone: the older streams keep their memory until
+   * their responses end, so responses without end (max-tokens=0) keep a
+   * younger stream waiting for as long as they run. The engine counts
+   * whole microseconds.
+   *
+   * Since: 0.4
+   */
+  g_object_class_install_property (klass, first_id + KV_TIME_SLICE,
+      g_param_spec_uint64 ("kv-time-slice", "KV time slice",
+          "With kv-full=preempt, nanoseconds a stream keeps its KV while another waits "
+          "(0 = until its response ends)", 0, MAX_KV_TIME_SLICE, DEFAULT_KV_TIME_SLICE, rw));
+
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_KV_TYPE, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_KV_POLICY, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_LLM_KV_FULL, 0);
@@ -409,6 +435,9 @@ gst_llm_engine_props_set (GstLlmEngineProps *props, guint first_id, guint prop_i
       /* the engine counts whole microseconds */
       props->engine.max_batch_wait_us = (guint) (g_value_get_uint64 (value) / GST_USECOND);
       break;
+    case KV_TIME_SLICE:
+      props->engine.kv_time_slice_us = g_value_get_uint64 (value) / GST_USECOND;
+      break;
   }
   return TRUE;
 }
@@ -456,6 +485,9 @@ gst_llm_engine_props_get (const GstLlmEngineProps *props, guint first_id, guint 
       break;
     case MAX_BATCH_WAIT:
       g_value_set_uint64 (value, props->engine.max_batch_wait_us * GST_USECOND);
+      break;
+    case KV_TIME_SLICE:
+      g_value_set_uint64 (value, props->engine.kv_time_slice_us * GST_USECOND);
       break;
   }
   return TRUE;

@@ -13,7 +13,7 @@
 G_BEGIN_DECLS
 
 /* An element installs them as the property ids first .. first + N - 1. */
-#define GST_LLM_ENGINE_N_PROPS 12
+#define GST_LLM_ENGINE_N_PROPS 13
 
 GType gst_llm_kv_type_get_type (void);
 #define GST_TYPE_LLM_KV_TYPE (gst_llm_kv_type_get_type ())

@@ -422,6 +422,18 @@ START_TEST (test_three_long_branches_on_a_small_pool_take_turns_to_the_end)
 }
 END_TEST
 
+/* The same three branches taking turns of 0.5 ms (kv-time-slice): streams
+ * give their memory up mid-response many times over, each recomputing
+ * its history when its turn comes back, and every branch still writes
+ * the text it writes alone. */
+START_TEST (test_branches_taking_time_slices_write_their_text)
+{
+  max_tokens = 140;
+  assert_branches_write_their_text (3,
+      "kv-pool-bytes=300000 kv-full=preempt kv-time-slice=500000");
+}
+END_TEST
+
 /* Eight branches of 100 tokens (two blocks each) on a pool of nine
  * blocks: the oldest streams run and the youngest wait for their turn,
  * and every branch writes the text it writes alone. (Preempting the
@@ -550,6 +562,7 @@ many_streams_suite (void)
   tcase_add_loop_test (tc, test_a_response_outgrowing_the_kv_pool_ends_early_without_an_error, 0, 2);
   tcase_add_test (tc, test_an_engine_context_does_not_override_the_elements_engine_properties);
   tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
+  tcase_add_test (tc, test_branches_taking_time_slices_write_their_text);
   tcase_add_test (tc, test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text);
   tcase_add_test (tc, test_verifying_branches_on_a_small_pool_take_turns_and_write_their_text);
   tcase_add_test (tc, test_conversations_outgrowing_a_small_pool_fail_without_a_hang);
