@@ -372,6 +372,16 @@ END_TEST
 
 /* --- scheduler ------------------------------------------------------- */
 
+/* A session of @e that samples greedily; NULL with @error set. */
+static LlmSession *
+greedy_session (LlmEngine *e, const LlmKvConfig *kv, GError **error)
+{
+  LlmSessionConfig cfg = { .kv = *kv };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  return llm_session_new (e, &cfg, error);
+}
+
 typedef struct {
   LlmEngine *engine;
   guint index;
@@ -383,10 +393,7 @@ static gpointer
 stream_main (gpointer data)
 {
   Stream *st = data;
-  LlmSessionConfig cfg = { .kv = kv_f16 };
-  llm_sampler_params_init (&cfg.sampler);
-  cfg.sampler.temperature = 0.0f;
-  LlmSession *s = llm_session_new (st->engine, &cfg, &st->error);
+  LlmSession *s = greedy_session (st->engine, &kv_f16, &st->error);
   if (s == NULL)
     return NULL;
   gint32 prompt[16];
@@ -685,12 +692,9 @@ START_TEST (test_full_kv_pool_preempts_the_idle_stream_which_recomputes)
   run_alone (solo, 0, &want0);
   run_alone (solo, 1, &want1);
   g_autoptr (LlmEngine) e = new_engine (m, one_block_bytes (m), LLM_KV_FULL_PREEMPT, 0);
-  LlmSessionConfig cfg = { .kv = kv_f16 };
-  llm_sampler_params_init (&cfg.sampler);
-  cfg.sampler.temperature = 0.0f;
   GError *error = NULL;
-  g_autoptr (LlmSession) s0 = llm_session_new (e, &cfg, &error);
-  g_autoptr (LlmSession) s1 = llm_session_new (e, &cfg, &error);
+  g_autoptr (LlmSession) s0 = greedy_session (e, &kv_f16, &error);
+  g_autoptr (LlmSession) s1 = greedy_session (e, &kv_f16, &error);
   gint32 prompt[16], next0, next1, got0[N_STEPS], got1[N_STEPS];
   guint n = make_prompt (0, m->hp.n_vocab, prompt);
   ck_assert (llm_session_prefill (s0, prompt, n, &next0, &error));
@@ -791,11 +795,8 @@ START_TEST (test_a_prompt_longer_than_the_window_slides_through_it_as_steps_do)
     { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 48, .sink = 4 },
   };
   for (guint w = 0; w < G_N_ELEMENTS (windows); w++) {
-    LlmSessionConfig cfg = { .kv = windows[w] };
-    llm_sampler_params_init (&cfg.sampler);
-    cfg.sampler.temperature = 0.0f;
-    g_autoptr (LlmSession) at_once = llm_session_new (e, &cfg, &error);
-    g_autoptr (LlmSession) steps = llm_session_new (e, &cfg, &error);
+    g_autoptr (LlmSession) at_once = greedy_session (e, &windows[w], &error);
+    g_autoptr (LlmSession) steps = greedy_session (e, &windows[w], &error);
     ck_assert_msg (llm_session_feed (at_once, prompt, LEN, &error), "window %u: %s", w,
         error ? error->message : "");
     for (guint k = 0; k < LEN; k++)
@@ -850,10 +851,7 @@ static gpointer
 turn_stream_main (gpointer data)
 {
   TurnStream *st = data;
-  LlmSessionConfig cfg = { .kv = kv_f16 };
-  llm_sampler_params_init (&cfg.sampler);
-  cfg.sampler.temperature = 0.0f;
-  g_autoptr (LlmSession) s = llm_session_new (st->engine, &cfg, &st->error);
+  g_autoptr (LlmSession) s = greedy_session (st->engine, &kv_f16, &st->error);
   gint32 prompt[16], next;
   const guint n = make_prompt (1, llm_engine_model (st->engine)->hp.n_vocab, prompt);
   if (s == NULL || !llm_session_prefill (s, prompt, n, &next, &st->error))
@@ -889,12 +887,10 @@ START_TEST (test_time_slices_let_a_waiting_stream_in_beside_an_endless_one)
   GError *error = NULL;
   g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
   ck_assert_msg (e != NULL, "%s", error ? error->message : "");
-  LlmSessionConfig live_cfg = {
-    .kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 160, .sink = 4 },
+  const LlmKvConfig live_kv = {
+    .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 160, .sink = 4,
   };
-  llm_sampler_params_init (&live_cfg.sampler);
-  live_cfg.sampler.temperature = 0.0f;
-  g_autoptr (LlmSession) live = llm_session_new (e, &live_cfg, &error);
+  g_autoptr (LlmSession) live = greedy_session (e, &live_kv, &error);
   ck_assert_msg (live != NULL, "%s", error ? error->message : "");
   gint32 prompt[16], next;
   const guint n = make_prompt (0, m->hp.n_vocab, prompt);
@@ -978,13 +974,11 @@ START_TEST (test_session_history_stays_within_the_window)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
   g_autoptr (LlmEngine) e = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
-  LlmSessionConfig cfg = {
-    .kv = { .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 32, .sink = 4 },
+  const LlmKvConfig window = {
+    .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 32, .sink = 4,
   };
-  llm_sampler_params_init (&cfg.sampler);
-  cfg.sampler.temperature = 0.0f;
   GError *error = NULL;
-  g_autoptr (LlmSession) s = llm_session_new (e, &cfg, &error);
+  g_autoptr (LlmSession) s = greedy_session (e, &window, &error);
   ck_assert_msg (s != NULL, "%s", error ? error->message : "");
   gint32 fed[400];
   for (guint t = 0; t < G_N_ELEMENTS (fed); t++) {
