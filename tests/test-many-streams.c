@@ -411,6 +411,19 @@ START_TEST (test_full_kv_pool_preempts_and_every_branch_still_writes_its_text)
 }
 END_TEST
 
+/* The take-turns tests below run as they are (_i 0) and with turns of
+ * 0.5 ms (_i 1, kv-time-slice), where streams give their memory up
+ * mid-response many times over (6 to 8 turns in the three-branch run),
+ * each recomputing its history when its turn comes back. */
+static const char *const turns[] = { "", " kv-time-slice=500000" };
+
+static void
+assert_branches_taking_turns_write_their_text (guint n, const char *props, int turn)
+{
+  g_autofree char *all = g_strconcat (props, turns[turn], NULL);
+  assert_branches_write_their_text (n, all);
+}
+
 /* Three branches of 140 tokens, a pool of 7 blocks (3 or 4 a stream):
  * streams preempted while the others run recompute histories of several
  * blocks, and one that gets some of them before the pool runs dry waits
@@ -418,19 +431,7 @@ END_TEST
 START_TEST (test_three_long_branches_on_a_small_pool_take_turns_to_the_end)
 {
   max_tokens = 140;
-  assert_branches_write_their_text (3, "kv-pool-bytes=300000 kv-full=preempt");
-}
-END_TEST
-
-/* The same three branches taking turns of 0.5 ms (kv-time-slice): streams
- * give their memory up mid-response many times over, each recomputing
- * its history when its turn comes back, and every branch still writes
- * the text it writes alone. */
-START_TEST (test_branches_taking_time_slices_write_their_text)
-{
-  max_tokens = 140;
-  assert_branches_write_their_text (3,
-      "kv-pool-bytes=300000 kv-full=preempt kv-time-slice=500000");
+  assert_branches_taking_turns_write_their_text (3, "kv-pool-bytes=300000 kv-full=preempt", _i);
 }
 END_TEST
 
@@ -442,7 +443,8 @@ END_TEST
 START_TEST (test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text)
 {
   max_tokens = 100;
-  assert_branches_write_their_text (N_BRANCHES, "kv-pool-bytes=370000 kv-full=preempt");
+  assert_branches_taking_turns_write_their_text (N_BRANCHES,
+      "kv-pool-bytes=370000 kv-full=preempt", _i);
 }
 END_TEST
 
@@ -455,7 +457,8 @@ START_TEST (test_verifying_branches_on_a_small_pool_take_turns_and_write_their_t
 {
   max_tokens = 100;
   decoder = "llmdraft ! llmspecverify";
-  assert_branches_write_their_text (3, "kv-pool-bytes=81920 kv-full=preempt max-prefill-chunk=4");
+  assert_branches_taking_turns_write_their_text (3,
+      "kv-pool-bytes=81920 kv-full=preempt max-prefill-chunk=4", _i);
 }
 END_TEST
 
@@ -561,10 +564,12 @@ many_streams_suite (void)
   tcase_add_test (tc, test_full_kv_pool_preempts_and_every_branch_still_writes_its_text);
   tcase_add_loop_test (tc, test_a_response_outgrowing_the_kv_pool_ends_early_without_an_error, 0, 2);
   tcase_add_test (tc, test_an_engine_context_does_not_override_the_elements_engine_properties);
-  tcase_add_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end);
-  tcase_add_test (tc, test_branches_taking_time_slices_write_their_text);
-  tcase_add_test (tc, test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text);
-  tcase_add_test (tc, test_verifying_branches_on_a_small_pool_take_turns_and_write_their_text);
+  tcase_add_loop_test (tc, test_three_long_branches_on_a_small_pool_take_turns_to_the_end, 0,
+      G_N_ELEMENTS (turns));
+  tcase_add_loop_test (tc, test_eight_branches_on_a_pool_for_four_take_turns_and_write_their_text,
+      0, G_N_ELEMENTS (turns));
+  tcase_add_loop_test (tc, test_verifying_branches_on_a_small_pool_take_turns_and_write_their_text,
+      0, G_N_ELEMENTS (turns));
   tcase_add_test (tc, test_conversations_outgrowing_a_small_pool_fail_without_a_hang);
   tcase_add_test (tc, test_a_stream_waiting_for_kv_memory_stops_with_its_pipeline);
   suite_add_tcase (s, tc);
