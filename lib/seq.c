@@ -79,6 +79,8 @@ llm_seq_fork (LlmSeq *seq)
   f->preempted = seq->preempted;
   f->admitted = seq->admitted;
   f->last_used_us = g_get_monotonic_time ();
+  /* It holds (shares) memory from now: a turn is a slice from here. */
+  f->held_since_us = f->last_used_us;
   e->seqs = g_list_prepend (e->seqs, f);
   g_mutex_unlock (&e->eval_lock);
   return f;
