@@ -60,6 +60,9 @@ struct _LlmSeq {
   const gint *cancel;         /* llm_seq_set_cancel_flag's; atomic reads */
   guint64 finished_gen;       /* under sched_lock: the forward its last request finished in */
   gint64 held_since_us;       /* (eval_lock) when it last got KV memory while it held none */
+  gint steps_done;            /* atomic: requests finished on it that it did not begin
+                               * empty (steps, verifications: no recompute) */
+  gint steps_at_hold;         /* (eval_lock) steps_done when held_since_us was set */
   guint8 *skip;               /* n_layer flags: layers its rows pass through unchanged; NULL */
 };
 
@@ -108,8 +111,8 @@ gboolean llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows,
 
 /* kv_time_slice_us: @waiter's request has waited a slice for memory that
  * busy sequences hold; the other sequence that has held its memory
- * longest, for a slice at least, gives it up and ranks as the youngest.
- * Whether one did. Takes eval_lock. */
+ * longest, for a slice at least and for a step past any recompute, gives
+ * it up and ranks as the youngest. Whether one did. Takes eval_lock. */
 gboolean llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now);
 
 /* @seq's rank for preemption: older sequences lower; one not ranked yet

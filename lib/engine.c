@@ -342,8 +342,10 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, gboolean patient, gint64 now,
   for (;;) {
     GError *err = NULL;
     if (llm_kv_cache_reserve (seq->kv, n, &err)) {
-      if (!held)
+      if (!held) {
         seq->held_since_us = now;
+        seq->steps_at_hold = g_atomic_int_get (&seq->steps_done);
+      }
       return TRUE;
     }
     LlmSeq *victim = NULL;
@@ -373,6 +375,12 @@ llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now)
   for (GList *l = e->seqs; l; l = l->next) {
     LlmSeq *s = l->data;
     if (s == waiter || llm_kv_cache_bytes (s->kv) == 0 || now - s->held_since_us < slice)
+      continue;
+    /* A turn that has not yet made a step past the recompute it began
+     * with (at max-prefill-chunk rows a forward that can take longer
+     * than a slice) would end with nothing done, and streams would take
+     * each other's memory for ever without a token. */
+    if (g_atomic_int_get (&s->steps_done) == s->steps_at_hold)
       continue;
     if (victim == NULL || s->held_since_us < victim->held_since_us)
       victim = s;

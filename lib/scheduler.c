@@ -231,6 +231,8 @@ lead_one_forward (LlmEngine *e)
       moved = TRUE;
     } else if (r->done == r->n) {
       r->finished = TRUE;
+      if (!r->restartable)
+        g_atomic_int_inc (&r->seq->steps_done);
       r->seq->finished_gen = e->sched_gen;
       e->returning[0]++;
     }

@@ -916,6 +916,46 @@ START_TEST (test_time_slices_let_a_waiting_stream_in_beside_an_endless_one)
 }
 END_TEST
 
+/* Turns of a microsecond, prompts and recomputes fed 4 rows a forward:
+ * a turn ends only after a step past the recompute it began with, so
+ * three streams on a pool for one (2 blocks) all finish, with their ids
+ * alone. (Turns that could end mid-recompute, which takes up to 20
+ * forwards here, passed the memory round without a token for ever, in
+ * about a third of the runs.) */
+START_TEST (test_time_slices_shorter_than_a_recompute_still_make_progress)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  TurnStream want = { new_engine (m, 0, LLM_KV_FULL_REFUSE, 0), { 0 }, FALSE, NULL };
+  turn_stream_main (&want);
+  ck_assert_msg (want.done, "%s", want.error ? want.error->message : "");
+  llm_engine_unref (want.engine);
+
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.n_threads = 2;
+  o.kv_pool_bytes = 2 * one_block_bytes (m);
+  o.kv_full = LLM_KV_FULL_PREEMPT;
+  o.kv_time_slice_us = 1;
+  o.max_prefill_chunk = 4;
+  GError *error = NULL;
+  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  enum { N = 3 };
+  TurnStream st[N];
+  GThread *threads[N];
+  for (guint i = 0; i < N; i++) {
+    st[i] = (TurnStream) { e, { 0 }, FALSE, NULL };
+    threads[i] = g_thread_new ("stream", turn_stream_main, &st[i]);
+  }
+  for (guint i = 0; i < N; i++) {
+    g_thread_join (threads[i]);
+    ck_assert_msg (st[i].done, "stream %u: %s", i, st[i].error ? st[i].error->message : "");
+    ck_assert_msg (memcmp (st[i].ids, want.ids, sizeof want.ids) == 0,
+        "stream %u's ids differ from its ids alone", i);
+  }
+}
+END_TEST
+
 /* --- sessions -------------------------------------------------------- */
 
 static LlmSession *
@@ -1034,6 +1074,7 @@ engine_suite (void)
   tcase_add_test (sched, test_a_prompt_longer_than_the_window_slides_through_it_as_steps_do);
   tcase_add_test (sched, test_concurrent_streams_preempting_each_other_keep_their_ids);
   tcase_add_test (sched, test_time_slices_let_a_waiting_stream_in_beside_an_endless_one);
+  tcase_add_test (sched, test_time_slices_shorter_than_a_recompute_still_make_progress);
   suite_add_tcase (s, sched);
 
   /* Bound by how soon a thread wakes: tests/meson.build runs this case
