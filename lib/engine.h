@@ -67,9 +67,10 @@ typedef enum {
  * they run: responses without end (live decoding) would keep a younger
  * stream waiting for ever. With kv_time_slice_us, a request that has
  * waited that long takes the memory of the sequence that has held its
- * own longest, if that one has held it for a slice too; it then ranks as
- * the youngest, recomputes its cache when its turn comes, and the streams
- * take turns a slice at a time. */
+ * own longest, if that one has held it for a slice too and has made a
+ * step since its recompute (so every turn yields a token); it then ranks
+ * as the youngest, recomputes its cache when its turn comes, and the
+ * streams take turns a slice at a time. */
 
 typedef struct {
   int n_threads;              /* <= 0: one per usable core */
