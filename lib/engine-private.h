@@ -112,8 +112,8 @@ gboolean llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows,
 /* kv_time_slice_us: @waiter's request has waited a slice for memory that
  * busy sequences hold; the other sequence that has held its memory
  * longest, for a slice at least and for a step past any recompute, gives
- * it up and ranks as the youngest. Whether one did. Takes eval_lock. */
-gboolean llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now);
+ * it up and ranks as the youngest. Takes eval_lock. */
+void llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now);
 
 /* @seq's rank for preemption: older sequences lower; one not ranked yet
  * (emptied by its owner, and perhaps still holding the blocks it keeps for

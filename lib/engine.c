@@ -366,7 +366,7 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, gboolean patient, gint64 now,
   }
 }
 
-gboolean
+void
 llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now)
 {
   const gint64 slice = (gint64) MIN (e->opts.kv_time_slice_us, G_MAXINT64 / 2);
@@ -391,7 +391,6 @@ llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now)
     victim->admitted = ++e->n_admitted;
   }
   g_mutex_unlock (&e->eval_lock);
-  return victim != NULL;
 }
 
 gboolean

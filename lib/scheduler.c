@@ -24,7 +24,6 @@ typedef struct {
   GError *error;
   gboolean finished;
   gboolean restartable;       /* began on an empty sequence at position 0 */
-  guint deferred;             /* forwards it could not get KV memory in */
   gint64 waiting_since;       /* since when, without a row done; 0: not waiting */
   GCond wake;                 /* its thread waits here, so a step wakes only
                                * the threads it concerns */
@@ -214,7 +213,6 @@ lead_one_forward (LlmEngine *e)
      * streams' new work. */
     if (segs[s].may_wait) {
       g_clear_error (&segs[s].error);
-      r->deferred++;
       if (r->waiting_since == 0)
         r->waiting_since = t0;
       if (cancelled (r)) {
@@ -223,7 +221,6 @@ lead_one_forward (LlmEngine *e)
       }
       continue;
     }
-    r->deferred = 0;
     r->waiting_since = 0;
     if (segs[s].error) {
       r->error = segs[s].error;
