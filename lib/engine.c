@@ -331,6 +331,16 @@ patient_victim (LlmEngine *e, const LlmSeq *asking, gint64 now)
   return idle ? idle : younger;
 }
 
+/* @seq's turn with KV memory (kv_time_slice_us) starts @now: it got
+ * memory while it held none, or ranks anew holding the blocks its owner
+ * kept from its last response. */
+static void
+start_turn (LlmSeq *seq, gint64 now)
+{
+  seq->held_since_us = now;
+  seq->steps_at_hold = g_atomic_int_get (&seq->steps_done);
+}
+
 /* Reserves @n slots in @seq, making room per the pool-full policy. A
  * full pool that other sequences hold sets *@may_wait for a @patient
  * caller. */
@@ -342,10 +352,8 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, gboolean patient, gint64 now,
   for (;;) {
     GError *err = NULL;
     if (llm_kv_cache_reserve (seq->kv, n, &err)) {
-      if (!held) {
-        seq->held_since_us = now;
-        seq->steps_at_hold = g_atomic_int_get (&seq->steps_done);
-      }
+      if (!held)
+        start_turn (seq, now);
       return TRUE;
     }
     LlmSeq *victim = NULL;
@@ -405,8 +413,10 @@ llm_engine_eval_segments (LlmEngine *e, const LlmEvalRow *rows, LlmEvalSegment *
     segs[s].seq->evicted0 = llm_kv_cache_n_evicted (segs[s].seq->kv);
     if (!check_segment (e, rows, &segs[s], &segs[s].error))
       continue;
-    if (segs[s].seq->admitted == 0)
+    if (segs[s].seq->admitted == 0) {
       segs[s].seq->admitted = ++e->n_admitted;
+      start_turn (segs[s].seq, now);
+    }
     if (llm_kv_cache_n (segs[s].seq->kv) == 0)
       segs[s].seq->pos0 = rows[segs[s].first].pos;
   }
