@@ -15,19 +15,26 @@
 #define N_STREAMS 17
 #define N_STEPS 6
 
+/* A private engine of @m with @o's options on two threads. */
+static LlmEngine *
+engine_with (LlmModel *m, LlmEngineOptions *o)
+{
+  o->n_threads = 2;
+  GError *error = NULL;
+  LlmEngine *e = llm_engine_new (m, o, &error);
+  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  return e;
+}
+
 static LlmEngine *
 new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
 {
   LlmEngineOptions o;
   llm_engine_options_init (&o);
-  o.n_threads = 2;
   o.kv_pool_bytes = pool_bytes;
   o.kv_full = full;
   o.max_batch_wait_us = wait_us;
-  GError *error = NULL;
-  LlmEngine *e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
-  return e;
+  return engine_with (m, &o);
 }
 
 static const LlmKvConfig kv_f16 = {
@@ -581,15 +588,12 @@ START_TEST (test_prompts_arriving_together_share_the_prefill_chunk)
   g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
   LlmEngineOptions o;
   llm_engine_options_init (&o);
-  o.n_threads = 2;
   o.max_prefill_chunk = 8;
   /* The first prompt waits (up to half a second) for the second, so
    * both are pending from the first forward on; the last two forwards,
    * the second prompt's alone, wait that long too. */
   o.max_batch_wait_us = 500000;
-  GError *error = NULL;
-  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmEngine) e = engine_with (m, &o);
   g_autoptr (LlmEngine) solo = new_engine (m, 0, LLM_KV_FULL_REFUSE, 0);
   enum { N = 2 };
   const guint n_vocab = m->hp.n_vocab;
@@ -781,11 +785,9 @@ START_TEST (test_a_prompt_longer_than_the_window_slides_through_it_as_steps_do)
   const guint n_vocab = m->hp.n_vocab;
   LlmEngineOptions o;
   llm_engine_options_init (&o);
-  o.n_threads = 2;
   o.max_prefill_chunk = 16;
+  g_autoptr (LlmEngine) e = engine_with (m, &o);
   GError *error = NULL;
-  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
   enum { LEN = 150 };
   gint32 prompt[LEN];
   for (guint k = 0; k < LEN; k++)
@@ -865,6 +867,30 @@ turn_stream_main (gpointer data)
   return NULL;
 }
 
+/* TURN_STEPS ids of turn_stream_main on an engine of @m's own. */
+static void
+turn_stream_alone (LlmModel *m, TurnStream *want)
+{
+  *want = (TurnStream) { new_engine (m, 0, LLM_KV_FULL_REFUSE, 0), { 0 }, FALSE, NULL };
+  turn_stream_main (want);
+  ck_assert_msg (want->done, "%s", want->error ? want->error->message : "");
+  g_clear_pointer (&want->engine, llm_engine_unref);
+}
+
+/* An engine whose streams take turns of @slice_us on a pool of
+ * @pool_bytes, with prompts fed @chunk rows a forward (0: the default). */
+static LlmEngine *
+turn_engine (LlmModel *m, gsize pool_bytes, guint64 slice_us, guint chunk)
+{
+  LlmEngineOptions o;
+  llm_engine_options_init (&o);
+  o.kv_pool_bytes = pool_bytes;
+  o.kv_full = LLM_KV_FULL_PREEMPT;
+  o.kv_time_slice_us = slice_us;
+  o.max_prefill_chunk = chunk;
+  return engine_with (m, &o);
+}
+
 /* kv_time_slice_us: a live stream without end (a sink window of the
  * pool's 3 blocks of 64 positions) holds every block; a newer
  * stream, which without slices would wait for as long as the live one
@@ -873,20 +899,12 @@ turn_stream_main (gpointer data)
 START_TEST (test_time_slices_let_a_waiting_stream_in_beside_an_endless_one)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
-  TurnStream want = { new_engine (m, 0, LLM_KV_FULL_REFUSE, 0), { 0 }, FALSE, NULL };
-  turn_stream_main (&want);
-  ck_assert_msg (want.done, "%s", want.error ? want.error->message : "");
-  llm_engine_unref (want.engine);
+  TurnStream want;
+  turn_stream_alone (m, &want);
 
-  LlmEngineOptions o;
-  llm_engine_options_init (&o);
-  o.n_threads = 2;
-  o.kv_pool_bytes = 3 * one_block_bytes (m);
-  o.kv_full = LLM_KV_FULL_PREEMPT;
-  o.kv_time_slice_us = 2000;
+  const gsize pool = 3 * one_block_bytes (m);
+  g_autoptr (LlmEngine) e = turn_engine (m, pool, 2000, 0);
   GError *error = NULL;
-  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
   const LlmKvConfig live_kv = {
     .type = LLM_KV_F16, .policy = LLM_KV_POLICY_SINK_WINDOW, .window = 160, .sink = 4,
   };
@@ -899,7 +917,7 @@ START_TEST (test_time_slices_let_a_waiting_stream_in_beside_an_endless_one)
   for (; steps < 200; steps++)
     ck_assert_msg (llm_session_step (live, next, &next, &error), "step %u: %s", steps, error->message);
   /* no room for the newer stream's first block */
-  ck_assert_uint_lt (o.kv_pool_bytes - llm_engine_kv_bytes (e), one_block_bytes (m));
+  ck_assert_uint_lt (pool - llm_engine_kv_bytes (e), one_block_bytes (m));
 
   TurnStream st = { e, { 0 }, FALSE, NULL };
   GThread *thread = g_thread_new ("stream", turn_stream_main, &st);
@@ -925,21 +943,10 @@ END_TEST
 START_TEST (test_time_slices_shorter_than_a_recompute_still_make_progress)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
-  TurnStream want = { new_engine (m, 0, LLM_KV_FULL_REFUSE, 0), { 0 }, FALSE, NULL };
-  turn_stream_main (&want);
-  ck_assert_msg (want.done, "%s", want.error ? want.error->message : "");
-  llm_engine_unref (want.engine);
+  TurnStream want;
+  turn_stream_alone (m, &want);
 
-  LlmEngineOptions o;
-  llm_engine_options_init (&o);
-  o.n_threads = 2;
-  o.kv_pool_bytes = 2 * one_block_bytes (m);
-  o.kv_full = LLM_KV_FULL_PREEMPT;
-  o.kv_time_slice_us = 1;
-  o.max_prefill_chunk = 4;
-  GError *error = NULL;
-  g_autoptr (LlmEngine) e = llm_engine_new (m, &o, &error);
-  ck_assert_msg (e != NULL, "%s", error ? error->message : "");
+  g_autoptr (LlmEngine) e = turn_engine (m, 2 * one_block_bytes (m), 1, 4);
   enum { N = 3 };
   TurnStream st[N];
   GThread *threads[N];
