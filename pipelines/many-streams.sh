@@ -13,7 +13,10 @@
 # eight story openings, taken in turn (branch i gets seed i, so with a
 # temperature above 0 branches with the same opening still differ).
 # Environment: MAX_TOKENS (default 64), TEMPERATURE (default 0: greedy),
-# THREADS (llmprefill n-threads, default 0: one per core). Uses the plugin
+# THREADS (llmprefill n-threads, default 0: one per core), and for a KV
+# pool smaller than the branches need KV_POOL_BYTES (default 0: no limit),
+# KV_FULL (refuse or preempt) and KV_TIME_SLICE (ns, default 0: streams
+# with memory keep it until their response ends). Uses the plugin
 # in $BUILD_DIR/plugins (default: build), or GST_PLUGIN_PATH if set.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +59,8 @@ for ((i = 0; i < n; i++)); do
     filesrc location="$tmp/prompt-$i.txt"
     ! llmtokenize model="$model"
     ! llmprefill model="$model" n-threads="${THREADS:-0}"
+        kv-pool-bytes="${KV_POOL_BYTES:-0}" kv-full="${KV_FULL:-refuse}"
+        kv-time-slice="${KV_TIME_SLICE:-0}"
     ! llmdecode name="decode$i" max-tokens="${MAX_TOKENS:-64}"
         temperature="${TEMPERATURE:-0}" seed="$i"
     ! llmdetokenize model="$model"
