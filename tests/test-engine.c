@@ -26,13 +26,21 @@ engine_with (LlmModel *m, LlmEngineOptions *o)
   return e;
 }
 
-static LlmEngine *
-new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
+/* The default options with a KV pool of @pool_bytes (0: no limit). */
+static LlmEngineOptions
+pool_options (gsize pool_bytes, LlmKvFullPolicy full)
 {
   LlmEngineOptions o;
   llm_engine_options_init (&o);
   o.kv_pool_bytes = pool_bytes;
   o.kv_full = full;
+  return o;
+}
+
+static LlmEngine *
+new_engine (LlmModel *m, gsize pool_bytes, LlmKvFullPolicy full, guint wait_us)
+{
+  LlmEngineOptions o = pool_options (pool_bytes, full);
   o.max_batch_wait_us = wait_us;
   return engine_with (m, &o);
 }
@@ -882,10 +890,7 @@ turn_stream_alone (LlmModel *m, TurnStream *want)
 static LlmEngine *
 turn_engine (LlmModel *m, gsize pool_bytes, guint64 slice_us, guint chunk)
 {
-  LlmEngineOptions o;
-  llm_engine_options_init (&o);
-  o.kv_pool_bytes = pool_bytes;
-  o.kv_full = LLM_KV_FULL_PREEMPT;
+  LlmEngineOptions o = pool_options (pool_bytes, LLM_KV_FULL_PREEMPT);
   o.kv_time_slice_us = slice_us;
   o.max_prefill_chunk = chunk;
   return engine_with (m, &o);
