@@ -480,10 +480,9 @@ generate (GstLlmDecode *self, Queued *prompt)
   GstFlowReturn ret = GST_FLOW_OK;
   GError *error = NULL;
 
-  guint max_tokens;
+  guint max_tokens = 0;
   gboolean has_stops;
   GST_OBJECT_LOCK (self);
-  max_tokens = self->max_tokens;
   has_stops = self->stop_strings && self->stop_strings[0];
   LlmStopMatcher *stops = llm_stop_matcher_new ((const char *const *) self->stop_strings);
   GST_OBJECT_UNLOCK (self);
@@ -553,6 +552,12 @@ generate (GstLlmDecode *self, Queued *prompt)
       reason = GST_LLM_STOP_REASON_STOP_STRING;
       break;
     }
+    /* Read per token: max-tokens set while playing also bounds the
+     * response under way, and is the one way to end an endless one
+     * (max-tokens=0 in a sliding window) short of a new prompt or FLUSH. */
+    GST_OBJECT_LOCK (self);
+    max_tokens = self->max_tokens;
+    GST_OBJECT_UNLOCK (self);
     if (max_tokens > 0 && generated >= max_tokens) {
       reason = GST_LLM_STOP_REASON_MAX_TOKENS;
       break;
@@ -1068,6 +1073,11 @@ gst_llm_decode_class_init (GstLlmDecodeClass *klass)
    *
    * Most tokens of one response (the end-of-generation token not
    * counted); 0 means no limit other than the context.
+   *
+   * Set while playing, it applies to the response under way too: one
+   * that has made that many tokens already ends after its next token,
+   * which is how an application ends an endless live response
+   * (max-tokens=0 under a window policy) and keeps the stream.
    *
    * Since: 0.1
    */

@@ -579,6 +579,78 @@ START_TEST (test_decode_replace_cancels_the_current_response)
 }
 END_TEST
 
+/* Holds token @data (counted from 1) at the sink until gate_open. */
+static gint gate_open;
+
+static GstPadProbeReturn
+gated_consumer (GstPad *pad, GstPadProbeInfo *info, gpointer data)
+{
+  if (g_atomic_int_add (&delivered, 1) + 1 == GPOINTER_TO_INT (data))
+    while (!g_atomic_int_get (&gate_open))
+      g_usleep (200);
+  return GST_PAD_PROBE_OK;
+}
+
+/* Pushes the golden prompt and returns once its @n-th token waits at the
+ * sink; open_gate lets it and the rest through. */
+static void
+push_and_hold_token (GstHarness *h, gint n)
+{
+  g_atomic_int_set (&delivered, 0);
+  g_atomic_int_set (&gate_open, 0);
+  gst_pad_add_probe (h->sinkpad, GST_PAD_PROBE_TYPE_BUFFER, gated_consumer,
+      GINT_TO_POINTER (n), NULL);
+  gst_harness_push (h, ids_buffer (prompt_ids, 5, 0));
+  wait_delivered (n);
+}
+
+static void
+set_decoder_property (GstHarness *h, const char *name, const char *value)
+{
+  GstElement *d = gst_bin_get_by_name (GST_BIN (h->element), "d");
+  gst_util_set_object_arg (G_OBJECT (d), name, value);
+  gst_object_unref (d);
+}
+
+/* Asserts the response is @n golden tokens ended by max-tokens. */
+static void
+expect_response_cut_by_max_tokens (GstHarness *h, GstBus *bus, guint n)
+{
+  g_autofree char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_str_eq (stats_string (s, "stop-reason"), GST_LLM_STOP_REASON_MAX_TOKENS);
+  ck_assert_uint_eq (stats_uint (s, "generated-tokens"), n);
+  gst_structure_free (s);
+  ck_assert_uint_eq (gst_harness_buffers_in_queue (h), n);
+  expect_golden (h, n);
+}
+
+/* max-tokens is mutable in PLAYING, but a response read it once when it
+ * began: lowering it could not end an endless live response (max-tokens=0
+ * in a sliding window) without a new prompt or a FLUSH. Now it bounds the
+ * response under way: lowered below what is out, the response ends after
+ * the token being pushed; raised, it runs on to the new bound. */
+START_TEST (test_max_tokens_set_while_playing_bounds_the_response_under_way)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer kv-policy=sink-window kv-window=64",
+      "max-tokens=0", &bus);
+  push_and_hold_token (h, 3);
+  set_decoder_property (h, "max-tokens", "2");
+  g_atomic_int_set (&gate_open, 1);
+  expect_response_cut_by_max_tokens (h, bus, 3);
+  harness_free (h, bus);
+
+  h = harness_new ("prompt-mode=buffer", "max-tokens=4", &bus);
+  push_and_hold_token (h, 2);
+  set_decoder_property (h, "max-tokens", "12");
+  g_atomic_int_set (&gate_open, 1);
+  expect_response_cut_by_max_tokens (h, bus, 12);
+  harness_free (h, bus);
+}
+END_TEST
+
 /* With keep-context a new prompt needs the session the running response
  * holds, so llmprefill waited for that response to end, and llmdecode,
  * never seeing the new prompt, could not replace it: a response that
@@ -1691,6 +1763,7 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_eos_waits_for_the_response);
   tcase_add_test (tc, test_decode_replace_cancels_the_current_response);
   tcase_add_loop_test (tc, test_decode_replace_ends_a_kept_conversations_endless_response, 0, 2);
+  tcase_add_test (tc, test_max_tokens_set_while_playing_bounds_the_response_under_way);
   tcase_add_test (tc, test_decode_queues_prompts_and_answers_them_in_order);
   tcase_add_test (tc, test_settings_changed_after_they_are_read_are_flagged);
   tcase_add_test (tc, test_prompt_held_when_the_mode_becomes_buffer_is_answered_first);
