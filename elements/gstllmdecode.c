@@ -18,10 +18,12 @@
  * launch lines that set them on llmprefill, which keeps them as aliases,
  * the session carries llmprefill's values: a property set on llmdecode
  * wins over the same one set on llmprefill, which wins over the default
- * (greedy). They are read for every response; with the same values a kept
- * conversation (llmprefill keep-context) goes on with one random
- * sequence, and a new conversation restarts it from the seed, so a
- * prompt gives the same text every run.
+ * (greedy). They are read for every token, so a change while playing
+ * applies from the response's next step on (and restarts the random
+ * sequence from the seed); with the same values a kept conversation
+ * (llmprefill keep-context) goes on with one random sequence, and a new
+ * conversation restarts it from the seed, so a prompt gives the same
+ * text every run.
  *
  * A response ends when the model samples an end-of-generation token (EOS,
  * EOT, `<|im_end|>`; it is not output), after #GstLlmDecode:max-tokens
@@ -237,6 +239,20 @@ set_flushing (GstLlmDecode *self)
   g_mutex_unlock (&self->lock);
 }
 
+/* This element's sampler settings over @session's (llmprefill's
+ * aliases). The session keeps its sampler, random sequence included,
+ * while they stay the same. */
+static void
+apply_sampler_settings (GstLlmDecode *self, LlmSession *session)
+{
+  LlmSamplerParams params;
+  llm_session_get_sampler (session, &params);
+  GST_OBJECT_LOCK (self);
+  gst_llm_sampler_props_apply (&self->sampler, &params);
+  GST_OBJECT_UNLOCK (self);
+  llm_session_set_sampler (session, &params);
+}
+
 /* The first token of the response to @state, from the logits prefill
  * left in its session, by this element's sampler settings over the
  * session's (llmprefill's aliases). -1, with an error posted, for a
@@ -262,12 +278,7 @@ sample_first (GstLlmDecode *self, GstBuffer *state)
     return -1;
   }
 
-  LlmSamplerParams params;
-  llm_session_get_sampler (meta->session, &params);
-  GST_OBJECT_LOCK (self);
-  gst_llm_sampler_props_apply (&self->sampler, &params);
-  GST_OBJECT_UNLOCK (self);
-  llm_session_set_sampler (meta->session, &params);
+  apply_sampler_settings (self, meta->session);
 
   gint32 first = llm_session_sample (meta->session);
   if (first < 0)
@@ -567,6 +578,10 @@ generate (GstLlmDecode *self, Queued *prompt)
       token = made[n_taken++];
       continue;
     }
+    /* Sampler settings changed while playing apply from the next token
+     * on, as max-tokens does: an endless live response has no other
+     * place where they would. */
+    apply_sampler_settings (self, session);
     gint64 t0 = g_get_monotonic_time ();
     if (!klass->step (self, state, session, token, max_tokens > 0 ? max_tokens - generated : 0,
             made, &n_made, &error)) {

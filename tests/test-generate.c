@@ -651,6 +651,39 @@ START_TEST (test_max_tokens_set_while_playing_bounds_the_response_under_way)
 }
 END_TEST
 
+/* The sampler settings are mutable in PLAYING too, and were also read
+ * once per response. Greedy at first, then temperature 100: the tokens
+ * made after the change leave llama.cpp's greedy text. llmspecverify may
+ * have made DECODER_DRAFT_MAX + 1 tokens before the change, so only
+ * those after them are counted. */
+START_TEST (test_sampler_set_while_playing_applies_to_the_response_under_way)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=24", &bus);
+  push_and_hold_token (h, 3);
+  set_decoder_property (h, "temperature", "100");
+  set_decoder_property (h, "seed", "7");
+  g_atomic_int_set (&gate_open, 1);
+  g_autofree char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  gst_structure_free (pop_stats (bus));
+
+  const guint after = 3 + (guint) DECODER_DRAFT_MAX + 1;
+  guint greedy_after = 0;
+  for (guint i = 0; i < 24; i++) {
+    GstBuffer *b = gst_harness_pull (h);
+    if (i < 3)
+      ck_assert_int_eq (buffer_id (b), golden_ids[i]);
+    else if (i >= after && buffer_id (b) == golden_ids[i])
+      greedy_after++;
+    gst_buffer_unref (b);
+  }
+  ck_assert_msg (greedy_after <= 3, "%u of the %u tokens after the change are greedy",
+      greedy_after, 24 - after);
+  harness_free (h, bus);
+}
+END_TEST
+
 /* With keep-context a new prompt needs the session the running response
  * holds, so llmprefill waited for that response to end, and llmdecode,
  * never seeing the new prompt, could not replace it: a response that
@@ -1764,6 +1797,7 @@ generate_suite (void)
   tcase_add_test (tc, test_decode_replace_cancels_the_current_response);
   tcase_add_loop_test (tc, test_decode_replace_ends_a_kept_conversations_endless_response, 0, 2);
   tcase_add_test (tc, test_max_tokens_set_while_playing_bounds_the_response_under_way);
+  tcase_add_test (tc, test_sampler_set_while_playing_applies_to_the_response_under_way);
   tcase_add_test (tc, test_decode_queues_prompts_and_answers_them_in_order);
   tcase_add_test (tc, test_settings_changed_after_they_are_read_are_flagged);
   tcase_add_test (tc, test_prompt_held_when_the_mode_becomes_buffer_is_answered_first);
