@@ -1107,6 +1107,9 @@ gst_llm_decode_class_init (GstLlmDecodeClass *klass)
    * Texts that end a response when they appear in it; the tokens that
    * overlap the stop string are not output. In a launch line:
    * `stop-strings="<\"The end\",\"\\012\">"` (`\012`: a newline).
+   * Set while playing, they apply from the next response on: the text
+   * of the response under way is matched against the strings it began
+   * with.
    *
    * Since: 0.1
    */
@@ -1129,7 +1132,7 @@ gst_llm_decode_class_init (GstLlmDecodeClass *klass)
           "What a prompt arriving during a response does: queue (wait) or replace "
           "(cancel the response)", GST_TYPE_LLM_ON_NEW_PROMPT, DEFAULT_ON_NEW_PROMPT, rw));
 
-  /* read for every response; a set one wins over llmprefill's alias */
+  /* read for every token; a set one wins over llmprefill's alias */
   gst_llm_sampler_props_install (gobject_class, PROP_SAMPLER_FIRST, GST_PARAM_MUTABLE_PLAYING);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
