@@ -145,7 +145,15 @@ llm_cpu_f16_one_token_tiles (void)
     return 1;
   __get_cpuid (1, &a, &b, &c, &d);
   const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-  return family >= 0x1a ? 2 : 1;
+  if (family >= 0x1a)
+    return 2;
+  if (family != 0x19)
+    return 1;
+  /* Family 25 is Zen 3 and Zen 4; of the two only Zen 4 has AVX-512
+   * (in the hardware: LLM_NO_AVX512 does not make a Zen 4 read like a
+   * Zen 3). */
+  __cpuid_count (7, 0, a, b, c, d);
+  return (b & bit_AVX512F) ? 1 : 2;
 #else
   return 1;
 #endif

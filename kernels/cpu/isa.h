@@ -51,8 +51,10 @@ bool llm_cpu_has_amx (void);
  * cycle: on Zen 4 about what DRAM gives one thread, and 246M F16 decode
  * ran 1.01-1.18x faster with one than with two; on Zen 5 one thread
  * reads faster than that, and two ran 1.08-1.19x faster (AVX-512, plain
- * AVX2 1.04-1.27x). So 2 on AMD family 26 (Zen 5) and later, 1 elsewhere
- * (no other CPU measured). LLM_F16_ONE_TOKEN_TILES=1 or 2 in the
+ * AVX2 1.04-1.27x). On Zen 3 (plain AVX2, 2.9 GHz) two ran 1.13x faster
+ * on two threads (9 of 10 pairs) and 1.17x on one (6 of 6), the two
+ * taking turns. So 2 on AMD Zen 3 and family 26 (Zen 5) and later, 1
+ * elsewhere (no other CPU measured). LLM_F16_ONE_TOKEN_TILES=1 or 2 in the
  * environment sets it (tests check both kernels on any CPU). Same results
  * either way: rows are summed apart. */
 unsigned llm_cpu_f16_one_token_tiles (void);
