@@ -144,6 +144,17 @@ static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS (GST_LLM_CAPS_TOKENS));
 
+/* budget and draft-max as they are set now. */
+static void
+configure_budget (GstLlmSpecVerify *self)
+{
+  GST_OBJECT_LOCK (self);
+  const gboolean fixed = self->budget == GST_LLM_SPEC_BUDGET_FIXED;
+  const guint draft_max = self->draft_max;
+  GST_OBJECT_UNLOCK (self);
+  llm_spec_budget_configure (&self->plan, draft_max, fixed);
+}
+
 static void
 gst_llm_spec_verify_begin (GstLlmDecode *base, GstBuffer *state, LlmSession *session,
     gint32 first)
@@ -169,13 +180,9 @@ gst_llm_spec_verify_begin (GstLlmDecode *base, GstBuffer *state, LlmSession *ses
     llm_drafter_begin (self->drafter, session, first);
   }
 
-  GST_OBJECT_LOCK (self);
-  const gboolean fixed = self->budget == GST_LLM_SPEC_BUDGET_FIXED;
-  const guint draft_max = self->draft_max;
-  GST_OBJECT_UNLOCK (self);
   /* What was learnt of acceptance and step times carries over to the
    * next response of the stream; the settings may have changed. */
-  llm_spec_budget_configure (&self->plan, draft_max, fixed);
+  configure_budget (self);
   self->stats = (LlmSpecStats) { 0 };
 }
 
@@ -184,6 +191,9 @@ gst_llm_spec_verify_step (GstLlmDecode *base, GstBuffer *state, LlmSession *sess
     gint32 token, guint limit, gint32 *out, guint *n_out, GError **error)
 {
   GstLlmSpecVerify *self = GST_LLM_SPEC_VERIFY (base);
+  /* Set while playing, they apply from this step on: an endless live
+   * response can stop drafting (draft-max=0) or start. */
+  configure_budget (self);
   return llm_spec_step (session, self->drafter, &self->plan, token, limit, out, n_out,
       &self->stats, error);
 }
@@ -339,7 +349,8 @@ gst_llm_spec_verify_class_init (GstLlmSpecVerifyClass *klass)
    *
    * How many proposals a step checks: chosen from measurements
    * (`dynamic`) or always #GstLlmSpecVerify:draft-max (`fixed`). Read at
-   * the start of each response.
+   * every step, so a change while playing applies to the response under
+   * way.
    *
    * Since: 0.3
    */
@@ -352,7 +363,8 @@ gst_llm_spec_verify_class_init (GstLlmSpecVerifyClass *klass)
    * GstLlmSpecVerify:draft-max:
    *
    * The most proposals one step checks; 0 decodes a token a step (as
-   * llmdecode). Read at the start of each response.
+   * llmdecode). Read at every step, so a change while playing applies to
+   * the response under way.
    *
    * Since: 0.3
    */

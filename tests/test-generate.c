@@ -1438,6 +1438,32 @@ expect_golden_response (GstHarness *h, guint n)
 }
 
 /* llmspecverify checked proposals and kept some, and says so. */
+/* budget and draft-max were read when a response began, so a live
+ * response could neither start checking proposals nor stop. Begun with
+ * none, the response checks some once draft-max allows them, and its
+ * text is the same. */
+START_TEST (test_spec_verify_takes_draft_max_set_during_a_response)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new_with ("prompt-mode=buffer",
+      "llmdraft ! llmspecverify budget=fixed draft-max=0", "max-tokens=64", &bus);
+  push_and_hold_token (h, 3);
+  set_decoder_property (h, "draft-max", "4");
+  g_atomic_int_set (&gate_open, 1);
+  g_autofree char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
+  GstStructure *s = pop_stats (bus);
+  guint64 drafted = 0, accepted = 0;
+  ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
+  ck_assert (gst_structure_get_uint64 (s, "accepted-tokens", &accepted));
+  ck_assert_uint_gt (drafted, 0);
+  ck_assert_uint_gt (accepted, 0);
+  gst_structure_free (s);
+  expect_golden (h, 64);
+  harness_free (h, bus);
+}
+END_TEST
+
 START_TEST (test_spec_verify_reports_its_drafts)
 {
   GstBus *bus;
@@ -1811,6 +1837,7 @@ generate_suite (void)
   tcase_add_test (tc, test_prefill_names_another_vocabulary_once);
   if (spec) {
     tcase_add_test (tc, test_spec_verify_reports_its_drafts);
+    tcase_add_test (tc, test_spec_verify_takes_draft_max_set_during_a_response);
     tcase_add_test (tc, test_spec_verify_draft_max_0_decodes_a_token_a_step);
     tcase_add_test (tc, test_draft_model_not_found_names_the_draft_model_property);
     tcase_add_test (tc, test_draft_refuses_ngram_min_above_max);
