@@ -235,6 +235,14 @@ stats_uint (const GstStructure *s, const char *field)
   return v;
 }
 
+static guint64
+stats_uint64 (const GstStructure *s, const char *field)
+{
+  guint64 v;
+  ck_assert_msg (gst_structure_get_uint64 (s, field, &v), "llm-stats has no uint64 %s", field);
+  return v;
+}
+
 static void
 harness_free (GstHarness *h, GstBus *bus)
 {
@@ -1453,11 +1461,8 @@ START_TEST (test_spec_verify_takes_draft_max_set_during_a_response)
   g_autofree char *reason = pull_end_of_response (h);
   ck_assert_str_eq (reason, GST_LLM_STOP_REASON_MAX_TOKENS);
   GstStructure *s = pop_stats (bus);
-  guint64 drafted = 0, accepted = 0;
-  ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
-  ck_assert (gst_structure_get_uint64 (s, "accepted-tokens", &accepted));
-  ck_assert_uint_gt (drafted, 0);
-  ck_assert_uint_gt (accepted, 0);
+  ck_assert_uint_gt (stats_uint64 (s, "draft-tokens"), 0);
+  ck_assert_uint_gt (stats_uint64 (s, "accepted-tokens"), 0);
   gst_structure_free (s);
   expect_golden (h, 64);
   harness_free (h, bus);
@@ -1577,11 +1582,8 @@ START_TEST (test_spec_verify_checks_no_more_than_max_tokens_leaves)
 {
   GstStructure *s = self_drafted_response ("budget=fixed draft-max=8 max-tokens=3", 3);
   ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 3);
-  guint64 drafted = 0, accepted = 0;
-  ck_assert (gst_structure_get_uint64 (s, "draft-tokens", &drafted));
-  ck_assert (gst_structure_get_uint64 (s, "accepted-tokens", &accepted));
-  ck_assert_uint_eq (drafted, 1);
-  ck_assert_uint_eq (accepted, 1);
+  ck_assert_uint_eq (stats_uint64 (s, "draft-tokens"), 1);
+  ck_assert_uint_eq (stats_uint64 (s, "accepted-tokens"), 1);
   gst_structure_free (s);
 }
 END_TEST
