@@ -423,6 +423,46 @@ emit_token (GstLlmDecode *self, LlmTokenizer *tok, LlmStopMatcher *stops, gint32
   return ret;
 }
 
+/* stop-strings set while playing: a matcher for the new strings takes
+ * the tokens the old one holds (not out yet) as if they came now, and
+ * replaces it; text already out is not searched again. Returns TRUE when
+ * a new string completed in them (the tokens it overlaps are dropped
+ * then, as in emit_token); *@ret says how pushing the others went. */
+static gboolean
+renew_stops (GstLlmDecode *self, LlmTokenizer *tok, LlmStopMatcher **stops, guint *serial,
+    gboolean *has_stops, GstFlowReturn *ret)
+{
+  GST_OBJECT_LOCK (self);
+  if (self->stop_strings_serial == *serial) {
+    GST_OBJECT_UNLOCK (self);
+    return FALSE;
+  }
+  *serial = self->stop_strings_serial;
+  *has_stops = self->stop_strings && self->stop_strings[0];
+  LlmStopMatcher *renewed = llm_stop_matcher_new ((const char *const *) self->stop_strings);
+  GST_OBJECT_UNLOCK (self);
+  llm_stop_matcher_free (*stops);
+  *stops = renewed;
+
+  guint release = 0;
+  gboolean stopped = FALSE;
+  for (guint i = 0; i < self->held->len && !stopped; i++) {
+    g_string_truncate (self->piece, 0);
+    if (tok && *has_stops)
+      llm_tokenizer_token_to_piece (tok, g_array_index (self->held, HeldToken, i).id, FALSE,
+          self->piece);
+    guint n;
+    stopped = llm_stop_matcher_add (renewed, self->piece->str, self->piece->len, &n);
+    release += n;
+  }
+  *ret = push_held (self, release);
+  if (stopped) {
+    GST_DEBUG_OBJECT (self, "new stop string; dropping %u tokens", self->held->len);
+    g_array_set_size (self->held, 0);
+  }
+  return stopped;
+}
+
 static void
 post_stats (GstLlmDecode *self, GstLlmSessionMeta *meta, gint64 ttft_us, guint generated,
     gsize kv_bytes, guint context_tokens, const char *device, const char *reason)
@@ -496,6 +536,7 @@ generate (GstLlmDecode *self, Queued *prompt)
   GST_OBJECT_LOCK (self);
   has_stops = self->stop_strings && self->stop_strings[0];
   LlmStopMatcher *stops = llm_stop_matcher_new ((const char *const *) self->stop_strings);
+  guint stops_serial = self->stop_strings_serial;
   GST_OBJECT_UNLOCK (self);
 
   LlmSession *session = meta->session;
@@ -548,7 +589,16 @@ generate (GstLlmDecode *self, Queued *prompt)
       reason = GST_LLM_STOP_REASON_EOS;
       break;
     }
-    gboolean stopped = FALSE;
+    gboolean stopped = renew_stops (self, tok, &stops, &stops_serial, &has_stops, &ret);
+    if (ret != GST_FLOW_OK) {
+      reason = GST_LLM_STOP_REASON_CANCELLED;
+      cancelled = TRUE;
+      break;
+    }
+    if (stopped) {
+      reason = GST_LLM_STOP_REASON_STOP_STRING;
+      break;
+    }
     ret = emit_token (self, has_stops ? tok : NULL, stops, token, pts, duration, generated,
         &stopped);
     generated++;
@@ -972,6 +1022,7 @@ gst_llm_decode_set_property (GObject *object, guint prop_id, const GValue *value
       }
       g_strfreev (self->stop_strings);
       self->stop_strings = strv;
+      self->stop_strings_serial++;
       break;
     }
     case PROP_ON_NEW_PROMPT:
@@ -1107,9 +1158,10 @@ gst_llm_decode_class_init (GstLlmDecodeClass *klass)
    * Texts that end a response when they appear in it; the tokens that
    * overlap the stop string are not output. In a launch line:
    * `stop-strings="<\"The end\",\"\\012\">"` (`\012`: a newline).
-   * Set while playing, they apply from the next response on: the text
-   * of the response under way is matched against the strings it began
-   * with.
+   * Set while playing, they apply to the response under way from the
+   * tokens not output yet on: those held back for the old strings are
+   * matched against the new ones, and text already out is not searched
+   * again.
    *
    * Since: 0.1
    */

@@ -40,6 +40,7 @@ struct _GstLlmDecode {
   /* properties; object lock */
   guint max_tokens;
   char **stop_strings;
+  guint stop_strings_serial;    /* counts the times stop_strings was set */
   GstLlmOnNewPrompt on_new_prompt;
   GstLlmSamplerProps sampler;
 

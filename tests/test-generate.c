@@ -872,6 +872,65 @@ START_TEST (test_decode_stop_string_ends_the_response)
 }
 END_TEST
 
+/* The ids out of @h's queue, as text of stories260K's tokenizer. */
+static char *
+pull_text (GstHarness *h)
+{
+  GError *error = NULL;
+  LlmTokenizer *tok = llm_tokenizer_new_from_file (model_path, &error);
+  ck_assert_msg (tok != NULL, "%s", error ? error->message : "");
+  GString *text = g_string_new (NULL);
+  for (guint n = gst_harness_buffers_in_queue (h); n > 0; n--) {
+    GstBuffer *b = gst_harness_pull (h);
+    llm_tokenizer_token_to_piece (tok, buffer_id (b), FALSE, text);
+    gst_buffer_unref (b);
+  }
+  llm_tokenizer_free (tok);
+  return g_string_free (text, FALSE);
+}
+
+/* stop-strings were read when a response began. Now, set while playing,
+ * they apply to the response under way: with none at first, "girl" set
+ * at its third token ends it there as if set from the start; and tokens
+ * held back for the old strings are matched against the new ones (the
+ * greedy text is ", there was a little girl", its tokens "," " there"
+ * " was" " a" " little" " g" "ir" "l"). */
+START_TEST (test_stop_strings_set_while_playing_apply_to_the_response_under_way)
+{
+  GstBus *bus;
+  GstHarness *h = harness_new ("prompt-mode=buffer", "max-tokens=64", &bus);
+  push_and_hold_token (h, 3);
+  set_decoder_property (h, "stop-strings", "<\"girl\">");
+  g_atomic_int_set (&gate_open, 1);
+  g_autofree char *reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_STOP_STRING);
+  gst_structure_free (pop_stats (bus));
+  g_autofree char *text = pull_text (h);
+  ck_assert_str_eq (text, ", there was a little");
+  harness_free (h, bus);
+
+  /* " was" and " a" wait for "was a big", then " little" for "little
+   * boy"; the third token out, " was", is pushed as " little" comes, and
+   * is held there while "little g" replaces both: " little", held, and
+   * " g" complete it. Matched from " g" alone, the response would run on
+   * to max-tokens. */
+  h = harness_new ("prompt-mode=buffer",
+      "max-tokens=64 stop-strings=\"<\\\"was a big\\\",\\\"little boy\\\">\"", &bus);
+  push_and_hold_token (h, 3);
+  set_decoder_property (h, "stop-strings", "<\"little g\">");
+  g_atomic_int_set (&gate_open, 1);
+  g_free (reason);
+  reason = pull_end_of_response (h);
+  ck_assert_str_eq (reason, GST_LLM_STOP_REASON_STOP_STRING);
+  GstStructure *s = pop_stats (bus);
+  ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 6);
+  gst_structure_free (s);
+  g_autofree char *text2 = pull_text (h);
+  ck_assert_str_eq (text2, ", there was a");
+  harness_free (h, bus);
+}
+END_TEST
+
 START_TEST (test_decode_stops_when_the_context_is_full)
 {
   GstBus *bus;
@@ -1833,6 +1892,7 @@ generate_suite (void)
   tcase_add_test (tc, test_prefill_event_mode_refuses_a_prompt_past_the_context_before_its_end);
   tcase_add_test (tc, test_prefill_event_mode_answers_an_endless_prompt_at_its_bound);
   tcase_add_test (tc, test_decode_stop_string_ends_the_response);
+  tcase_add_test (tc, test_stop_strings_set_while_playing_apply_to_the_response_under_way);
   tcase_add_test (tc, test_decode_stops_when_the_context_is_full);
   tcase_add_test (tc, test_prefill_keep_context_continues_the_conversation);
   tcase_add_test (tc, test_prefill_template_and_system_prompt_wrap_the_prompt);
