@@ -589,21 +589,16 @@ generate (GstLlmDecode *self, Queued *prompt)
       reason = GST_LLM_STOP_REASON_EOS;
       break;
     }
+    /* A new string may end the response in what is held back, before
+     * this token. */
     gboolean stopped = renew_stops (self, tok, &stops, &stops_serial, &has_stops, &ret);
-    if (ret != GST_FLOW_OK) {
-      reason = GST_LLM_STOP_REASON_CANCELLED;
-      cancelled = TRUE;
-      break;
+    if (ret == GST_FLOW_OK && !stopped) {
+      ret = emit_token (self, has_stops ? tok : NULL, stops, token, pts, duration, generated,
+          &stopped);
+      generated++;
+      if (GST_CLOCK_TIME_IS_VALID (pts))
+        pts += duration;
     }
-    if (stopped) {
-      reason = GST_LLM_STOP_REASON_STOP_STRING;
-      break;
-    }
-    ret = emit_token (self, has_stops ? tok : NULL, stops, token, pts, duration, generated,
-        &stopped);
-    generated++;
-    if (GST_CLOCK_TIME_IS_VALID (pts))
-      pts += duration;
     if (ret != GST_FLOW_OK) {
       reason = GST_LLM_STOP_REASON_CANCELLED;
       cancelled = TRUE;
