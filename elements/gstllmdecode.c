@@ -423,23 +423,30 @@ emit_token (GstLlmDecode *self, LlmTokenizer *tok, LlmStopMatcher *stops, gint32
   return ret;
 }
 
-/* stop-strings set while playing: a matcher for the new strings takes
- * the tokens the old one holds (not out yet) as if they came now, and
- * replaces it; text already out is not searched again. Returns TRUE when
- * a new string completed in them (the tokens it overlaps are dropped
- * then, as in emit_token); *@ret says how pushing the others went. */
-static gboolean
-renew_stops (GstLlmDecode *self, LlmTokenizer *tok, LlmStopMatcher **stops, guint *serial,
-    gboolean *has_stops, GstFlowReturn *ret)
+/* The response's settings (object lock held): its bound and a matcher
+ * for its stop strings. */
+static LlmStopMatcher *
+read_settings (GstLlmDecode *self, guint *max_tokens, gboolean *has_stops)
 {
-  GST_OBJECT_LOCK (self);
-  if (self->stop_strings_serial == *serial) {
-    GST_OBJECT_UNLOCK (self);
-    return FALSE;
-  }
-  *serial = self->stop_strings_serial;
+  *max_tokens = self->max_tokens;
   *has_stops = self->stop_strings && self->stop_strings[0];
-  LlmStopMatcher *renewed = llm_stop_matcher_new ((const char *const *) self->stop_strings);
+  return llm_stop_matcher_new ((const char *const *) self->stop_strings);
+}
+
+/* Settings set while playing, read again for the response under way. A
+ * matcher for the stop strings as they are now takes the tokens the old
+ * one holds (not out yet) as if they came now, and replaces it; text
+ * already out is not searched again (the same strings hold the same
+ * tokens). Returns TRUE when a string completed in them (the tokens it
+ * overlaps are dropped then, as in emit_token); *@ret says how pushing
+ * the others went. */
+static gboolean
+renew_settings (GstLlmDecode *self, LlmSession *session, LlmTokenizer *tok,
+    guint *max_tokens, LlmStopMatcher **stops, gboolean *has_stops, GstFlowReturn *ret)
+{
+  apply_sampler_settings (self, session);
+  GST_OBJECT_LOCK (self);
+  LlmStopMatcher *renewed = read_settings (self, max_tokens, has_stops);
   GST_OBJECT_UNLOCK (self);
   llm_stop_matcher_free (*stops);
   *stops = renewed;
@@ -531,15 +538,17 @@ generate (GstLlmDecode *self, Queued *prompt)
   GstFlowReturn ret = GST_FLOW_OK;
   GError *error = NULL;
 
-  guint max_tokens = 0;
+  guint max_tokens;
   gboolean has_stops;
   GST_OBJECT_LOCK (self);
-  has_stops = self->stop_strings && self->stop_strings[0];
-  LlmStopMatcher *stops = llm_stop_matcher_new ((const char *const *) self->stop_strings);
-  guint stops_serial = self->stop_strings_serial;
+  gint settings_seen = g_atomic_int_get (&self->settings_serial);
+  LlmStopMatcher *stops = read_settings (self, &max_tokens, &has_stops);
   GST_OBJECT_UNLOCK (self);
 
   LlmSession *session = meta->session;
+  /* The first token was sampled as the prompt came; what was set while
+   * it waited for this response applies from the next. */
+  apply_sampler_settings (self, session);
   LlmModel *model = llm_session_model (session);
   LlmTokenizer *tok = llm_model_tokenizer (model);
   const LlmVocab *vocab = tok ? llm_tokenizer_vocab (tok) : NULL;
@@ -589,15 +598,21 @@ generate (GstLlmDecode *self, Queued *prompt)
       reason = GST_LLM_STOP_REASON_EOS;
       break;
     }
-    /* A new string may end the response in what is held back, before
-     * this token. */
-    gboolean stopped = renew_stops (self, tok, &stops, &stops_serial, &has_stops, &ret);
-    if (ret == GST_FLOW_OK && !stopped) {
-      ret = emit_token (self, has_stops ? tok : NULL, stops, token, pts, duration, generated,
-          &stopped);
-      generated++;
-      if (GST_CLOCK_TIME_IS_VALID (pts))
-        pts += duration;
+    gboolean stopped = FALSE;
+    ret = emit_token (self, has_stops ? tok : NULL, stops, token, pts, duration, generated,
+        &stopped);
+    generated++;
+    if (GST_CLOCK_TIME_IS_VALID (pts))
+      pts += duration;
+    /* Settings set while playing apply from here on: max-tokens also
+     * bounds the response under way (the one way to end an endless one,
+     * max-tokens=0 in a sliding window, short of a new prompt or FLUSH),
+     * the sampler takes the next token, and a new stop string may end
+     * the response in what is held back. */
+    const gint serial = g_atomic_int_get (&self->settings_serial);
+    if (ret == GST_FLOW_OK && !stopped && serial != settings_seen) {
+      settings_seen = serial;
+      stopped = renew_settings (self, session, tok, &max_tokens, &stops, &has_stops, &ret);
     }
     if (ret != GST_FLOW_OK) {
       reason = GST_LLM_STOP_REASON_CANCELLED;
@@ -608,12 +623,6 @@ generate (GstLlmDecode *self, Queued *prompt)
       reason = GST_LLM_STOP_REASON_STOP_STRING;
       break;
     }
-    /* Read per token: max-tokens set while playing also bounds the
-     * response under way, and is the one way to end an endless one
-     * (max-tokens=0 in a sliding window) short of a new prompt or FLUSH. */
-    GST_OBJECT_LOCK (self);
-    max_tokens = self->max_tokens;
-    GST_OBJECT_UNLOCK (self);
     if (max_tokens > 0 && generated >= max_tokens) {
       reason = GST_LLM_STOP_REASON_MAX_TOKENS;
       break;
@@ -623,10 +632,6 @@ generate (GstLlmDecode *self, Queued *prompt)
       token = made[n_taken++];
       continue;
     }
-    /* Sampler settings changed while playing apply from the next token
-     * on, as max-tokens does: an endless live response has no other
-     * place where they would. */
-    apply_sampler_settings (self, session);
     gint64 t0 = g_get_monotonic_time ();
     if (!klass->step (self, state, session, token, max_tokens > 0 ? max_tokens - generated : 0,
             made, &n_made, &error)) {
@@ -1017,7 +1022,6 @@ gst_llm_decode_set_property (GObject *object, guint prop_id, const GValue *value
       }
       g_strfreev (self->stop_strings);
       self->stop_strings = strv;
-      self->stop_strings_serial++;
       break;
     }
     case PROP_ON_NEW_PROMPT:
@@ -1028,6 +1032,7 @@ gst_llm_decode_set_property (GObject *object, guint prop_id, const GValue *value
         G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
   }
+  g_atomic_int_inc (&self->settings_serial);
   GST_OBJECT_UNLOCK (self);
 }
 

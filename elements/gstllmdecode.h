@@ -40,7 +40,8 @@ struct _GstLlmDecode {
   /* properties; object lock */
   guint max_tokens;
   char **stop_strings;
-  guint stop_strings_serial;    /* counts the times stop_strings was set */
+  gint settings_serial;         /* atomic too: moves at every set, so that a
+                                 * response under way reads them again */
   GstLlmOnNewPrompt on_new_prompt;
   GstLlmSamplerProps sampler;
 
