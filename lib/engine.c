@@ -331,6 +331,15 @@ patient_victim (LlmEngine *e, const LlmSeq *asking, gint64 now)
   return idle ? idle : younger;
 }
 
+/* @victim gives its KV memory up (eval_lock held); its owner recomputes
+ * it from its history when it next runs. */
+static void
+give_up_memory (LlmSeq *victim)
+{
+  llm_kv_cache_release (victim->kv);
+  victim->preempted = TRUE;
+}
+
 /* @seq's turn with KV memory (kv_time_slice_us) starts @now: it got
  * memory while it held none, or ranks anew holding the blocks its owner
  * kept from its last response. */
@@ -368,9 +377,7 @@ reserve (LlmEngine *e, LlmSeq *seq, guint n, gboolean patient, gint64 now,
       return FALSE;
     }
     g_error_free (err);
-    /* Its owner recomputes it from its history when it next runs. */
-    llm_kv_cache_release (victim->kv);
-    victim->preempted = TRUE;
+    give_up_memory (victim);
   }
 }
 
@@ -394,8 +401,7 @@ llm_engine_take_turn (LlmEngine *e, const LlmSeq *waiter, gint64 now)
       victim = s;
   }
   if (victim != NULL) {
-    llm_kv_cache_release (victim->kv);
-    victim->preempted = TRUE;
+    give_up_memory (victim);
     victim->admitted = ++e->n_admitted;
   }
   g_mutex_unlock (&e->eval_lock);
