@@ -872,9 +872,10 @@ START_TEST (test_decode_stop_string_ends_the_response)
 }
 END_TEST
 
-/* The ids out of @h's queue, as text of stories260K's tokenizer. */
+/* The ids out of @h's queue as text, by stories260K's tokenizer (its
+ * element pushes ids; llm_test_pull_text reads text buffers). */
 static char *
-pull_text (GstHarness *h)
+pull_ids_as_text (GstHarness *h)
 {
   GError *error = NULL;
   LlmTokenizer *tok = llm_tokenizer_new_from_file (model_path, &error);
@@ -905,7 +906,7 @@ START_TEST (test_stop_strings_set_while_playing_apply_to_the_response_under_way)
   g_autofree char *reason = pull_end_of_response (h);
   ck_assert_str_eq (reason, GST_LLM_STOP_REASON_STOP_STRING);
   gst_structure_free (pop_stats (bus));
-  g_autofree char *text = pull_text (h);
+  g_autofree char *text = pull_ids_as_text (h);
   ck_assert_str_eq (text, ", there was a little");
   harness_free (h, bus);
 
@@ -925,7 +926,7 @@ START_TEST (test_stop_strings_set_while_playing_apply_to_the_response_under_way)
   GstStructure *s = pop_stats (bus);
   ck_assert_uint_eq (stats_uint (s, "generated-tokens"), 6);
   gst_structure_free (s);
-  g_autofree char *text2 = pull_text (h);
+  g_autofree char *text2 = pull_ids_as_text (h);
   ck_assert_str_eq (text2, ", there was a");
   harness_free (h, bus);
 }
