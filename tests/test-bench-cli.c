@@ -71,6 +71,8 @@ START_TEST (test_bench_refuses_random_prompts_out_of_range)
   Run r = bench (args);
   ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
   ck_assert_msg (strstr (r.out, "| random:8 | 8 | ngram fixed 2 |") != NULL, "%s", r.out);
+  /* And prompt lookup's bound beside the variants. */
+  ck_assert_msg (strstr (r.out, "| random:8 | 8 | ngram lookup bound (max ") != NULL, "%s", r.out);
   run_clear (&r);
 }
 END_TEST

@@ -16,6 +16,7 @@
 #include "spec-step.h"
 #include "model-private.h"
 #include "ggml-type.h"
+#include "../tools/bench.h"
 
 /* --- n-gram drafter ---------------------------------------------------- */
 
@@ -115,6 +116,51 @@ START_TEST (test_ngram_rejects_bad_sizes)
   ck_assert_ptr_null (llm_ngram_draft_new (4, 3, 64));
   ck_assert_ptr_null (llm_ngram_draft_new (1, LLM_NGRAM_MAX_N + 1, 64));
   ck_assert_ptr_null (llm_ngram_draft_new (1, 3, 3));
+}
+END_TEST
+
+/* The lookup bound of gst-llm-bench --spec (tools/spec-lookup-bound.c),
+ * on texts whose best steps are worked out by hand. */
+static guint64
+lookup_best (const gint32 *prompt, guint n_prompt, const gint32 *gen, guint n_gen, guint n_min,
+    guint max, guint64 *lengths)
+{
+  return bench_spec_lookup_best (prompt, n_prompt, gen, n_gen, n_min, max, lengths);
+}
+
+START_TEST (test_lookup_bound_takes_the_best_occurrence_and_length)
+{
+  guint64 len[9];
+  /* "10" occurred at the start: 11 12 13 agree, then 10 against 14. */
+  const gint32 p1[] = { 10, 11, 12, 13 }, g1[] = { 10, 11, 12, 13, 14 };
+  ck_assert_uint_eq (lookup_best (p1, 4, g1, 5, 1, 8, len), 1);
+  ck_assert_uint_eq (len[3], 1);
+  /* Not the latest occurrence of "1" (followed by 5) but the earlier one
+   * (2 3, then 1 against 9): what prompt lookup could have proposed. */
+  const gint32 p2[] = { 1, 2, 3, 1, 5 }, g2[] = { 1, 2, 3, 9 };
+  ck_assert_uint_eq (lookup_best (p2, 5, g2, 4, 1, 8, len), 1);
+  ck_assert_uint_eq (len[2], 1);
+  ck_assert_uint_eq (len[0], 0);
+  /* A continuation past the history repeats with its period (all of the
+   * response after one step), cut at the response's end, or at @max. */
+  const gint32 p3[] = { 7 }, g3[] = { 7, 7, 7, 7, 7, 7 };
+  ck_assert_uint_eq (lookup_best (p3, 1, g3, 6, 1, 8, len), 1);
+  ck_assert_uint_eq (len[5], 1);
+  ck_assert_uint_eq (lookup_best (p3, 1, g3, 6, 1, 2, len), 2);
+  ck_assert_uint_eq (len[2], 2);
+  /* Nothing occurred before: plain steps. */
+  const gint32 p4[] = { 1 }, g4[] = { 2, 3, 4 };
+  ck_assert_uint_eq (lookup_best (p4, 1, g4, 3, 1, 8, len), 2);
+  ck_assert_uint_eq (len[0], 2);
+  /* Two tokens of context must both match. */
+  const gint32 p5[] = { 1, 2, 3, 4, 2, 5 }, g5[] = { 2, 3 };
+  ck_assert_uint_eq (lookup_best (p5, 6, g5, 2, 1, 8, len), 1);
+  ck_assert_uint_eq (len[1], 1);
+  ck_assert_uint_eq (lookup_best (p5, 6, g5, 2, 2, 8, len), 1);
+  ck_assert_uint_eq (len[0], 1);
+  ck_assert_uint_eq (len[1], 0);
+  /* A response of one token has no step after it. */
+  ck_assert_uint_eq (lookup_best (p5, 6, g5, 1, 1, 8, len), 0);
 }
 END_TEST
 
@@ -1129,8 +1175,10 @@ START_TEST (test_budget_weighs_what_drafting_costs)
 END_TEST
 
 /* The planner on real text: TinyStories-656K's greedy continuations of
- * the benchmark workloads (tools/spec-workloads; its widening to 246M's
- * shape writes the same tokens), drafted by prompt lookup as llmdraft's
+ * the benchmark workloads (tools/spec-workloads; its widenings to 246M's
+ * shape compute the same within rounding, so their greedy text leaves
+ * this one where two picks are close: the Q8_0 widening's caption text
+ * from its 10th token), drafted by prompt lookup as llmdraft's
  * defaults do, each step costing what a step checking that many
  * proposals took on the widened model (Q4_0 and F16: medians on Zen 3,
  * plain AVX2; Q8_0: medians of all steps of each width on Zen 5,
@@ -1269,6 +1317,7 @@ spec_suite (void)
   tcase_add_test (ngram, test_ngram_proposes_what_followed_the_latest_match);
   tcase_add_test (ngram, test_ngram_matches_a_scan_of_what_it_holds);
   tcase_add_test (ngram, test_ngram_rejects_bad_sizes);
+  tcase_add_test (ngram, test_lookup_bound_takes_the_best_occurrence_and_length);
   suite_add_tcase (s, ngram);
 
   TCase *verify = tcase_create ("verify");

@@ -70,9 +70,65 @@ cmp_double (gconstpointer a, gconstpointer b)
   return x < y ? -1 : x > y;
 }
 
+/* Timed steps of each width per round (BenchSpecBound.width_us). */
+#define WIDTH_REPS 4
+
+/* One round of timing a step that checks w = 0 .. @max proposals (the
+ * response's own next tokens, so the rows are what a verification
+ * sees), after @prompt on @session, which every step is cut back to;
+ * the widths take turns. Step r of width w goes to
+ * @us[w * @per_width + @at + r]. */
+static gboolean
+time_widths (LlmSession *session, guint n_prompt, const gint32 *gen, guint n_gen, guint max,
+    double *us, guint per_width, guint at, GError **error)
+{
+  for (guint r = 0; r < WIDTH_REPS; r++)
+    for (guint w = 0; w <= max; w++) {
+      gint32 ids[LLM_SPEC_BUDGET_MAX + 1], out[LLM_SPEC_BUDGET_MAX + 1];
+      for (guint i = 0; i <= w; i++)
+        ids[i] = gen[MIN (i, n_gen - 1)];
+      guint n_out;
+      const gint64 t0 = g_get_monotonic_time ();
+      const gboolean ok = w == 0 ? llm_session_step (session, ids[0], out, error)
+          : llm_session_verify (session, ids, w + 1, out, &n_out, error);
+      if (!ok)
+        return FALSE;
+      us[(gsize) w * per_width + at + r] = (double) (g_get_monotonic_time () - t0);
+      llm_session_truncate (session, n_prompt);
+    }
+  return TRUE;
+}
+
+/* @b from the width timings @us (@per_width each) and the response. */
+static void
+finish_bound (BenchSpecBound *b, const BenchSpecSetting *s, const gint32 *prompt, guint n_prompt,
+    const gint32 *gen, double *us, guint per_width)
+{
+  guint64 lengths[LLM_SPEC_BUDGET_MAX + 1];
+  b->draft_max = s->draft_max;
+  b->steps = bench_spec_lookup_best (prompt, n_prompt, gen, s->n_gen, s->ngram_min,
+      s->draft_max, lengths);
+  double bound_us = 0;
+  b->verifications = b->accepted = 0;
+  for (guint w = 0; w <= s->draft_max; w++) {
+    double *m = us + (gsize) w * per_width;
+    qsort (m, per_width, sizeof *m, cmp_double);
+    b->width_us[w] = m[per_width / 2];
+    bound_us += lengths[w] * b->width_us[w];
+    if (w > 0) {
+      b->verifications += lengths[w];
+      b->accepted += w * lengths[w];
+    }
+  }
+  /* The tokens after the first, as decode_once times them. */
+  const double tokens = s->n_gen - 1;
+  b->tokens_per_s = bound_us > 0 ? tokens / (bound_us / 1e6) : 0;
+  b->x_plain = bound_us > 0 ? tokens * b->width_us[0] / bound_us : 0;
+}
+
 gboolean
 bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
-    guint n_prompt, BenchSpecResult *results, GError **error)
+    guint n_prompt, BenchSpecResult *results, BenchSpecBound *bound, GError **error)
 {
   g_autoptr (LlmEngine) e = bench_engine_new (model, s->n_threads, error);
   if (e == NULL)
@@ -91,6 +147,23 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
   double unused;
   if (!decode_once (e, draft, s, prompt, n_prompt, BENCH_SPEC_PLAIN, plain, &unused, &stats, error))
     return FALSE;
+
+  /* The bound's step costs: a session holding the prompt, timed in every
+   * round beside the variants. */
+  g_autoptr (LlmSession) widths = NULL;
+  const guint per_width = s->rounds * WIDTH_REPS;
+  g_autofree double *width_us = NULL;
+  if (bound != NULL) {
+    g_return_val_if_fail (s->draft_max <= LLM_SPEC_BUDGET_MAX && s->n_gen > 0, FALSE);
+    LlmSessionConfig cfg = { .kv = { .type = s->kv_type, .policy = LLM_KV_POLICY_FULL,
+        .context_length = n_prompt + s->draft_max + 2 } };
+    llm_sampler_params_init (&cfg.sampler);
+    cfg.sampler.temperature = 0.0f;
+    widths = llm_session_new (e, &cfg, error);
+    if (widths == NULL || !llm_session_feed (widths, prompt, n_prompt, error))
+      return FALSE;
+    width_us = g_new (double, (gsize) (s->draft_max + 1) * per_width);
+  }
 
   for (guint round = 0; round < s->rounds; round++) {
     for (guint v = 0; v < n_var; v++) {
@@ -116,7 +189,12 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
       r->ahead_discarded = stats.ahead_discarded;
       memcpy (r->lengths, stats.lengths, sizeof r->lengths);
     }
+    if (bound != NULL && !time_widths (widths, n_prompt, plain, s->n_gen, s->draft_max, width_us,
+            per_width, round * WIDTH_REPS, error))
+      return FALSE;
   }
+  if (bound != NULL)
+    finish_bound (bound, s, prompt, n_prompt, plain, width_us, per_width);
   for (guint v = 0; v < n_var; v++) {
     double *m = &ms[v * s->rounds];
     qsort (m, s->rounds, sizeof *m, cmp_double);

@@ -239,12 +239,32 @@ typedef struct {
   guint64 lengths[LLM_SPEC_BUDGET_MAX + 1];  /* of the last round: steps by proposals checked */
 } BenchSpecResult;
 
+/* What prompt lookup could do at best on the response (spec-lookup-bound.c),
+ * at the step costs measured in the same run. */
+typedef struct {
+  guint draft_max;
+  double tokens_per_s;
+  double x_plain;             /* against a plain step measured with the widths */
+  guint64 steps, verifications, accepted;
+  double width_us[LLM_SPEC_BUDGET_MAX + 1];  /* median step checking w proposals */
+} BenchSpecBound;
+
 /* Decodes @s->n_gen greedy tokens after @prompt with each variant on a
- * new engine of @model; @results has room for @s->n_variants. FALSE with
- * @error when evaluation fails or a variant's tokens differ from plain
- * decoding's. */
+ * new engine of @model; @results has room for @s->n_variants. With
+ * @bound (method ngram), also times a step checking 0 to @s->draft_max
+ * proposals, the widths taking turns with the variants' rounds, and
+ * fills in the lookup bound. FALSE with @error when evaluation fails or a
+ * variant's tokens differ from plain decoding's. */
 gboolean bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
-    guint n_prompt, BenchSpecResult *results, GError **error);
+    guint n_prompt, BenchSpecResult *results, BenchSpecBound *bound, GError **error);
+
+/* Replays the greedy response @gen (its first token the one sampled
+ * after @prompt) as llm_spec_step does, each step checking as many
+ * proposals as the best earlier occurrence of the last @n_min tokens
+ * would have had accepted (at most @max): @lengths[a] (room for @max + 1)
+ * counts the steps that accepted a. Returns the steps. */
+guint64 bench_spec_lookup_best (const gint32 *prompt, guint n_prompt, const gint32 *gen,
+    guint n_gen, guint n_min, guint max, guint64 *lengths);
 
 /* --- bench-vision.c --- */
 

@@ -910,6 +910,64 @@ print_spec_header (void)
   g_print ("|---|---|--:|---|--:|---|--:|--:|--:|--:|--:|\n");
 }
 
+/* One row of the --spec table (or JSON object). */
+typedef struct {
+  const char *workload;
+  guint n_prompt;
+  const char *variant;
+  double tokens_per_s, x_plain, per_step, acceptance, per_verify;
+} SpecRow;
+
+static void
+print_spec_row (const ModelInfo *info, const Setting *s, const SpecRow *r)
+{
+  g_print ("| %s | %s | %u | %s | %u | %s | %.1f | %.2f | %.2f | %.2f | %.2f |\n", info->name,
+      info->type, s->threads, r->workload, r->n_prompt, r->variant, r->tokens_per_s, r->x_plain,
+      r->per_step, r->acceptance, r->per_verify);
+}
+
+/* The row's JSON object, open for more members (json_end closes it). */
+static GString *
+spec_json_begin (LlmModel *model, const ModelInfo *info, const Setting *s, const SpecRow *r)
+{
+  GString *j = json_begin (model, info, s);
+  g_string_append (j, ", \"workload\": ");
+  json_string (j, r->workload);
+  json_int (j, "prompt_tokens", r->n_prompt);
+  json_int (j, "n_gen", s->n_gen);
+  g_string_append (j, ", \"variant\": ");
+  json_string (j, r->variant);
+  json_number (j, "tg_tokens_per_s", r->tokens_per_s);
+  json_number (j, "x_plain", r->x_plain);
+  json_number (j, "proposals_per_step", r->per_step);
+  json_number (j, "acceptance_rate", r->acceptance);
+  json_number (j, "tokens_per_verification", r->per_verify);
+  return j;
+}
+
+/* The lookup bound's row: x plain from the step widths' own costs (and
+ * t/s from them); every proposal it makes is accepted. JSON adds the
+ * median step time of each width. */
+static void
+print_spec_bound (LlmModel *model, const ModelInfo *info, const Setting *s, const Options *o,
+    const char *workload, guint n_prompt, const BenchSpecBound *b)
+{
+  g_autofree char *variant = g_strdup_printf ("ngram lookup bound (max %u)", b->draft_max);
+  const SpecRow row = { workload, n_prompt, variant, b->tokens_per_s, b->x_plain,
+    b->steps ? (double) b->accepted / b->steps : 0, b->accepted ? 1.0 : 0,
+    b->verifications ? (double) (b->accepted + b->verifications) / b->verifications : 0 };
+  if (!o->json) {
+    print_spec_row (info, s, &row);
+    return;
+  }
+  GString *j = spec_json_begin (model, info, s, &row);
+  g_string_append (j, ", \"step_us_by_width\": [");
+  for (guint w = 0; w <= b->draft_max; w++)
+    g_string_append_printf (j, "%s%.1f", w ? ", " : "", b->width_us[w]);
+  g_string_append_c (j, ']');
+  json_end (j);
+}
+
 /* The longest random:N prompt, and the most distinct ids of random:N:A:
  * more than any context or vocabulary a model here has. */
 #define RANDOM_PROMPT_MAX (1u << 20)
@@ -992,8 +1050,11 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
     GError *error = NULL;
     g_autoptr (GArray) prompt = spec_prompt_ids (model, *w, (guint32) o->seed, &error);
     g_autofree BenchSpecResult *res = g_new0 (BenchSpecResult, variants->len);
+    /* Prompt lookup's bound: what no lookup drafter or budget can pass. */
+    BenchSpecBound bound = { 0 };
+    const gboolean lookup = strcmp (o->spec, "ngram") == 0;
     if (prompt == NULL || !bench_spec_run (model, &bs, (const gint32 *) prompt->data,
-            prompt->len, res, &error)) {
+            prompt->len, res, lookup ? &bound : NULL, &error)) {
       g_printerr ("gst-llm-bench: %s: --spec %s: %s\n", info->name, *w, error->message);
       g_error_free (error);
       ok = FALSE;
@@ -1016,19 +1077,10 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
       const double acc = r->drafted ? (double) r->accepted / r->drafted : 0;
       const double per_verify = r->verifications
           ? (double) (r->accepted + r->verifications) / r->verifications : 0;
+      const SpecRow row = { workload, prompt->len, variant, r->tokens_per_s, x, per_step, acc,
+        per_verify };
       if (o->json) {
-        GString *j = json_begin (model, info, s);
-        g_string_append (j, ", \"workload\": ");
-        json_string (j, workload);
-        json_int (j, "prompt_tokens", prompt->len);
-        json_int (j, "n_gen", s->n_gen);
-        g_string_append (j, ", \"variant\": ");
-        json_string (j, variant);
-        json_number (j, "tg_tokens_per_s", r->tokens_per_s);
-        json_number (j, "x_plain", x);
-        json_number (j, "proposals_per_step", per_step);
-        json_number (j, "acceptance_rate", acc);
-        json_number (j, "tokens_per_verification", per_verify);
+        GString *j = spec_json_begin (model, info, s, &row);
         /* Steps by proposals checked, 0 first, up to the most checked. */
         const guint n_lengths = llm_spec_stats_n_lengths (r->lengths);
         g_string_append (j, ", \"draft_lengths\": [");
@@ -1041,11 +1093,11 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
         }
         json_end (j);
       } else {
-        g_print ("| %s | %s | %u | %s | %u | %s | %.1f | %.2f | %.2f | %.2f | %.2f |\n",
-            info->name, info->type, s->threads, workload, prompt->len, variant,
-            r->tokens_per_s, x, per_step, acc, per_verify);
+        print_spec_row (info, s, &row);
       }
     }
+    if (lookup)
+      print_spec_bound (model, info, s, o, workload, prompt->len, &bound);
   }
   return ok;
 }
@@ -1190,6 +1242,11 @@ static const char *summary =
     "forward (the model's own pick included) and proposals per step come from the\n"
     "last round (with --json also draft_lengths: its steps by proposals checked,\n"
     "0 first). A variant whose tokens differ from plain decoding's fails the run.\n"
+    "With --spec ngram, 'ngram lookup bound' ends each workload: the response\n"
+    "replayed taking, each step, the earlier occurrence of the last token whose\n"
+    "continuation agrees longest and checking just the proposals it accepts, at the\n"
+    "median step times by proposals checked (0 to --spec-draft-max, timed in every\n"
+    "round; --json: step_us_by_width). No lookup drafter or budget can pass it.\n"
     "--draft-ahead (with --spec model) drafts the next proposal while the verifier\n"
     "checks this one (llmdraft draft-ahead=on); the variants name how many\n"
     "proposals that began and how many drafts ahead a verdict threw away.\n"
