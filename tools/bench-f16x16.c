@@ -2,7 +2,8 @@
 /* bench-f16x16: F16 (or --bf16) products over weights packed once
  * (cpu/f16x16.h) against the file-layout path (llm_matvec for one token,
  * llm_matmul_shared for more), on the feed-forward matrices of the 246M
- * benchmark model (2816 x 1024 and 1024 x 2816), several layers so the set
+ * benchmark model (2816 x 1024 and 1024 x 2816; --shape N,FF another
+ * model's), several layers so the set
  * is far larger than the last-level cache and every pass reads its weights
  * from memory, as a decode step does. Threads share rows as
  * lib/backend-cpu.c has them share (a contiguous run of tiles each up to 8
@@ -130,6 +131,8 @@ main (int argc, char **argv)
     .kern = llm_cpu_kernels_best (), .type = bf16 ? LLM_TYPE_BF16 : LLM_TYPE_F16,
     .split_tokens = STREAM_ROWS, .widths = { 1024, 2816 },
   };
+  if (o.widths[0] > 0)
+    memcpy (b.widths, o.widths, sizeof b.widths);
   const char *isa = bench_packed_pick (&b, llm_f16x16_ref_fn (b.type),
       llm_avx2_f16x16_fn (b.type), llm_avx512_f16x16_fn (b.type));
   GRand *rand = g_rand_new_with_seed (42);
@@ -142,8 +145,8 @@ main (int argc, char **argv)
     in_cache (&b, o.token_counts, o.n_counts, o.samples, min_sample_s);
     llm_threadpool_free (b.pool);
   } else {
-    printf ("%d layers of 2816x1024 + 1024x2816, %.1f MB of weights\n", o.layers,
-        (double) b.weight_bytes / 1e6);
+    printf ("%d layers of %zux%zu + %zux%zu, %.1f MB of weights\n", o.layers, b.widths[1],
+        b.widths[0], b.widths[0], b.widths[1], (double) b.weight_bytes / 1e6);
     char header[160];
     g_snprintf (header, sizeof header, "%5s %12s %12s %8s %12s %10s %12s %s", "n_tok", "file ns",
         "packed ns", "speedup", "packed tok/s", "x 1 tok", "GB/s", "max rel diff");

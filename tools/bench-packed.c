@@ -79,6 +79,30 @@ parse_tokens (BenchPackedOptions *o, const char *arg)
   g_strfreev (parts);
 }
 
+/* --shape N,FF: multiples of 32 (whole blocks, whole row tiles), at
+ * most BENCH_PACKED_MAX_WIDTH. */
+#define BENCH_PACKED_MAX_WIDTH 65536
+static void
+parse_shape (BenchPackedOptions *o, const char *arg)
+{
+  char **parts = g_strsplit (arg, ",", -1);
+  if (g_strv_length (parts) != 2)
+    g_error ("--shape: %s is not N,FF", arg);
+  for (int k = 0; k < 2; k++) {
+    char *end = NULL;
+    const guint64 v = g_ascii_strtoull (parts[k], &end, 10);
+    if (end == parts[k] || *end != '\0' || v < 32 || v > BENCH_PACKED_MAX_WIDTH || v % 32 != 0)
+      g_error ("--shape: %s is not a multiple of 32 from 32 to %d", parts[k],
+          BENCH_PACKED_MAX_WIDTH);
+    o->widths[k] = (size_t) v;
+  }
+  /* The activations and outputs are sized by the feed-forward width. */
+  if (o->widths[1] < o->widths[0])
+    g_error ("--shape: the feed-forward width %zu is below the model width %zu", o->widths[1],
+        o->widths[0]);
+  g_strfreev (parts);
+}
+
 void
 bench_packed_options (BenchPackedOptions *o, const GOptionEntry *extra, const char *summary,
     const char *layers_help, const char *in_cache_help, int *argc, char ***argv)
@@ -87,7 +111,7 @@ bench_packed_options (BenchPackedOptions *o, const GOptionEntry *extra, const ch
     .layers = 8, .samples = 7, .max_threads = 2, .bandwidth_mib = 512, .sample_ms = 50,
     .token_counts = { 1, 2, 4, 8, 16, 32, 128 }, .n_counts = 7,
   };
-  char *tokens_arg = NULL;
+  char *tokens_arg = NULL, *shape_arg = NULL;
   const GOptionEntry entries[] = {
     { "layers", 'l', 0, G_OPTION_ARG_INT, &o->layers, layers_help, "N" },
     { "in-cache", 0, 0, G_OPTION_ARG_NONE, &o->in_cache, in_cache_help, NULL },
@@ -101,6 +125,9 @@ bench_packed_options (BenchPackedOptions *o, const GOptionEntry *extra, const ch
       "Each sample runs passes for at least this long (default 50)", "MS" },
     { "tokens", 'n', 0, G_OPTION_ARG_STRING, &tokens_arg,
       "Token counts, 1 to 128 (default 1,2,4,8,16,32,128)", "N[,N...]" },
+    { "shape", 0, 0, G_OPTION_ARG_STRING, &shape_arg,
+      "A layer's model and feed-forward widths, multiples of 32 (default: the benchmark's "
+      "model; e.g. 896,4864 for Qwen2-0.5B's)", "N,FF" },
     { NULL },
   };
   GOptionContext *octx = g_option_context_new (summary);
@@ -114,7 +141,10 @@ bench_packed_options (BenchPackedOptions *o, const GOptionEntry *extra, const ch
     g_error ("--layers, --samples, --threads and --sample-ms must be at least 1");
   if (tokens_arg != NULL)
     parse_tokens (o, tokens_arg);
+  if (shape_arg != NULL)
+    parse_shape (o, shape_arg);
   g_free (tokens_arg);
+  g_free (shape_arg);
 }
 
 const char *

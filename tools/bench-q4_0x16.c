@@ -4,7 +4,8 @@
  * against the file layout's kernels
  * (llm_matvec for one token, llm_matmul_shared for more: what a model
  * without the prepared layout runs), on the matrices of a 246M model's
- * feed-forward layers (5632 x 2048 and 2048 x 5632), several layers so the
+ * feed-forward layers (5632 x 2048 and 2048 x 5632; --shape N,FF another
+ * model's), several layers so the
  * set is far larger than the last-level cache and every pass reads its
  * weights from memory, as a decode step does. Threads share rows as
  * lib/backend-cpu.c has them share.
@@ -177,16 +178,19 @@ main (int argc, char **argv)
     .kern = llm_cpu_kernels_best (), .type = kind->type, .split_tokens = 1,
     .widths = { 2048, 5632 },
   };
+  if (o.widths[0] > 0)
+    memcpy (b.widths, o.widths, sizeof b.widths);
   const char *isa = bench_packed_pick (&b, kind->ref, kind->avx2 (), kind->avx512 ());
   GRand *rand = g_rand_new_with_seed (42);
   Fill fill = { kind, rand, 0 };
   bench_packed_setup (&b, o.layers, o.in_cache ? 128 : 0, rand, fill_matrix, &fill);
   if (o.in_cache)
-    printf ("bench-q4_0x16: one 128x2048 %s matrix, %.1f kB of weights, in cache\n",
-        kind->name, (double) b.weight_bytes / 1e3);
+    printf ("bench-q4_0x16: one 128x%zu %s matrix, %.1f kB of weights, in cache\n",
+        b.widths[0], kind->name, (double) b.weight_bytes / 1e3);
   else
-    printf ("bench-q4_0x16: %d layers of 5632x2048 + 2048x5632 %s, %.1f MB of weights\n",
-        o.layers, kind->name, (double) b.weight_bytes / 1e6);
+    printf ("bench-q4_0x16: %d layers of %zux%zu + %zux%zu %s, %.1f MB of weights\n", o.layers,
+        b.widths[1], b.widths[0], b.widths[0], b.widths[1], kind->name,
+        (double) b.weight_bytes / 1e6);
   printf ("today's kernels: %s; packed kernel: %s\n", llm_cpu_kernels_name (b.kern), isa);
   printf ("pack (one thread, once at load): %.1f ms for all, %.2f GB/s\n", fill.pack_s * 1e3,
       (double) b.weight_bytes / fill.pack_s / 1e9);

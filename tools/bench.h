@@ -315,12 +315,13 @@ double bench_median (double *v, size_t n);
 double bench_core_hz (void);
 
 /* The options bench-q4_0x16 and bench-f16x16 both take (--layers, --samples, --threads,
- * --bandwidth-mib, --sample-ms, --tokens, --in-cache), parsed with the
- * program's own @extra entries; bad values exit with a message. */
+ * --bandwidth-mib, --sample-ms, --tokens, --in-cache, --shape), parsed with
+ * the program's own @extra entries; bad values exit with a message. */
 typedef struct {
   int layers, samples, max_threads, bandwidth_mib, sample_ms;
   gboolean in_cache;
   size_t token_counts[32], n_counts;
+  size_t widths[2];           /* --shape: model and hidden width; 0: the program's */
 } BenchPackedOptions;
 
 void bench_packed_options (BenchPackedOptions *o, const GOptionEntry *extra,
