@@ -507,6 +507,14 @@ json_string (GString *out, const char *s)
   g_string_append_c (out, '"');
 }
 
+/* @key and the string @v, escaped, as a further member. */
+static void
+json_text (GString *out, const char *key, const char *v)
+{
+  g_string_append_printf (out, ", \"%s\": ", key);
+  json_string (out, v);
+}
+
 static void
 json_number (GString *out, const char *key, double v)
 {
@@ -554,20 +562,15 @@ json_begin (const LlmModel *m, const ModelInfo *info, const Setting *s)
 {
   GString *o = g_string_new ("{\"model\": ");
   json_string (o, info->name);
-  g_string_append (o, ", \"model_path\": ");
-  json_string (o, m->path);
-  g_string_append (o, ", \"arch\": ");
-  json_string (o, llm_arch_name (m->hp.arch));
-  g_string_append (o, ", \"type\": ");
-  json_string (o, info->type);
+  json_text (o, "model_path", m->path);
+  json_text (o, "arch", llm_arch_name (m->hp.arch));
+  json_text (o, "type", info->type);
   json_int (o, "params", info->params);
   json_int (o, "size_bytes", info->size);
   json_int (o, "weight_bytes_per_token", m->weight_bytes);
   json_int (o, "threads", s->threads);
-  g_string_append (o, ", \"kernels\": ");
-  json_string (o, llm_cpu_isa_name (llm_cpu_isa_best ()));
-  g_string_append (o, ", \"kv_type\": ");
-  json_string (o, llm_kv_type_name (s->kv_type));
+  json_text (o, "kernels", llm_cpu_isa_name (llm_cpu_isa_best ()));
+  json_text (o, "kv_type", llm_kv_type_name (s->kv_type));
   return o;
 }
 
@@ -616,8 +619,7 @@ print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
     json_number (o, "pipeline_overhead_percent_sd", r->pipe_overhead.sd);
   }
   if (r->pipe_error != NULL) {
-    g_string_append (o, ", \"pipeline_error\": ");
-    json_string (o, r->pipe_error);
+    json_text (o, "pipeline_error", r->pipe_error);
   }
   json_end (o);
 }
@@ -713,8 +715,7 @@ print_streams_json (const LlmModel *m, const ModelInfo *info, const Setting *s,
   json_int (o, "n_streams", row->n_streams);
   json_int (o, "max_batch_wait_us", row->max_batch_wait_us);
   json_int (o, "max_prefill_chunk", row->max_prefill_chunk);
-  g_string_append (o, ", \"mode\": ");
-  json_string (o, streams_mode_name (row->mode));
+  json_text (o, "mode", streams_mode_name (row->mode));
   json_number (o, "tg_tokens_per_s", r->tg_tokens_per_s);
   json_number (o, "tg_tokens_per_s_per_stream", r->tg_tokens_per_s / row->n_streams);
   json_number (o, "itl_ms_p50", r->itl_ms_p50);
@@ -931,12 +932,10 @@ static GString *
 spec_json_begin (LlmModel *model, const ModelInfo *info, const Setting *s, const SpecRow *r)
 {
   GString *j = json_begin (model, info, s);
-  g_string_append (j, ", \"workload\": ");
-  json_string (j, r->workload);
+  json_text (j, "workload", r->workload);
   json_int (j, "prompt_tokens", r->n_prompt);
   json_int (j, "n_gen", s->n_gen);
-  g_string_append (j, ", \"variant\": ");
-  json_string (j, r->variant);
+  json_text (j, "variant", r->variant);
   json_number (j, "tg_tokens_per_s", r->tokens_per_s);
   json_number (j, "x_plain", r->x_plain);
   json_number (j, "proposals_per_step", r->per_step);
