@@ -65,6 +65,11 @@ START_TEST (test_bench_refuses_random_prompts_out_of_range)
       "8", "--draft-max", "2", "-r", "1", NULL };
     assert_refused (args, "random:N[:A] takes N and A from 1 to 1048576 ids");
   }
+  /* No token is timed after the first: no rate to compare (printed as
+   * -nan before). */
+  const char *one[] = { "-m", model, "--spec", "ngram", "--spec-prompt", "random:8", "-n", "1",
+    NULL };
+  assert_refused (one, "--spec needs -n of at least 2");
   /* In range: the run's table has its row. */
   const char *args[] = { "-m", model, "--spec", "ngram", "--spec-prompt", "random:8", "-n", "8",
     "--draft-max", "2", "-r", "1", NULL };

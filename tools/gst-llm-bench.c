@@ -1535,6 +1535,14 @@ bench_main (const Options *opt)
         return 2;
       }
     }
+    /* The first token is sampled after the prompt, untimed: with no
+     * token after it there is no decode rate to compare. */
+    for (guint i = 0; i < gens->len; i++) {
+      if (g_array_index (gens, guint, i) < 2) {
+        g_printerr ("gst-llm-bench: --spec needs -n of at least 2\n");
+        return 2;
+      }
+    }
   }
   if (o.batch != NULL && (many || o.pipeline || has_zero (batch))) {
     g_printerr ("gst-llm-bench: --batch needs sizes above 0 and goes without --streams and "
