@@ -11,6 +11,7 @@
 #include "llm-check.h"
 #include "ggml-type.h"
 #include "cpu/q4_0x16.h"
+#include "cpu/isa.h"
 #include "cpu/quantize.h"
 
 static const guint32 TYPES[] = { LLM_TYPE_Q4_0 };
@@ -60,11 +61,22 @@ START_TEST (test_packed_block_holds_each_rows_nibble_bytes_by_4_then_the_16_scal
 }
 END_TEST
 
+/* The runs with LLM_X16_ONE_TOKEN_AHEAD (tests/meson.build) check the
+ * product it names: the choice must follow the variable. */
+START_TEST (test_one_token_prefetch_follows_the_environment)
+{
+  const char *ahead = g_getenv ("LLM_X16_ONE_TOKEN_AHEAD");
+  if (ahead != NULL)
+    ck_assert_int_eq (llm_cpu_x16_one_token_near (), strcmp (ahead, "near") == 0);
+}
+END_TEST
+
 static Suite *
 q4_0x16_suite (void)
 {
   const TTest *const layout_tests[] = {
     test_packed_block_holds_each_rows_nibble_bytes_by_4_then_the_16_scales,
+    test_one_token_prefetch_follows_the_environment,
     NULL,
   };
   return llm_test_layout_suite ("q4_0x16", &Q4_0X16, layout_tests, NULL);

@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(LLM_HAVE_AMX) && defined(__linux__)
 #include <sys/syscall.h>
@@ -130,33 +131,51 @@ llm_cpu_has_amx (void)
 #endif
 }
 
+/* The AMD Zen generation of this CPU: 3 (family 25 without AVX-512 in
+ * the hardware), 4 (family 25 with it), 5 (family 26 and later, as the
+ * newest measured), 0 for any other CPU. Family 25 is Zen 3 and Zen 4;
+ * of the two only Zen 4 has AVX-512 (in the hardware: LLM_NO_AVX512 does
+ * not make a Zen 4 read like a Zen 3). */
+static unsigned
+amd_zen (void)
+{
+#if defined(LLM_HAVE_AVX2)
+  unsigned a, b, c, d;
+  if (!__get_cpuid (0, &a, &b, &c, &d))
+    return 0;
+  /* "AuthenticAMD" in EBX, EDX, ECX. */
+  if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
+    return 0;
+  __get_cpuid (1, &a, &b, &c, &d);
+  const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
+  if (family >= 0x1a)
+    return 5;
+  if (family != 0x19)
+    return 0;
+  __cpuid_count (7, 0, a, b, c, d);
+  return (b & bit_AVX512F) ? 4 : 3;
+#else
+  return 0;
+#endif
+}
+
 unsigned
 llm_cpu_f16_one_token_tiles (void)
 {
   const char *force = getenv ("LLM_F16_ONE_TOKEN_TILES");
   if (force != NULL && (force[0] == '1' || force[0] == '2') && force[1] == '\0')
     return (unsigned) (force[0] - '0');
-#if defined(LLM_HAVE_AVX2)
-  unsigned a, b, c, d;
-  if (!__get_cpuid (0, &a, &b, &c, &d))
-    return 1;
-  /* "AuthenticAMD" in EBX, EDX, ECX. */
-  if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
-    return 1;
-  __get_cpuid (1, &a, &b, &c, &d);
-  const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-  if (family >= 0x1a)
-    return 2;
-  if (family != 0x19)
-    return 1;
-  /* Family 25 is Zen 3 and Zen 4; of the two only Zen 4 has AVX-512
-   * (in the hardware: LLM_NO_AVX512 does not make a Zen 4 read like a
-   * Zen 3). */
-  __cpuid_count (7, 0, a, b, c, d);
-  return (b & bit_AVX512F) ? 1 : 2;
-#else
-  return 1;
-#endif
+  const unsigned zen = amd_zen ();
+  return zen == 3 || zen == 5 ? 2 : 1;
+}
+
+bool
+llm_cpu_x16_one_token_near (void)
+{
+  const char *force = getenv ("LLM_X16_ONE_TOKEN_AHEAD");
+  if (force != NULL && (strcmp (force, "near") == 0 || strcmp (force, "far") == 0))
+    return strcmp (force, "near") == 0;
+  return amd_zen () != 5;
 }
 
 bool

@@ -59,6 +59,19 @@ bool llm_cpu_has_amx (void);
  * either way: rows are summed apart. */
 unsigned llm_cpu_f16_one_token_tiles (void);
 
+/* Whether the AVX2 products of one token (a decode step) over the packed
+ * Q4_0/Q5_0/Q8_0 layouts fetch their stream X16_PREFETCH_NEAR_BYTES (1
+ * KiB) ahead rather than 8 KiB, as the AVX-512 ones do. On Zen 3 (AVX2
+ * only) 1 KiB read 1.08-1.11x faster (x16-simd.h). On Zen 5 8 KiB was
+ * faster on both AVX2 paths (decode, the two taking turns, 3-7 pairs
+ * each): plain, 246M Q4_0 1.09-1.27x on two threads and 1.13-1.31x on
+ * one, Q8_0 1.02-1.15x on two, 494M Q4_0 1.11-1.18x on two; AVX-VNNI,
+ * 246M Q4_0 1.04-1.17x and Q8_0 1.02-1.19x on two. So false on AMD family
+ * 26 and later (Zen 5), true elsewhere (no other CPU measured).
+ * LLM_X16_ONE_TOKEN_AHEAD=near or far in the environment sets it. Same
+ * results either way. */
+bool llm_cpu_x16_one_token_near (void);
+
 /* "scalar", "avx2", "avx512". */
 const char *llm_cpu_isa_name (LlmCpuIsa isa);
 

@@ -139,13 +139,13 @@ static const X16TileFn tiles_plain[PLAIN_RN] = { plain_1, plain_2, plain_3, plai
 static const uint8_t passes_plain[PLAIN_RN] = { 1, 1, 2, 2, 2 };
 
 /* Signed products: no offset to take off. */
-X16_PRODUCT (q8_0x16_plain, .tiles = tiles_plain, .rn = PLAIN_RN, .passes = passes_plain,
+X16_AVX2_PRODUCTS (q8_0x16_plain, .tiles = tiles_plain, .rn = PLAIN_RN, .passes = passes_plain,
     .block_bytes = LLM_Q8_0X16_BLOCK_BYTES, .offset = 0, .spread = true)
-X16_PRODUCT (q8_0x16_vnni, .tiles = tiles_vnni, .rn = VNNI_RN,
+X16_AVX2_PRODUCTS (q8_0x16_vnni, .tiles = tiles_vnni, .rn = VNNI_RN,
     .block_bytes = LLM_Q8_0X16_BLOCK_BYTES, .offset = 128, .spread = true)
 
 LlmQ8x16Fn
 llm_avx2_q8_0x16_fn (void)
 {
-  return llm_cpu_has_avx_vnni () ? q8_0x16_vnni : q8_0x16_plain;
+  return llm_cpu_has_avx_vnni () ? X16_FOR_CPU (q8_0x16_vnni) : X16_FOR_CPU (q8_0x16_plain);
 }

@@ -13,16 +13,17 @@
 
 #include "isa.h"
 
-/* A one-token product (a decode step) fetches its stream 1 KiB ahead,
- * not x16-simd.h's 8: the hardware prefetchers follow a stream through
- * huge pages (lib/weight-arena.h), and fetching far ahead besides only
- * cost. Measured on Zen 3 (EPYC, AVX2 only), Q4_0 over 104 MB of 246M's
- * layer shapes in huge pages, two threads, the two distances taking turns
- * in one process: 1 KiB 1.08-1.11x faster than 8 KiB (16 of 16 rounds),
- * 2 KiB 1.03-1.07x, 768 bytes the same as 1 KiB. With more tokens 1 KiB
- * was 3-4% slower, and they keep 8 KiB. */
-#define X16_PREFETCH_ONE_BYTES 1024
 #include "x16-simd.h"
+
+/* The product @name and @name_near, the same fetching one token's
+ * stream X16_PREFETCH_NEAR_BYTES ahead (X16Kernel.one_near), over the
+ * X16Kernel the remaining arguments initialise. */
+#define X16_AVX2_PRODUCTS(name, ...) \
+  X16_PRODUCT (name, __VA_ARGS__) \
+  X16_PRODUCT (name##_near, __VA_ARGS__, .one_near = true)
+
+/* Of X16_AVX2_PRODUCTS' pair, the one for this CPU. */
+#define X16_FOR_CPU(name) (llm_cpu_x16_one_token_near () ? name##_near : name)
 
 /* The activations for a vector pair: 8 bytes (groups 2 p and 2 p + 1) in
  * every 64-bit lane, and (X16_SWAP_PAIRS) with each lane's two groups
@@ -245,13 +246,13 @@ x16_store_half (__m256 v, int h, int rm, float *y)
 #define X16_NIBBLE_KERNELS(layout, BLOCK, OFFSET, START, SB, SH, ADD, UP, UV, PLAIN_MANY) \
   X16_NIBBLE_TILES (layout##_tiles_plain, 0, BLOCK, START, SB, SH, ADD) \
   X16_NIBBLE_TILES (layout##_tiles_vnni, 1, BLOCK, START, SB, SH, ADD) \
-  X16_PRODUCT (layout##_plain, .tiles = layout##_tiles_plain, .rn = X16_NIBBLE_RN, \
+  X16_AVX2_PRODUCTS (layout##_plain, .tiles = layout##_tiles_plain, .rn = X16_NIBBLE_RN, \
       .block_bytes = (BLOCK), .offset = (OFFSET), .unpacked = (UP), \
       .rn_many = (PLAIN_MANY)) \
-  X16_PRODUCT (layout##_vnni, .tiles = layout##_tiles_vnni, .rn = X16_NIBBLE_RN, \
+  X16_AVX2_PRODUCTS (layout##_vnni, .tiles = layout##_tiles_vnni, .rn = X16_NIBBLE_RN, \
       .block_bytes = (BLOCK), .offset = (OFFSET), .unpacked = (UV)) \
   LlmQ4x16Fn \
   llm_avx2_##layout##_fn (void) \
   { \
-    return llm_cpu_has_avx_vnni () ? layout##_vnni : layout##_plain; \
+    return llm_cpu_has_avx_vnni () ? X16_FOR_CPU (layout##_vnni) : X16_FOR_CPU (layout##_plain); \
   }

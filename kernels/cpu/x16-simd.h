@@ -44,11 +44,15 @@
  * there within 2.5% either way; 32 KiB was 2-3% slower than 16. */
 #define X16_PREFETCH_BYTES (8 * 1024)
 
-/* The same for a product of one token (a decode step), where a kernel
- * file may set its own before including this: see x16-avx2.h. */
-#ifndef X16_PREFETCH_ONE_BYTES
-#define X16_PREFETCH_ONE_BYTES X16_PREFETCH_BYTES
-#endif
+/* The same for a product of one token (a decode step) where the CPU
+ * wants it nearer (X16Kernel.one_near; llm_cpu_x16_one_token_near). On
+ * Zen 3 (EPYC, AVX2 only) the hardware prefetchers follow a stream
+ * through huge pages (lib/weight-arena.h), and fetching far ahead besides
+ * only cost: Q4_0 over 104 MB of 246M's layer shapes in huge pages, two
+ * threads, the two distances taking turns in one process, 1 KiB 1.08-1.11x
+ * faster than 8 KiB (16 of 16 rounds), 2 KiB 1.03-1.07x, 768 bytes the
+ * same as 1 KiB. With more tokens 1 KiB was 3-4% slower there. */
+#define X16_PREFETCH_NEAR_BYTES 1024
 
 /* One block's worth of the stream, @dist bytes past @pb: @lines cache
  * lines, at least the block's bytes, so consecutive blocks leave no line
@@ -166,6 +170,9 @@ typedef struct {
    * a layout whose widest tile is slower per token than the next one and
    * faster only for exactly its own count of tokens. */
   int rn_many;
+  /* One token fetches X16_PREFETCH_NEAR_BYTES ahead, not
+   * X16_PREFETCH_BYTES. */
+  bool one_near;
 } X16Kernel;
 
 /* The tokens of the token tile that starts @left tokens before the end
@@ -253,7 +260,7 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
        * or the one its neighbour is on; past the matrix there is none. */
       X16Ahead ahead = { (const char *) tile + tile_bytes,
         (const char *) tile + (r + X16_ROWS < r1 ? 2 : 1) * tile_bytes, lines, false,
-        n_tok == 1 ? X16_PREFETCH_ONE_BYTES : X16_PREFETCH_BYTES };
+        n_tok == 1 && k->one_near ? X16_PREFETCH_NEAR_BYTES : X16_PREFETCH_BYTES };
       const uint8_t *T = tile;
       const X16TileFn *tt = k->tiles;
       if (u != NULL) {
