@@ -63,13 +63,6 @@ decode_once (LlmEngine *e, LlmEngine *draft, const BenchSpecSetting *s, const gi
   return TRUE;
 }
 
-static int
-cmp_double (gconstpointer a, gconstpointer b)
-{
-  const double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
 /* Timed steps of each width per round (BenchSpecBound.width_us). */
 #define WIDTH_REPS 4
 
@@ -111,9 +104,7 @@ finish_bound (BenchSpecBound *b, const BenchSpecSetting *s, const gint32 *prompt
   double bound_us = 0;
   b->verifications = b->accepted = 0;
   for (guint w = 0; w <= s->draft_max; w++) {
-    double *m = us + (gsize) w * per_width;
-    qsort (m, per_width, sizeof *m, cmp_double);
-    b->width_us[w] = m[per_width / 2];
+    b->width_us[w] = bench_median_sort (us + (gsize) w * per_width, per_width);
     bound_us += lengths[w] * b->width_us[w];
     if (w > 0) {
       b->verifications += lengths[w];
@@ -196,9 +187,7 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
   if (bound != NULL)
     finish_bound (bound, s, prompt, n_prompt, plain, width_us, per_width);
   for (guint v = 0; v < n_var; v++) {
-    double *m = &ms[v * s->rounds];
-    qsort (m, s->rounds, sizeof *m, cmp_double);
-    results[v].ms = m[s->rounds / 2];
+    results[v].ms = bench_median_sort (&ms[v * s->rounds], s->rounds);
     results[v].tokens_per_s = (s->n_gen - 1) / (results[v].ms / 1e3);
   }
   return TRUE;

@@ -34,7 +34,7 @@ bench_spec_lookup_best (const gint32 *prompt, guint n_prompt, const gint32 *gen,
     const guint end = n_prompt + have;
     guint best = 0;
     /* Occurrences [j - n_min, j) before the suffix's own, continued at j. */
-    for (guint j = n_min; j < end && best < max && end > n_min; j++) {
+    for (guint j = n_min; j < end && best < max; j++) {
       if (memcmp (all + j - n_min, all + end - n_min, n_min * sizeof *all) != 0)
         continue;
       guint a = 0;
