@@ -12,6 +12,7 @@
  * where waking the pool would cost more than the work; a tower's full
  * attention is split by heads and blocks of queries. */
 #include "backend.h"
+#include "fetch-choice.h"
 #include "forward.h"
 #include "weight-arena.h"
 #include "cpu/attention.h"
@@ -52,6 +53,14 @@ typedef struct {
   guint rope_n, rope_cap;
   gsize rope_per, rope_cs_cap;
   LlmRopeParams rope_key;
+
+  /* How decode steps' products fetch their weights (fetch-choice.h):
+   * the one-token products that have the choice are timed, @step_bytes
+   * read in @step_ns since the last step began; @fetch_off once a step
+   * read too little to learn from (weights held in cache). */
+  LlmFetchChoice fetch;
+  double step_bytes, step_ns;
+  gboolean fetch_off;
 } CpuBackend;
 
 #define CPU(be) ((CpuBackend *) (be))
@@ -261,6 +270,7 @@ typedef struct {
   gsize run_end[STEAL_MAX][MAT_MAX];
   gsize run_step[STEAL_MAX][MAT_MAX];
   guint n_runs;
+  LlmFetch fetch;             /* one token's (llm_matmul_prepared) */
 } MatTask;
 
 /* Rows [r0, r1) of weight @i by the file's or the prepared layout; the
@@ -272,7 +282,7 @@ rows_static (const MatTask *t, guint i, gsize r0, gsize r1)
   const LlmWeight *w = t->w[i];
   if (w->layout == LAYOUT_PREPARED) {
     if (!llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, r0, r1, t->xq,
-            t->xq_stride, t->n_tok, t->y[i], w->rows, NULL, 0))
+            t->xq_stride, t->n_tok, t->y[i], w->rows, NULL, 0, t->fetch))
       llm_matmul (t->kern, w->type, w->host, w->row_bytes, w->n, r0, r1, t->xq,
           t->xq_stride, t->n_tok, t->y[i], w->rows);
   } else if (t->n_tok == 1) {
@@ -344,7 +354,7 @@ run_rows (MatTask *t, guint j, guint i)
     return;
   if (w->layout == LAYOUT_PREPARED
       && llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, t->run_start[j][i],
-          end, t->xq, t->xq_stride, t->n_tok, t->y[i], w->rows, next, step))
+          end, t->xq, t->xq_stride, t->n_tok, t->y[i], w->rows, next, step, t->fetch))
     return;
   for (;;) {
     const gsize a = atomic_fetch_add_explicit (next, step, memory_order_relaxed);
@@ -420,7 +430,8 @@ matmul_task (void *data, int ith, int nth)
     const LlmWeight *w = t->w[i];
     if (w->layout == LAYOUT_PREPARED &&
         llm_matmul_prepared (t->kern, w->type, w->data, w->rows, w->n, 0, w->rows, t->xq,
-            t->xq_stride, t->n_tok, t->y[i], w->rows, &t->next[i], t->rows_per_item[i]))
+            t->xq_stride, t->n_tok, t->y[i], w->rows, &t->next[i], t->rows_per_item[i],
+            t->fetch))
       continue;
     llm_matmul_shared (t->kern, w->type, w->host, w->row_bytes, w->n, 0, w->rows, t->xq,
         t->xq_stride, t->n_tok, t->y[i], w->rows, &t->next[i], t->rows_per_item[i]);
@@ -443,6 +454,42 @@ convert_task (void *data, int ith, int nth)
   llm_split_range (c->n_tok, ith, nth, &t0, &t1);
   for (gsize t = t0; t < t1; t++)
     llm_matmul_convert (c->kern, c->wtype, c->x + t * c->n, c->n, c->xq + t * c->xq_bytes);
+}
+
+/* The weight bytes @t reads if every one of its weights can fetch either
+ * way (llm_prepared_fetch_choice), else 0: what a step learns from. */
+static gsize
+fetch_choice_bytes (const CpuBackend *c, const MatTask *t)
+{
+  gsize bytes = 0;
+  for (guint i = 0; i < t->n_w; i++) {
+    const LlmWeight *w = t->w[i];
+    if (w->layout != LAYOUT_PREPARED || !llm_prepared_fetch_choice (c->kern, w->type))
+      return 0;
+    bytes += llm_prepared_bytes (c->kern, w->type, w->rows, w->n);
+  }
+  return bytes;
+}
+
+/* A step that read less than this from the products with the choice
+ * (fetch_choice_bytes) has its weights in cache, where the way of
+ * fetching hardly matters: it stops the timing for good. */
+#define FETCH_MIN_BYTES (16u << 20)
+
+/* A new forward begins: the one-token products timed since the last one
+ * are a step's observation. */
+static void
+fetch_step_begins (CpuBackend *c)
+{
+  if (c->step_bytes > 0) {
+    if (c->step_bytes < FETCH_MIN_BYTES) {
+      c->fetch_off = TRUE;
+      llm_fetch_choice_init (&c->fetch);
+    } else {
+      llm_fetch_choice_observe (&c->fetch, c->step_bytes, c->step_ns);
+    }
+  }
+  c->step_bytes = c->step_ns = 0;
 }
 
 /* The products that read one input share its conversion when their
@@ -480,6 +527,7 @@ cpu_matmul (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n_tok,
 
     MatTask task = {
       .kern = c->kern, .xq = c->xq, .xq_stride = xq_stride, .n_tok = n_tok,
+      .fetch = c->fetch.next,
     };
     for (; i < n_w && task.n_w < MAT_MAX && ws[i]->n == w->n &&
         llm_matmul_dot_type (ws[i]->type) == dot; i++) {
@@ -491,7 +539,13 @@ cpu_matmul (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n_tok,
     }
     if (streams (&task))
       plan_runs (&task, llm_threadpool_n_threads (pool));
+    const gsize timed = n_tok == 1 && !c->fetch_off ? fetch_choice_bytes (c, &task) : 0;
+    const gint64 t0 = timed > 0 ? g_get_monotonic_time () : 0;
     llm_threadpool_run (pool, matmul_task, &task);
+    if (timed > 0) {
+      c->step_ns += 1e3 * (double) (g_get_monotonic_time () - t0);
+      c->step_bytes += (double) timed;
+    }
   }
 }
 
@@ -1039,6 +1093,7 @@ cpu_embed (LlmBackend *be, LlmBackendQueue *q, const LlmWeight *table, const gin
     guint n, float *x)
 {
   (void) q;
+  fetch_step_begins (CPU (be));
   for (guint t = 0; t < n; t++) {
     float *row = x + (gsize) t * table->n;
     if (table->layout == LAYOUT_PREPARED &&
@@ -1137,6 +1192,7 @@ llm_backend_cpu_new (LlmCpuKernelChoice kernels, int max_threads, GError **error
   c->att_scratch = g_new0 (float *, c->max_threads);
   c->weights_key = g_strdup_printf ("cpu/%s", llm_cpu_kernels_name (kern));
   c->weights = llm_weight_arena_new ();
+  llm_fetch_choice_init (&c->fetch);
   return &c->parent;
 }
 
@@ -1145,6 +1201,13 @@ llm_backend_cpu_kernels_name (LlmBackend *be)
 {
   g_return_val_if_fail (be != NULL && be->ops == &cpu_ops, "scalar");
   return llm_cpu_kernels_name (CPU (be)->kern);
+}
+
+const LlmFetchChoice *
+llm_backend_cpu_fetch (LlmBackend *be)
+{
+  g_return_val_if_fail (be != NULL && be->ops == &cpu_ops, NULL);
+  return &CPU (be)->fetch;
 }
 
 LlmBackendQueue *

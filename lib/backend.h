@@ -62,6 +62,7 @@
 #include <glib.h>
 #include "model.h"
 #include "kvcache.h"
+#include "fetch-choice.h"
 
 G_BEGIN_DECLS
 
@@ -293,6 +294,9 @@ LlmBackend *llm_backend_cpu_new (LlmCpuKernelChoice kernels, int max_threads, GE
 const char *llm_backend_cpu_kernels_name (LlmBackend *be);
 /* The queue of a CPU backend for one chunk: the engine's worker pool. */
 LlmBackendQueue *llm_backend_cpu_queue (gpointer thread_pool);
+/* How a CPU backend's decode steps fetch their weights, as it has chosen
+ * so far (fetch-choice.h): for stats and tests. */
+const LlmFetchChoice *llm_backend_cpu_fetch (LlmBackend *be);
 
 LlmBackend *llm_backend_ref (LlmBackend *be);
 void llm_backend_unref (LlmBackend *be);

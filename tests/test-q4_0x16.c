@@ -66,8 +66,19 @@ END_TEST
 START_TEST (test_one_token_prefetch_follows_the_environment)
 {
   const char *ahead = g_getenv ("LLM_X16_ONE_TOKEN_AHEAD");
-  if (ahead != NULL)
-    ck_assert_int_eq (llm_cpu_x16_one_token_near (), strcmp (ahead, "near") == 0);
+  const LlmX16Ahead want = ahead == NULL ? LLM_X16_AHEAD_AUTO
+      : strcmp (ahead, "near") == 0 ? LLM_X16_AHEAD_NEAR
+      : strcmp (ahead, "far") == 0 ? LLM_X16_AHEAD_FAR
+      : strcmp (ahead, "none") == 0 ? LLM_X16_AHEAD_NONE : LLM_X16_AHEAD_AUTO;
+  ck_assert_int_eq (llm_cpu_x16_one_token_ahead (), want);
+  if (want == LLM_X16_AHEAD_NEAR || want == LLM_X16_AHEAD_FAR)
+    ck_assert_int_eq (llm_cpu_x16_one_token_near (), want == LLM_X16_AHEAD_NEAR);
+  /* Set, the environment leaves the engine no choice of its own. */
+  const LlmCpuKernels *kern = llm_cpu_kernels_best ();
+  if (want != LLM_X16_AHEAD_AUTO)
+    ck_assert (!llm_prepared_fetch_choice (kern, LLM_TYPE_Q4_0));
+  else if (llm_prepared_bytes (kern, LLM_TYPE_Q4_0, 16, 32) > 0)
+    ck_assert (llm_prepared_fetch_choice (kern, LLM_TYPE_Q4_0));
 }
 END_TEST
 

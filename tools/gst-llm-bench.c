@@ -26,6 +26,8 @@
 #include "model.h"
 #include "cpu/matmul.h"
 #include "model-private.h"
+#include "backend.h"
+#include "engine-private.h"
 #include "spec-budget.h"
 #include "spec-step.h"
 
@@ -68,6 +70,9 @@ typedef struct {
 
 typedef struct {
   Stat pp_tps, tg_tps, ttft_ms, itl_mean, itl_p95;
+  /* How the decode steps fetched their weights (lib/fetch-choice.h): the
+   * steps each way, none where the engine had no choice. */
+  LlmFetchChoice fetch;
   gsize kv_bytes;
   guint32 kv_positions;
   guint64 peak_rss;
@@ -424,6 +429,7 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   res->tg_tps = stat_of (tg, n_tg);
   res->itl_mean = stat_of (itl_mean, n_tg);
   res->itl_p95 = stat_of (itl_p95, n_tg);
+  res->fetch = *llm_backend_cpu_fetch (llm_seq_engine (ctx)->backend);
   res->kv_bytes = llm_kv_cache_bytes (kv);
   res->kv_positions = llm_kv_cache_n (kv);
   res->peak_rss = peak_rss_bytes ();
@@ -583,6 +589,13 @@ json_end (GString *o)
   g_string_free (o, TRUE);
 }
 
+/* Decode steps whose way of fetching was chosen (and timed). */
+static guint64
+fetch_steps (const Result *r)
+{
+  return r->fetch.steps[LLM_FETCH_KERNEL] + r->fetch.steps[LLM_FETCH_HARDWARE];
+}
+
 static void
 print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Result *r,
     const Roofline *rf)
@@ -608,6 +621,11 @@ print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
   json_number (o, "tg_ceiling_tokens_per_s", rf->ceiling);
   json_number (o, "bandwidth_fraction", rf->fraction);
   json_number (o, "bandwidth_fraction_with_kv", rf->fraction_with_kv);
+  if (fetch_steps (r) > 0) {
+    json_int (o, "tg_steps_fetched_by_kernel", r->fetch.steps[LLM_FETCH_KERNEL]);
+    json_int (o, "tg_steps_fetched_by_hardware", r->fetch.steps[LLM_FETCH_HARDWARE]);
+    json_number (o, "tg_fetch_hardware_over_kernel", r->fetch.ratio);
+  }
   if (r->have_pipe) {
     json_number (o, "pipeline_pp_tokens_per_s", r->pipe_pp.mean);
     json_number (o, "pipeline_tg_tokens_per_s", r->pipe_tg.mean);
@@ -664,9 +682,13 @@ print_rows (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
         : g_strdup ("-");
     g_autofree char *frac = isfinite (rf->fraction)
         ? g_strdup_printf ("%.1f%%", 100 * rf->fraction) : g_strdup ("-");
-    g_print ("| %s | %s | %s | %s | %u | %s | %u | tg%u | %s | | %s | %s | %s | %s | %.0f "
+    /* The share of steps the hardware prefetchers fetched for, where the
+     * engine chose. */
+    g_autofree char *fetch = fetch_steps (r) > 0 ? g_strdup_printf (" (hw fetch %.0f%%)",
+        100.0 * r->fetch.steps[LLM_FETCH_HARDWARE] / fetch_steps (r)) : g_strdup ("");
+    g_print ("| %s | %s | %s | %s | %u | %s | %u | tg%u%s | %s | | %s | %s | %s | %s | %.0f "
         "| %.1f |\n", info->name, info->type, params, wpt, s->threads,
-        llm_kv_type_name (s->kv_type), s->depth, s->n_gen, tps, im, ip, ceil, frac,
+        llm_kv_type_name (s->kv_type), s->depth, s->n_gen, fetch, tps, im, ip, ceil, frac,
         r->peak_rss / 1048576.0, r->kv_bytes / 1048576.0);
   }
   if (r->have_pipe) {

@@ -169,12 +169,23 @@ llm_cpu_f16_one_token_tiles (void)
   return zen == 3 || zen == 5 ? 2 : 1;
 }
 
+LlmX16Ahead
+llm_cpu_x16_one_token_ahead (void)
+{
+  const char *force = getenv ("LLM_X16_ONE_TOKEN_AHEAD");
+  if (force == NULL)
+    return LLM_X16_AHEAD_AUTO;
+  return strcmp (force, "near") == 0 ? LLM_X16_AHEAD_NEAR
+      : strcmp (force, "far") == 0 ? LLM_X16_AHEAD_FAR
+      : strcmp (force, "none") == 0 ? LLM_X16_AHEAD_NONE : LLM_X16_AHEAD_AUTO;
+}
+
 bool
 llm_cpu_x16_one_token_near (void)
 {
-  const char *force = getenv ("LLM_X16_ONE_TOKEN_AHEAD");
-  if (force != NULL && (strcmp (force, "near") == 0 || strcmp (force, "far") == 0))
-    return strcmp (force, "near") == 0;
+  const LlmX16Ahead force = llm_cpu_x16_one_token_ahead ();
+  if (force == LLM_X16_AHEAD_NEAR || force == LLM_X16_AHEAD_FAR)
+    return force == LLM_X16_AHEAD_NEAR;
   return amd_zen () != 5;
 }
 

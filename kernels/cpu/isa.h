@@ -72,6 +72,20 @@ unsigned llm_cpu_f16_one_token_tiles (void);
  * results either way. */
 bool llm_cpu_x16_one_token_near (void);
 
+/* What LLM_X16_ONE_TOKEN_AHEAD in the environment says of those products
+ * (AVX2 and AVX-512): "near" and "far" (llm_cpu_x16_one_token_near, for
+ * AVX2), or "none": they fetch nothing ahead themselves, the hardware
+ * prefetchers alone follow the stream. AUTO where it is unset (or
+ * anything else): the CPU's distance, and the engine may take turns
+ * between that and none (lib/fetch-choice.h). Same results every way. */
+typedef enum {
+  LLM_X16_AHEAD_AUTO,
+  LLM_X16_AHEAD_NEAR,
+  LLM_X16_AHEAD_FAR,
+  LLM_X16_AHEAD_NONE,
+} LlmX16Ahead;
+LlmX16Ahead llm_cpu_x16_one_token_ahead (void);
+
 /* "scalar", "avx2", "avx512". */
 const char *llm_cpu_isa_name (LlmCpuIsa isa);
 

@@ -360,6 +360,29 @@ LAYOUT_FNS (q8_0x16)
 LAYOUT_FNS (q5_0x16)
 LAYOUT_FNS (f16x16)
 
+/* A packed Q4_0/Q5_0/Q8_0 layout's kernel for @isa (AVX-512's where
+ * @isa has it, else AVX2's; NULL below AVX2), from its lookups, and in
+ * *@hw its variant that leaves one token's fetching to the hardware
+ * where the environment leaves that choice to the engine
+ * (LLM_X16_AHEAD_AUTO), else NULL. */
+static LlmPreparedFn
+x16_kernels (LlmCpuIsa isa, LlmQ4x16Fn (*avx512) (void), LlmQ4x16Fn (*avx512_hw) (void),
+    LlmQ4x16Fn (*avx2) (void), LlmQ4x16Fn (*avx2_hw) (void), LlmPreparedFn *hw)
+{
+  const bool choice = llm_cpu_x16_one_token_ahead () == LLM_X16_AHEAD_AUTO;
+  LlmPreparedFn run = NULL;
+  *hw = NULL;
+  if (isa == LLM_CPU_ISA_AVX512) {
+    run = avx512 ();
+    *hw = choice && run != NULL ? avx512_hw () : NULL;
+  }
+  if (run == NULL && isa >= LLM_CPU_ISA_AVX2) {
+    run = avx2 ();
+    *hw = choice && run != NULL ? avx2_hw () : NULL;
+  }
+  return run;
+}
+
 /* The layout @isa's kernels want @wtype weights in, prepared once at
  * load: one kernel family then serves a decode step and a prefill alike
  * from the same bytes, with no per-call repacking. The scalar table keeps
@@ -370,14 +393,13 @@ prepared_layout (LlmCpuIsa isa, uint32_t wtype)
 {
   LlmCpuLayout none = { 0 };
   LlmPreparedFn run = NULL;
+  LlmPreparedFn hw = NULL;
   if (wtype == LLM_TYPE_Q4_0) {
-    if (isa == LLM_CPU_ISA_AVX512)
-      run = llm_avx512_q4_0x16_fn ();
-    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
-      run = llm_avx2_q4_0x16_fn ();
+    run = x16_kernels (isa, llm_avx512_q4_0x16_fn, llm_avx512_q4_0x16_hw_fn,
+        llm_avx2_q4_0x16_fn, llm_avx2_q4_0x16_hw_fn, &hw);
     if (run != NULL)
       return (LlmCpuLayout) { LLM_Q4_0X16_ROWS, q4_0x16_bytes, q4_0x16_pack,
-        q4_0x16_unpack_row, run };
+        q4_0x16_unpack_row, run, hw };
   }
   if (wtype == LLM_TYPE_F16 || wtype == LLM_TYPE_BF16) {
     if (isa == LLM_CPU_ISA_AVX512)
@@ -389,22 +411,18 @@ prepared_layout (LlmCpuIsa isa, uint32_t wtype)
         run };
   }
   if (wtype == LLM_TYPE_Q8_0) {
-    if (isa == LLM_CPU_ISA_AVX512)
-      run = llm_avx512_q8_0x16_fn ();
-    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
-      run = llm_avx2_q8_0x16_fn ();
+    run = x16_kernels (isa, llm_avx512_q8_0x16_fn, llm_avx512_q8_0x16_hw_fn,
+        llm_avx2_q8_0x16_fn, llm_avx2_q8_0x16_hw_fn, &hw);
     if (run != NULL)
       return (LlmCpuLayout) { LLM_Q8_0X16_ROWS, q8_0x16_bytes, q8_0x16_pack,
-        q8_0x16_unpack_row, run };
+        q8_0x16_unpack_row, run, hw };
   }
   if (wtype == LLM_TYPE_Q5_0) {
-    if (isa == LLM_CPU_ISA_AVX512)
-      run = llm_avx512_q5_0x16_fn ();
-    if (run == NULL && isa >= LLM_CPU_ISA_AVX2)
-      run = llm_avx2_q5_0x16_fn ();
+    run = x16_kernels (isa, llm_avx512_q5_0x16_fn, llm_avx512_q5_0x16_hw_fn,
+        llm_avx2_q5_0x16_fn, llm_avx2_q5_0x16_hw_fn, &hw);
     if (run != NULL)
       return (LlmCpuLayout) { LLM_Q5_0X16_ROWS, q5_0x16_bytes, q5_0x16_pack,
-        q5_0x16_unpack_row, run };
+        q5_0x16_unpack_row, run, hw };
   }
   if (llm_kx8_block_bytes (wtype) > 0) {
     if (isa == LLM_CPU_ISA_AVX512)
@@ -651,13 +669,22 @@ llm_prepare_tiles (const LlmCpuKernels *kern, uint32_t wtype, const void *w, siz
 bool
 llm_matmul_prepared (const LlmCpuKernels *kern, uint32_t wtype, const void *prepared,
     size_t rows, size_t n, size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok,
-    float *y, size_t ldy, atomic_size_t *next, size_t step)
+    float *y, size_t ldy, atomic_size_t *next, size_t step, LlmFetch fetch)
 {
   const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
   assert (wk != NULL && wk->prepared.run != NULL);
   if (wk == NULL || wk->prepared.run == NULL)
     return false;
-  return wk->prepared.run (n, prepared, rows, r0, r1, xq, xs, n_tok, y, ldy, next, step);
+  const LlmPreparedFn run = fetch == LLM_FETCH_HARDWARE && n_tok == 1
+      && wk->prepared.run_hw != NULL ? wk->prepared.run_hw : wk->prepared.run;
+  return run (n, prepared, rows, r0, r1, xq, xs, n_tok, y, ldy, next, step);
+}
+
+bool
+llm_prepared_fetch_choice (const LlmCpuKernels *kern, uint32_t wtype)
+{
+  const LlmCpuWeightKernels *wk = weight_kernels (kern, wtype);
+  return wk != NULL && wk->prepared.run_hw != NULL;
 }
 
 bool

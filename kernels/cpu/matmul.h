@@ -86,14 +86,30 @@ size_t llm_prepared_tile_rows (const LlmCpuKernels *kern, uint32_t wtype);
  * by several threads at once. */
 void llm_prepare_tiles (const LlmCpuKernels *kern, uint32_t wtype, const void *w,
     size_t row_bytes, size_t rows, size_t n, size_t tile0, size_t tile1, void *out);
+/* How a product of one token over a prepared layout gets its weights
+ * from memory: by the kernel's own prefetches ahead of its stream, or by
+ * the hardware prefetchers alone. Which is faster depends on the machine
+ * and on what else uses its memory at the time (lib/fetch-choice.h); the
+ * results are the same bits. Layouts without the choice
+ * (llm_prepared_fetch_choice) always fetch their own way. */
+typedef enum {
+  LLM_FETCH_KERNEL,
+  LLM_FETCH_HARDWARE,
+} LlmFetch;
+
 /* llm_matmul_shared over a prepared matrix, for any @n_tok including 1:
  * y[t * ldy + r] for r in [r0, r1) (r0 a multiple of the tile rows),
  * claiming @step rows (a multiple of 16) at a time from *@next, or all of
- * them when @next is NULL. A row's result does not depend on @n_tok or on
- * the claims. false only if kernel scratch memory ran out. */
+ * them when @next is NULL; one token fetched as @fetch says. A row's
+ * result does not depend on @n_tok, the claims or @fetch. false only if
+ * kernel scratch memory ran out. */
 bool llm_matmul_prepared (const LlmCpuKernels *kern, uint32_t wtype, const void *prepared,
     size_t rows, size_t n, size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok,
-    float *y, size_t ldy, atomic_size_t *next, size_t step);
+    float *y, size_t ldy, atomic_size_t *next, size_t step, LlmFetch fetch);
+/* Whether @kern's products of one token over @wtype's prepared layout
+ * can fetch either way (LlmFetch): the packed Q4_0/Q5_0/Q8_0 layouts,
+ * unless LLM_X16_ONE_TOKEN_AHEAD fixes it (llm_cpu_x16_one_token_ahead). */
+bool llm_prepared_fetch_choice (const LlmCpuKernels *kern, uint32_t wtype);
 /* Row @r of a prepared matrix as floats (embedding lookups of a packed
  * table); false if memory for a very wide row ran out. */
 bool llm_dequantize_prepared_row (const LlmCpuKernels *kern, uint32_t wtype,

@@ -43,22 +43,14 @@ block_term (__m512 sumi, __m512 dw, __m512 dx)
 
 X16_TILES_512 (tiles, LLM_Q4_0X16_BLOCK_BYTES, LLM_Q4_0X16_D_OFFSET, SUMS, block_term)
 
-X16_PRODUCT (q4_0x16, .tiles = tiles, .rn = X16_RN_512, .block_bytes = LLM_Q4_0X16_BLOCK_BYTES,
-    .offset = 8)
+X16_AVX512_PRODUCTS (q4_0x16, .tiles = tiles, .rn = X16_RN_512,
+    .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
 
 #if defined(LLM_HAVE_AMX)
 X16_AMX_NIBBLE_UNPACK (amx_unpack, x16_nibble_pair_512, LLM_Q4_0X16_BLOCK_BYTES,
     LLM_Q4_0X16_D_OFFSET, 8)
 static const X16AmxFormat amx = { amx_unpack, LLM_Q4_0X16_BLOCK_BYTES, false };
-X16_AMX_PRODUCT (q4_0x16_amx, q4_0x16, &amx)
+X16_AMX_PRODUCTS (q4_0x16, &amx)
 #endif
 
-LlmQ4x16Fn
-llm_avx512_q4_0x16_fn (void)
-{
-#if defined(LLM_HAVE_AMX)
-  if (llm_cpu_has_amx ())
-    return q4_0x16_amx;
-#endif
-  return q4_0x16;
-}
+X16_AVX512_LOOKUPS (q4_0x16)

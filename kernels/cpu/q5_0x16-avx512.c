@@ -45,22 +45,14 @@ unpack_pair (const uint8_t *pb, int p, __m512i w[4])
 /* dot_q5_0's (d_w * d_x) * (float) sumi is this product. */
 X16_TILES_512 (tiles, LLM_Q5_0X16_BLOCK_BYTES, LLM_Q5_0X16_D_OFFSET, SUMS, x16_term_dwdx_512)
 
-X16_PRODUCT (q5_0x16, .tiles = tiles, .rn = X16_RN_512, .block_bytes = LLM_Q5_0X16_BLOCK_BYTES,
-    .offset = 16)
+X16_AVX512_PRODUCTS (q5_0x16, .tiles = tiles, .rn = X16_RN_512,
+    .block_bytes = LLM_Q5_0X16_BLOCK_BYTES, .offset = 16)
 
 #if defined(LLM_HAVE_AMX)
 X16_AMX_NIBBLE_UNPACK (amx_unpack, unpack_pair, LLM_Q5_0X16_BLOCK_BYTES, LLM_Q5_0X16_D_OFFSET,
     16)
 static const X16AmxFormat amx = { amx_unpack, LLM_Q5_0X16_BLOCK_BYTES, true };
-X16_AMX_PRODUCT (q5_0x16_amx, q5_0x16, &amx)
+X16_AMX_PRODUCTS (q5_0x16, &amx)
 #endif
 
-LlmQ5x16Fn
-llm_avx512_q5_0x16_fn (void)
-{
-#if defined(LLM_HAVE_AMX)
-  if (llm_cpu_has_amx ())
-    return q5_0x16_amx;
-#endif
-  return q5_0x16;
-}
+X16_AVX512_LOOKUPS (q5_0x16)

@@ -70,9 +70,14 @@ bool llm_q5_0x16_ref (size_t n, const void *packed, size_t rows, size_t r0, size
 /* The AVX2/FMA/F16C kernel (with AVX-VNNI where the CPU has it and
  * LLM_NO_AVX_VNNI is unset) and the AVX-512 F/BW/VL/DQ + VNNI kernel, or
  * NULL where this build has none. They do not check the CPU: the caller
- * must (llm_cpu_isa_supported ()). */
+ * must (llm_cpu_isa_supported ()). One token fetches its weights ahead as
+ * the CPU and environment say (llm_cpu_x16_one_token_ahead); the _hw_fn
+ * kernels leave that to the hardware prefetchers (LLM_X16_AHEAD_NONE's),
+ * whatever the environment says, for the engine to take turns with. */
 LlmQ5x16Fn llm_avx2_q5_0x16_fn (void);
 LlmQ5x16Fn llm_avx512_q5_0x16_fn (void);
+LlmQ5x16Fn llm_avx2_q5_0x16_hw_fn (void);
+LlmQ5x16Fn llm_avx512_q5_0x16_hw_fn (void);
 
 #ifdef __cplusplus
 }

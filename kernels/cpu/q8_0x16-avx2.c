@@ -149,3 +149,9 @@ llm_avx2_q8_0x16_fn (void)
 {
   return llm_cpu_has_avx_vnni () ? X16_FOR_CPU (q8_0x16_vnni) : X16_FOR_CPU (q8_0x16_plain);
 }
+
+LlmQ8x16Fn
+llm_avx2_q8_0x16_hw_fn (void)
+{
+  return llm_cpu_has_avx_vnni () ? X16_HW (q8_0x16_vnni) : X16_HW (q8_0x16_plain);
+}

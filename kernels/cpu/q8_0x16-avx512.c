@@ -54,8 +54,8 @@
 /* dot_q8_0's order: (float) sumi * (d_w * d_x). */
 X16_TILES_512 (tiles, LLM_Q8_0X16_BLOCK_BYTES, LLM_Q8_0X16_D_OFFSET, SUMS, x16_term_dwdx_512)
 
-X16_PRODUCT (q8_0x16, .tiles = tiles, .rn = X16_RN_512, .block_bytes = LLM_Q8_0X16_BLOCK_BYTES,
-    .offset = 128, .spread = true)
+X16_AVX512_PRODUCTS (q8_0x16, .tiles = tiles, .rn = X16_RN_512,
+    .block_bytes = LLM_Q8_0X16_BLOCK_BYTES, .offset = 128, .spread = true)
 
 #if defined(LLM_HAVE_AMX)
 /* x16-amx.h's unpacking: vector k holds group k in its even lanes (rows)
@@ -81,15 +81,7 @@ amx_unpack (size_t nb, const uint8_t *tile, int8_t *codes, float *dw, size_t dis
 }
 
 static const X16AmxFormat amx = { amx_unpack, LLM_Q8_0X16_BLOCK_BYTES, true };
-X16_AMX_PRODUCT (q8_0x16_amx, q8_0x16, &amx)
+X16_AMX_PRODUCTS (q8_0x16, &amx)
 #endif
 
-LlmQ8x16Fn
-llm_avx512_q8_0x16_fn (void)
-{
-#if defined(LLM_HAVE_AMX)
-  if (llm_cpu_has_amx ())
-    return q8_0x16_amx;
-#endif
-  return q8_0x16;
-}
+X16_AVX512_LOOKUPS (q8_0x16)

@@ -15,15 +15,21 @@
 
 #include "x16-simd.h"
 
-/* The product @name and @name_near, the same fetching one token's
- * stream X16_PREFETCH_NEAR_BYTES ahead (X16Kernel.one_near), over the
+/* The product @name, @name_near, the same fetching one token's stream
+ * X16_PREFETCH_NEAR_BYTES ahead (X16Kernel.one_near), and @name_hw,
+ * fetching nothing ahead for one token (X16Kernel.one_hw), over the
  * X16Kernel the remaining arguments initialise. */
 #define X16_AVX2_PRODUCTS(name, ...) \
   X16_PRODUCT (name, __VA_ARGS__) \
-  X16_PRODUCT (name##_near, __VA_ARGS__, .one_near = true)
+  X16_PRODUCT (name##_near, __VA_ARGS__, .one_near = true) \
+  X16_PRODUCT (name##_hw, __VA_ARGS__, .one_hw = true)
 
-/* Of X16_AVX2_PRODUCTS' pair, the one for this CPU. */
-#define X16_FOR_CPU(name) (llm_cpu_x16_one_token_near () ? name##_near : name)
+/* Of X16_AVX2_PRODUCTS' three, the one for this CPU and environment, and
+ * (X16_HW) the one that leaves one token's fetching to the hardware. */
+#define X16_FOR_CPU(name) \
+  (llm_cpu_x16_one_token_ahead () == LLM_X16_AHEAD_NONE ? name##_hw \
+      : llm_cpu_x16_one_token_near () ? name##_near : name)
+#define X16_HW(name) name##_hw
 
 /* The activations for a vector pair: 8 bytes (groups 2 p and 2 p + 1) in
  * every 64-bit lane, and (X16_SWAP_PAIRS) with each lane's two groups
@@ -240,8 +246,9 @@ x16_store_half (__m256 v, int h, int rm, float *y)
 /* The nibble layout @layout's two products (X16_PRODUCT, weights
  * multiplied @OFFSET above their values), plain AVX2 and AVX-VNNI, over
  * X16_NIBBLE_TILES of the pieces named (and the X16Unpacked @UP, @UV, or
- * NULL), and its lookup llm_avx2_LAYOUT_fn, the VNNI one where the CPU
- * has it and LLM_NO_AVX_VNNI is unset. @PLAIN_MANY is the plain product's
+ * NULL), and its lookups llm_avx2_LAYOUT_fn and llm_avx2_LAYOUT_hw_fn
+ * (X16_FOR_CPU's and X16_HW's), the VNNI one where the CPU has it and
+ * LLM_NO_AVX_VNNI is unset. @PLAIN_MANY is the plain product's
  * X16Kernel.rn_many. */
 #define X16_NIBBLE_KERNELS(layout, BLOCK, OFFSET, START, SB, SH, ADD, UP, UV, PLAIN_MANY) \
   X16_NIBBLE_TILES (layout##_tiles_plain, 0, BLOCK, START, SB, SH, ADD) \
@@ -255,4 +262,9 @@ x16_store_half (__m256 v, int h, int rm, float *y)
   llm_avx2_##layout##_fn (void) \
   { \
     return llm_cpu_has_avx_vnni () ? X16_FOR_CPU (layout##_vnni) : X16_FOR_CPU (layout##_plain); \
+  } \
+  LlmQ4x16Fn \
+  llm_avx2_##layout##_hw_fn (void) \
+  { \
+    return llm_cpu_has_avx_vnni () ? X16_HW (layout##_vnni) : X16_HW (layout##_plain); \
   }

@@ -124,8 +124,16 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
     pre##_1, pre##_2, pre##_3, pre##_4, pre##_5, pre##_6, pre##_7, pre##_8, pre##_9, \
   };
 
-#if defined(LLM_HAVE_AMX)
+/* The product @name (X16_PRODUCT, fetching 8 KiB ahead for one token)
+ * and @name_hw, fetching nothing ahead for one token (X16Kernel.one_hw),
+ * over the X16Kernel the remaining arguments initialise. */
+#define X16_AVX512_PRODUCTS(name, ...) \
+  X16_PRODUCT (name, __VA_ARGS__) \
+  X16_PRODUCT (name##_hw, __VA_ARGS__, .one_hw = true)
+
 #include "isa.h"
+
+#if defined(LLM_HAVE_AMX)
 #include "x16-amx.h"
 
 /* x16-amx.h's unpacking of a nibble layout whose UNPACK (pb, p, w[4])
@@ -159,7 +167,12 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
   }
 
 /* @name: the product @avx512 (X16_PRODUCT's) for fewer than
- * X16_AMX_MIN_TOKENS tokens, llm_x16_amx_run over @format from there. */
+ * X16_AMX_MIN_TOKENS tokens, llm_x16_amx_run over @format from there;
+ * X16_AMX_PRODUCTS makes @layout_amx and @layout_amx_hw so over
+ * X16_AVX512_PRODUCTS' @layout and @layout_hw. */
+#define X16_AMX_PRODUCTS(layout, format) \
+  X16_AMX_PRODUCT (layout##_amx, layout, format) \
+  X16_AMX_PRODUCT (layout##_amx_hw, layout##_hw, format)
 #define X16_AMX_PRODUCT(name, avx512, format) \
   static bool \
   name (size_t n, const void *packed, size_t rows, size_t r0, size_t r1, const void *xq, \
@@ -170,3 +183,29 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
     return llm_x16_amx_run (format, n, packed, r0, r1, xq, xs, n_tok, y, ldy, next, step); \
   }
 #endif
+
+/* The lookups llm_avx512_LAYOUT_fn and llm_avx512_LAYOUT_hw_fn over
+ * X16_AVX512_PRODUCTS' @layout and @layout_hw (X16_AMX_PRODUCTS' where
+ * the build and CPU have AMX). */
+#if defined(LLM_HAVE_AMX)
+#define X16_AMX_PICK(layout, suffix) \
+  if (llm_cpu_has_amx ()) \
+    return layout##_amx##suffix;
+#else
+#define X16_AMX_PICK(layout, suffix)
+#endif
+#define X16_AVX512_LOOKUPS(layout) \
+  LlmQ4x16Fn \
+  llm_avx512_##layout##_hw_fn (void) \
+  { \
+    X16_AMX_PICK (layout, _hw) \
+    return layout##_hw; \
+  } \
+  LlmQ4x16Fn \
+  llm_avx512_##layout##_fn (void) \
+  { \
+    if (llm_cpu_x16_one_token_ahead () == LLM_X16_AHEAD_NONE) \
+      return llm_avx512_##layout##_hw_fn (); \
+    X16_AMX_PICK (layout, ) \
+    return layout; \
+  }

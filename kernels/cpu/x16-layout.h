@@ -249,13 +249,15 @@ x16_ref (const X16Format *f, size_t n, const void *packed, size_t r0, size_t r1,
 #define X16_NO_AVX2_FN(layout)
 #else
 #define X16_NO_AVX2_FN(layout) \
-  LlmQ4x16Fn llm_avx2_##layout##_fn (void) { return NULL; }
+  LlmQ4x16Fn llm_avx2_##layout##_fn (void) { return NULL; } \
+  LlmQ4x16Fn llm_avx2_##layout##_hw_fn (void) { return NULL; }
 #endif
 #ifdef LLM_HAVE_AVX512
 #define X16_NO_AVX512_FN(layout)
 #else
 #define X16_NO_AVX512_FN(layout) \
-  LlmQ4x16Fn llm_avx512_##layout##_fn (void) { return NULL; }
+  LlmQ4x16Fn llm_avx512_##layout##_fn (void) { return NULL; } \
+  LlmQ4x16Fn llm_avx512_##layout##_hw_fn (void) { return NULL; }
 #endif
 
 /* The public functions of @layout's header (llm_LAYOUT_bytes, _pack,
