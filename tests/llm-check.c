@@ -72,6 +72,29 @@ llm_test_load_model (const char *name)
   return m;
 }
 
+/* A new temporary folder, or fails the test. */
+static char *
+temporary_dir (void)
+{
+  GError *error = NULL;
+  char *dir = g_dir_make_tmp ("gst-llm-model-XXXXXX", &error);
+  ck_assert_msg (dir != NULL, "%s", error ? error->message : "");
+  return dir;
+}
+
+/* The model at @path (in the temporary folder @dir), loaded unshared;
+ * the file and folder are gone on return: the mapping keeps the data. */
+static LlmModel *
+load_and_remove (const char *path, const char *dir)
+{
+  GError *error = NULL;
+  LlmModel *m = llm_model_load (path, &error);
+  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
+  g_unlink (path);
+  g_rmdir (dir);
+  return m;
+}
+
 LlmModel *
 llm_test_requantized_model (const char *name, guint32 type)
 {
@@ -100,16 +123,10 @@ llm_test_requantized_model (const char *name, guint32 type)
     }
     ck_assert_msg (ok, "%s: %s", t->name, error ? error->message : "");
   }
-  g_autofree char *dir = g_dir_make_tmp ("gst-llm-requant-XXXXXX", &error);
-  ck_assert_msg (dir != NULL, "%s", error ? error->message : "");
+  g_autofree char *dir = temporary_dir ();
   g_autofree char *path = g_build_filename (dir, name, NULL);
   ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s", error->message);
-  LlmModel *m = llm_model_load (path, &error);
-  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-  /* The mapping keeps the data; the names go. */
-  g_unlink (path);
-  g_rmdir (dir);
-  return m;
+  return load_and_remove (path, dir);
 }
 
 static float *
@@ -184,6 +201,15 @@ llm_test_write_random_llama (const char *path, const LlmTestShape *sh, guint32 t
   ck_assert_msg (llm_gguf_writer_write_file (w, path, &error), "%s",
       error ? error->message : "");
   return read;
+}
+
+LlmModel *
+llm_test_random_llama (const LlmTestShape *shape, guint32 type)
+{
+  g_autofree char *dir = temporary_dir ();
+  g_autofree char *path = g_build_filename (dir, "random.gguf", NULL);
+  llm_test_write_random_llama (path, shape, type);
+  return load_and_remove (path, dir);
 }
 
 static guint64 rng_state;

@@ -37,6 +37,9 @@ typedef struct {
   guint n_embd, n_ff, n_layer, n_head, n_head_kv;
 } LlmTestShape;
 gsize llm_test_write_random_llama (const char *path, const LlmTestShape *shape, guint32 type);
+/* That model loaded unshared from a temporary file that is gone on
+ * return. */
+LlmModel *llm_test_random_llama (const LlmTestShape *shape, guint32 type);
 
 /* A sequence on a private engine of @n_threads running the fastest
  * kernels, or with @reference the scalar ones, or fails the test. */

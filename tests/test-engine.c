@@ -4,7 +4,6 @@
  * the same tokens; the scheduler batches concurrent streams; the KV pool
  * limit refuses or preempts; sessions roll back and stay bounded. */
 #include <string.h>
-#include <glib/gstdio.h>
 
 #include "llm-check.h"
 #include "engine.h"
@@ -160,19 +159,11 @@ START_TEST (test_batched_streams_equal_alone_random_llama_k_quants)
 {
   static const guint32 types[] = { LLM_TYPE_Q4_K, LLM_TYPE_Q5_K, LLM_TYPE_Q6_K };
   const LlmTestShape shape = { 256, 512, 2, 4, 2 };
-  GError *error = NULL;
-  g_autofree char *dir = g_dir_make_tmp ("gst-llm-kq-XXXXXX", &error);
-  ck_assert_msg (dir != NULL, "%s", error ? error->message : "");
   for (guint i = 0; i < G_N_ELEMENTS (types); i++) {
-    g_autofree char *path = g_build_filename (dir, "random.gguf", NULL);
-    llm_test_write_random_llama (path, &shape, types[i]);
-    g_autoptr (LlmModel) m = llm_model_load (path, &error);
-    ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-    g_unlink (path);
+    g_autoptr (LlmModel) m = llm_test_random_llama (&shape, types[i]);
     ck_assert_uint_eq (m->layers[0].w_down->type, types[i]);
     check_model_batched_equals_alone (m, llm_type_name (types[i]));
   }
-  g_rmdir (dir);
 }
 END_TEST
 

@@ -3,7 +3,6 @@
  * follows which way is faster, as the machine changes, without taking
  * turns on noise; and the way changes no result. */
 #include <math.h>
-#include <glib/gstdio.h>
 #include <string.h>
 
 #include "llm-check.h"
@@ -72,33 +71,35 @@ START_TEST (test_a_faster_hardware_way_is_taken_within_a_dozen_steps_and_kept)
 }
 END_TEST
 
-/* Ways near each other are compared one step in 17: a change of the
- * machine that turns a small lead shows within a few probes. */
-START_TEST (test_ways_near_each_other_are_compared_more_often)
+/* 500 steps of a machine where the hardware's way takes @hw times the
+ * kernel's: the kernel's way is kept throughout, and the other tried in
+ * 3 early probes, then once every @every + 1 steps. */
+static void
+check_kernel_kept (guint32 seed, double hw, double noise, guint every)
 {
-  g_autoptr (GRand) r = g_rand_new_with_seed (5);
-  const Machine m = { r, 1.0, 1.06, 0.02 };
+  g_autoptr (GRand) r = g_rand_new_with_seed (seed);
+  const Machine m = { r, 1.0, hw, noise };
   LlmFetchChoice c;
   llm_fetch_choice_init (&c);
   ck_assert_uint_eq (steps (&c, &m, 500, NULL), 0);
   ck_assert_int_eq (c.mode, LLM_FETCH_KERNEL);
-  ck_assert_uint_le (c.steps[LLM_FETCH_HARDWARE], 3 + 500 / 16 + 1);
-  ck_assert_uint_ge (c.steps[LLM_FETCH_HARDWARE], 3 + 500 / 17 - 1);
+  ck_assert_uint_le (c.steps[LLM_FETCH_HARDWARE], 3 + 500 / every + 1);
+  ck_assert_uint_ge (c.steps[LLM_FETCH_HARDWARE], 3 + 500 / (every + 1) - 1);
+  ck_assert_uint_eq (c.steps[LLM_FETCH_KERNEL] + c.steps[LLM_FETCH_HARDWARE], 500);
+}
+
+/* Far apart (the hardware's way 1.2x): the other way seldom tried. */
+START_TEST (test_a_faster_kernel_way_is_kept_and_the_other_seldom_tried)
+{
+  check_kernel_kept (2, 1.2, 0.03, 64);
 }
 END_TEST
 
-START_TEST (test_a_faster_kernel_way_is_kept_and_the_other_seldom_tried)
+/* Near each other (1.06x), compared one step in 17: a change of the
+ * machine that turns a small lead shows within a few probes. */
+START_TEST (test_ways_near_each_other_are_compared_more_often)
 {
-  g_autoptr (GRand) r = g_rand_new_with_seed (2);
-  const Machine m = { r, 1.0, 1.2, 0.03 };
-  LlmFetchChoice c;
-  llm_fetch_choice_init (&c);
-  ck_assert_uint_eq (steps (&c, &m, 500, NULL), 0);
-  ck_assert_int_eq (c.mode, LLM_FETCH_KERNEL);
-  /* 3 early probes, then one in 65 steps. */
-  ck_assert_uint_le (c.steps[LLM_FETCH_HARDWARE], 3 + 500 / 64 + 1);
-  ck_assert_uint_ge (c.steps[LLM_FETCH_HARDWARE], 3 + 500 / 65 - 1);
-  ck_assert_uint_eq (c.steps[LLM_FETCH_KERNEL] + c.steps[LLM_FETCH_HARDWARE], 500);
+  check_kernel_kept (5, 1.06, 0.02, 16);
 }
 END_TEST
 
@@ -202,16 +203,8 @@ decode (LlmEngine *e, guint n, float *logits, LlmFetch *ways)
  * goes on with it), and give the same logits bit for bit. */
 START_TEST (test_decode_gives_the_same_logits_whichever_way_it_fetches)
 {
-  g_autofree char *dir = g_dir_make_tmp ("llm-fetch-XXXXXX", NULL);
-  ck_assert_ptr_nonnull (dir);
-  g_autofree char *path = g_build_filename (dir, "random.gguf", NULL);
   const LlmTestShape shape = { 1024, 2816, 2, 8, 4 };
-  llm_test_write_random_llama (path, &shape, LLM_TYPE_Q8_0);
-  GError *error = NULL;
-  g_autoptr (LlmModel) m = llm_model_load (path, &error);
-  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
-  g_unlink (path);
-  g_rmdir (dir);
+  g_autoptr (LlmModel) m = llm_test_random_llama (&shape, LLM_TYPE_Q8_0);
   g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
   const LlmCpuKernels *kern = llm_cpu_kernels_best ();
   if (!llm_prepared_fetch_choice (kern, LLM_TYPE_Q8_0)) {

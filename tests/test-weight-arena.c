@@ -6,7 +6,6 @@
  * in such chunks, in the order a forward pass reads them. */
 #include <stdio.h>
 #include <string.h>
-#include <glib/gstdio.h>
 
 #include "llm-check.h"
 #include "backend.h"
@@ -110,14 +109,9 @@ advised_huge (const void *p)
  * into huge pages. */
 START_TEST (test_prepared_matrices_share_huge_page_chunks_in_reading_order)
 {
-  g_autofree char *dir = g_dir_make_tmp ("llm-arena-XXXXXX", NULL);
-  ck_assert_ptr_nonnull (dir);
-  g_autofree char *path = g_build_filename (dir, "random.gguf", NULL);
   const LlmTestShape shape = { 256, 768, 3, 8, 4 };
-  llm_test_write_random_llama (path, &shape, LLM_TYPE_Q4_0);
+  LlmModel *m = llm_test_random_llama (&shape, LLM_TYPE_Q4_0);
   GError *error = NULL;
-  LlmModel *m = llm_model_load (path, &error);
-  ck_assert_msg (m != NULL, "%s", error ? error->message : "");
   LlmBackend *be = llm_backend_cpu_new (LLM_CPU_KERNELS_BEST, 1, &error);
   ck_assert_msg (be != NULL, "%s", error ? error->message : "");
   LlmWeights *w = llm_weights_get (m, be, &error);
@@ -150,8 +144,6 @@ START_TEST (test_prepared_matrices_share_huge_page_chunks_in_reading_order)
   llm_weights_unref (m, w);
   llm_backend_unref (be);
   llm_model_unref (m);
-  g_unlink (path);
-  g_rmdir (dir);
 }
 END_TEST
 
