@@ -295,7 +295,8 @@ const char *llm_backend_cpu_kernels_name (LlmBackend *be);
 /* The queue of a CPU backend for one chunk: the engine's worker pool. */
 LlmBackendQueue *llm_backend_cpu_queue (gpointer thread_pool);
 /* How a CPU backend's decode steps fetch their weights, as it has chosen
- * so far (fetch-choice.h): for stats and tests. */
+ * so far (fetch-choice.h): for stats and tests. NULL for another backend,
+ * which has no such choice. */
 const LlmFetchChoice *llm_backend_cpu_fetch (LlmBackend *be);
 
 LlmBackend *llm_backend_ref (LlmBackend *be);

@@ -429,7 +429,10 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   res->tg_tps = stat_of (tg, n_tg);
   res->itl_mean = stat_of (itl_mean, n_tg);
   res->itl_p95 = stat_of (itl_p95, n_tg);
-  res->fetch = *llm_backend_cpu_fetch (llm_seq_engine (ctx)->backend);
+  /* Another backend than the CPU's has no such choice: no steps counted. */
+  const LlmFetchChoice *fetch = llm_backend_cpu_fetch (llm_seq_engine (ctx)->backend);
+  if (fetch != NULL)
+    res->fetch = *fetch;
   res->kv_bytes = llm_kv_cache_bytes (kv);
   res->kv_positions = llm_kv_cache_n (kv);
   res->peak_rss = peak_rss_bytes ();
