@@ -46,7 +46,8 @@ typedef struct {
   gboolean fixed;                             /* always draft_max */
   double accept[LLM_SPEC_BUDGET_MAX];         /* P(position i accepted | i - 1 was) */
   guint seen[LLM_SPEC_BUDGET_MAX];            /* observations of it, up to a cap */
-  double cost_us[LLM_SPEC_BUDGET_MAX + 1];    /* a step checking w proposals */
+  double cost_us[LLM_SPEC_BUDGET_MAX + 1];    /* a step checking w proposals, at pace 1 */
+  double pace;                                /* the machine's speed now: times cost_us */
   guint cost_seen[LLM_SPEC_BUDGET_MAX + 1];   /* its observations, up to a cap */
   double draft_us;                            /* drafting one proposal */
   double draft_share;                         /* of a drafting step's time */
