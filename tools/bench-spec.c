@@ -10,6 +10,8 @@
  * without the elements. */
 #include "bench.h"
 
+#include <math.h>
+
 #include <string.h>
 
 #include "model-private.h"
@@ -134,9 +136,17 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
   g_autofree double *ms = g_new (double, (gsize) n_var * s->rounds);
   LlmSpecStats stats;
 
-  /* Untimed: touches the weights and starts the workers. */
+  /* Untimed: touches the weights and starts the workers; with a draft
+   * model, a speculative decode touches its weights too, or the first
+   * variant timed (the dynamic one) would pay for that alone. */
   double unused;
   if (!decode_once (e, draft, s, prompt, n_prompt, BENCH_SPEC_PLAIN, plain, &unused, &stats, error))
+    return FALSE;
+  if (draft != NULL && !decode_once (e, draft, s, prompt, n_prompt, 1, ids, &unused, &stats, error))
+    return FALSE;
+
+  if (s->draft_table != NULL && !bench_spec_draft_table (draft, s->kv_type, prompt, n_prompt,
+          plain, s->n_gen, s->draft_table, error))
     return FALSE;
 
   /* The bound's step costs: a session holding the prompt, timed in every
@@ -191,4 +201,54 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
     results[v].tokens_per_s = (s->n_gen - 1) / (results[v].ms / 1e3);
   }
   return TRUE;
+}
+
+/* The probability of the likeliest token of @logits. */
+static double
+top_probability (const float *logits, guint32 n)
+{
+  float max = logits[0];
+  for (guint32 i = 1; i < n; i++)
+    max = MAX (max, logits[i]);
+  double sum = 0.0;
+  for (guint32 i = 0; i < n; i++)
+    sum += exp (logits[i] - max);
+  return 1.0 / sum;
+}
+
+gboolean
+bench_spec_draft_table (LlmEngine *draft, LlmKvType kv_type, const gint32 *prompt,
+    guint n_prompt, const gint32 *gen, guint n_gen, const char *path, GError **error)
+{
+  LlmSessionConfig cfg = { .kv = { .type = kv_type, .policy = LLM_KV_POLICY_FULL,
+      .context_length = n_prompt + n_gen + BENCH_SPEC_TABLE_K } };
+  llm_sampler_params_init (&cfg.sampler);
+  cfg.sampler.temperature = 0.0f;
+  g_autoptr (LlmSession) d = llm_session_new (draft, &cfg, error);
+  if (d == NULL || !llm_session_feed (d, prompt, n_prompt, error))
+    return FALSE;
+  const guint32 n_vocab = llm_session_model (d)->hp.n_vocab;
+  g_autoptr (GString) out = g_string_new (NULL);
+  for (guint i = 0; i < n_prompt; i++)
+    g_string_append_printf (out, "%s%d", i ? " " : "", prompt[i]);
+  g_string_append_c (out, '\n');
+  for (guint i = 0; i < n_gen; i++)
+    g_string_append_printf (out, "%s%d", i ? " " : "", gen[i]);
+  g_string_append_c (out, '\n');
+  for (guint p = 0; p < n_gen; p++) {
+    /* The response so far held; the draft's guesses after it taken back. */
+    gint32 next;
+    if (!llm_session_step (d, gen[p], &next, error))
+      return FALSE;
+    const guint held = llm_session_n_ids (d);
+    for (guint k = 0; k < BENCH_SPEC_TABLE_K; k++) {
+      g_string_append_printf (out, "%s%d:%.4f", k ? " " : "", next,
+          top_probability (llm_session_logits (d), n_vocab));
+      if (k + 1 < BENCH_SPEC_TABLE_K && !llm_session_step (d, next, &next, error))
+        return FALSE;
+    }
+    g_string_append_c (out, '\n');
+    llm_session_truncate (d, held);
+  }
+  return g_file_set_contents (path, out->str, (gssize) out->len, error);
 }

@@ -226,6 +226,9 @@ typedef struct {
   LlmModel *draft_model;      /* method model */
   float draft_p_min;
   gboolean draft_ahead;       /* method model: llm_drafter_set_ahead */
+  /* Method model: where to write the draft table (bench_spec_draft_table)
+   * of the workload, NULL: none. */
+  const char *draft_table;
   int n_threads;
   LlmKvType kv_type;
 } BenchSpecSetting;
@@ -257,6 +260,17 @@ typedef struct {
  * variant's tokens differ from plain decoding's. */
 gboolean bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt,
     guint n_prompt, BenchSpecResult *results, BenchSpecBound *bound, GError **error);
+
+/* Writes to @path what the draft model @draft proposes at each point of
+ * the greedy response @gen (@n_gen ids, the first sampled after
+ * @prompt), for replaying a model drafter without its models
+ * (tests/test-spec.c): a line of the prompt's ids, a line of the
+ * response's, then for each response token p a line of the draft's
+ * BENCH_SPEC_TABLE_K greedy tokens after prompt + gen[0..p], each as
+ * id:probability (the probability the draft gave it). */
+#define BENCH_SPEC_TABLE_K 8
+gboolean bench_spec_draft_table (LlmEngine *draft, LlmKvType kv_type, const gint32 *prompt,
+    guint n_prompt, const gint32 *gen, guint n_gen, const char *path, GError **error);
 
 /* Replays the greedy response @gen (its first token the one sampled
  * after @prompt) as llm_spec_step does, each step checking as many

@@ -42,6 +42,7 @@ typedef struct {
   char *draft_model;
   double draft_p_min;
   gboolean draft_ahead;
+  char *draft_table;          /* a directory, or NULL */
   char **spec_prompts, **draft_maxes;
   double max_rate_deviation;  /* 0: no check */
   gint64 max_rss_growth_kb;   /* < 0: no check */
@@ -1073,11 +1074,22 @@ run_spec (LlmModel *model, const ModelInfo *info, const Setting *s, const Option
   for (char **w = o->spec_prompts; *w != NULL; w++) {
     GError *error = NULL;
     g_autoptr (GArray) prompt = spec_prompt_ids (model, *w, (guint32) o->seed, &error);
+    g_autofree char *table = NULL;
+    if (o->draft_table != NULL) {
+      g_autofree char *base = g_path_get_basename (*w);
+      char *dot = strrchr (base, '.');
+      if (dot != NULL)
+        *dot = '\0';
+      g_autofree char *name = g_strconcat (base, ".txt", NULL);
+      table = g_build_filename (o->draft_table, name, NULL);
+    }
+    BenchSpecSetting ws = bs;
+    ws.draft_table = table;
     g_autofree BenchSpecResult *res = g_new0 (BenchSpecResult, variants->len);
     /* Prompt lookup's bound: what no lookup drafter or budget can pass. */
     BenchSpecBound bound = { 0 };
     const gboolean lookup = strcmp (o->spec, "ngram") == 0;
-    if (prompt == NULL || !bench_spec_run (model, &bs, (const gint32 *) prompt->data,
+    if (prompt == NULL || !bench_spec_run (model, &ws, (const gint32 *) prompt->data,
             prompt->len, res, lookup ? &bound : NULL, &error)) {
       g_printerr ("gst-llm-bench: %s: --spec %s: %s\n", info->name, *w, error->message);
       g_error_free (error);
@@ -1274,6 +1286,9 @@ static const char *summary =
     "--draft-ahead (with --spec model) drafts the next proposal while the verifier\n"
     "checks this one (llmdraft draft-ahead=on); the variants name how many\n"
     "proposals that began and how many drafts ahead a verdict threw away.\n"
+    "--spec-draft-table DIR (with --spec model) also writes DIR/WORKLOAD.txt: the\n"
+    "prompt's ids, the response's, and for each response token the draft model's\n"
+    "next 8 greedy tokens as id:probability, which tests/test-spec.c replays.\n"
     "tools/spec-workloads/ holds the workloads the notes use.\n"
     "\n"
     "Making benchmark models:\n"
@@ -1370,6 +1385,9 @@ main (int argc, char **argv)
     { "draft-ahead", 0, 0, G_OPTION_ARG_NONE, &o.draft_ahead,
       "With --spec model: draft the next proposal while the verifier checks (pipelined)",
       NULL },
+    { "spec-draft-table", 0, 0, G_OPTION_ARG_FILENAME, &o.draft_table,
+      "With --spec model: write each workload's draft table (what the draft proposes at each "
+      "point of the response) into this directory", "DIR" },
     { "spec-draft-max", 0, 0, G_OPTION_ARG_INT, &o.spec_draft_max,
       "With --spec: the dynamic budget's most proposals a step (default 8)", "K" },
     { "draft-max", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o.draft_maxes,
@@ -1427,6 +1445,7 @@ main (int argc, char **argv)
   g_strfreev (o.batch);
   g_free (o.spec);
   g_free (o.draft_model);
+  g_free (o.draft_table);
   g_strfreev (o.spec_prompts);
   g_strfreev (o.draft_maxes);
   g_free (o.make_shape);
@@ -1541,6 +1560,14 @@ bench_main (const Options *opt)
     }
     if ((strcmp (o.spec, "model") == 0) != (o.draft_model != NULL)) {
       g_printerr ("gst-llm-bench: --draft-model goes with --spec model, and it needs one\n");
+      return 2;
+    }
+    if (o.draft_table != NULL && o.draft_model == NULL) {
+      g_printerr ("gst-llm-bench: --spec-draft-table goes with --spec model\n");
+      return 2;
+    }
+    if (o.draft_table != NULL && !g_file_test (o.draft_table, G_FILE_TEST_IS_DIR)) {
+      g_printerr ("gst-llm-bench: --spec-draft-table: %s is not a directory\n", o.draft_table);
       return 2;
     }
     if (o.spec_prompts == NULL || many || o.batch != NULL || o.pipeline) {
