@@ -176,19 +176,6 @@ model_begin (LlmDrafter *d, LlmSession *target, gint32 first)
   d->fed = 0;
 }
 
-/* The probability of the likeliest token of @logits. */
-static float
-top_probability (const float *logits, guint32 n)
-{
-  float max = logits[0];
-  for (guint32 i = 1; i < n; i++)
-    max = MAX (max, logits[i]);
-  double sum = 0.0;
-  for (guint32 i = 0; i < n; i++)
-    sum += expf (logits[i] - max);
-  return (float) (1.0 / sum);
-}
-
 /* Greedy proposals into @out from @n on, the first being @next (the pick
  * from the logits the session holds, not fed), up to @max. It stops early
  * at a token the draft is not sure enough of (p_min), at an error, or
@@ -201,7 +188,7 @@ draft_greedy (LlmDrafter *d, gint32 next, gint32 *out, guint n, guint max, guint
 {
   const guint32 n_vocab = llm_session_model (d->session)->hp.n_vocab;
   while (d->error == NULL) {
-    if (d->p_min > 0 && top_probability (llm_session_logits (d->session), n_vocab) < d->p_min)
+    if (d->p_min > 0 && llm_top_probability (llm_session_logits (d->session), n_vocab) < d->p_min)
       break;
     out[n++] = next;
     *last_fed = FALSE;

@@ -52,6 +52,8 @@ gboolean llm_sampler_rollback (LlmSampler *s, guint n);
 /* The lowest index among the largest of @n values, a NaN never counting;
  * 0 when none is above -inf (as greedy sampling picks). */
 gint32 llm_argmax (const float *x, gsize n);
+/* The probability softmax gives the largest of @n logits (@n > 0). */
+float llm_top_probability (const float *logits, gsize n);
 /* The next token for @logits (@n_vocab values; not modified). */
 gint32 llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab);
 

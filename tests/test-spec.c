@@ -1260,15 +1260,19 @@ replay_text (LlmModel *m, LlmEngine *e, const char *name, GArray *prompt, gint32
     ck_assert (llm_session_step (s, gen[i - 1], &gen[i], &error));
 }
 
+/* One replay of a response with budget @b (its text, drafter and step
+ * costs in @ctx), the step times' jitter drawn from @seed: tokens per
+ * microsecond. */
+typedef double (*ReplayFn) (LlmSpecBudget *b, gconstpointer ctx, guint64 seed);
+
 /* The dynamic planner against the fixed length that was best with each
- * of REPLAY_SEEDS jitter sequences, at the step costs @cost_us (with
- * @drift, replay's): its mean rate over the best one's, and
- * (where not NULL) the worst sequence's (@worst), the last best length
- * (@best_k) and the dynamic planner's mean speed over plain decoding's
- * (@of_plain). */
+ * of REPLAY_SEEDS jitter sequences, replayed by @fn: its mean rate over
+ * the best one's, and (where not NULL) the worst sequence's (@worst), the
+ * last best length (@best_k) and the dynamic planner's mean speed over
+ * plain decoding's (@of_plain), a plain step taking @plain_us. */
 static double
-replay_of_best (const GArray *prompt, const gint32 *gen, const double *cost_us, guint drift,
-    double *worst, guint *best_k, double *of_plain)
+replay_of_best (ReplayFn fn, gconstpointer ctx, double plain_us, double *worst, guint *best_k,
+    double *of_plain)
 {
   double of_best = 0, worst_of_best = G_MAXDOUBLE, plain = 0;
   guint k_best = 0;
@@ -1277,7 +1281,7 @@ replay_of_best (const GArray *prompt, const gint32 *gen, const double *cost_us, 
     for (guint k = 1; k <= 8; k++) {
       LlmSpecBudget b;
       llm_spec_budget_init (&b, k, TRUE);
-      const double r = replay (&b, prompt, gen, cost_us, seed, drift);
+      const double r = fn (&b, ctx, seed);
       if (r > best) {
         best = r;
         k_best = k;
@@ -1285,10 +1289,10 @@ replay_of_best (const GArray *prompt, const gint32 *gen, const double *cost_us, 
     }
     LlmSpecBudget b;
     llm_spec_budget_init (&b, 8, FALSE);
-    const double dynamic = replay (&b, prompt, gen, cost_us, seed, drift);
+    const double dynamic = fn (&b, ctx, seed);
     of_best += dynamic / best / REPLAY_SEEDS;
     worst_of_best = MIN (worst_of_best, dynamic / best);
-    plain += dynamic * cost_us[0] / REPLAY_SEEDS;
+    plain += dynamic * plain_us / REPLAY_SEEDS;
   }
   if (worst != NULL)
     *worst = worst_of_best;
@@ -1297,6 +1301,21 @@ replay_of_best (const GArray *prompt, const gint32 *gen, const double *cost_us, 
   if (of_plain != NULL)
     *of_plain = plain;
   return of_best;
+}
+
+/* A prompt-lookup replay (replay ()'s arguments). */
+typedef struct {
+  const GArray *prompt;
+  const gint32 *gen;
+  const double *cost_us;
+  guint drift;
+} LookupReplay;
+
+static double
+lookup_replay (LlmSpecBudget *b, gconstpointer ctx, guint64 seed)
+{
+  const LookupReplay *r = ctx;
+  return replay (b, r->prompt, r->gen, r->cost_us, seed, r->drift);
 }
 
 /* A model drafter replayed without its models: what the draft model
@@ -1359,8 +1378,9 @@ draft_table_free (DraftTable *t)
  * llm_spec_step runs it with a model drafter, catching up at most 64
  * tokens), jitter from @seed. */
 static double
-model_replay (LlmSpecBudget *b, const DraftTable *t, guint64 seed)
+model_replay (LlmSpecBudget *b, gconstpointer ctx, guint64 seed)
 {
+  const DraftTable *t = ctx;
   llm_test_rng_seed (seed);
   double us = 0;
   guint idle = 0;
@@ -1400,25 +1420,10 @@ START_TEST (test_budget_with_a_model_drafter_replayed)
   double of_best = 0, of_plain = 0;
   for (guint w = 0; w < G_N_ELEMENTS (ws); w++) {
     DraftTable *t = draft_table_load (ws[w]);
-    double best_mean = 0, plain_mean = 0;
-    guint best_k = 0;
-    for (guint64 seed = 1; seed <= REPLAY_SEEDS; seed++) {
-      double best = 0;
-      for (guint k = 1; k <= 8; k++) {
-        LlmSpecBudget b;
-        llm_spec_budget_init (&b, k, TRUE);
-        const double r = model_replay (&b, t, seed);
-        if (r > best) {
-          best = r;
-          best_k = k;
-        }
-      }
-      LlmSpecBudget b;
-      llm_spec_budget_init (&b, 8, FALSE);
-      const double dynamic = model_replay (&b, t, seed);
-      best_mean += dynamic / best / REPLAY_SEEDS;
-      plain_mean += dynamic * MODEL_STEP_US / REPLAY_SEEDS;
-    }
+    double plain_mean;
+    guint best_k;
+    const double best_mean = replay_of_best (model_replay, t, MODEL_STEP_US, NULL, &best_k,
+        &plain_mean);
     g_print ("model drafter replayed, %s: dynamic %.3fx plain, %.3f of the best fixed length "
         "(%u)\n", ws[w], plain_mean, best_mean, best_k);
     of_best += best_mean / G_N_ELEMENTS (ws);
@@ -1448,8 +1453,9 @@ START_TEST (test_budget_on_real_text_is_near_the_best_fixed_length)
     for (guint c = 0; c < G_N_ELEMENTS (replay_cost_us); c++) {
       double worst_of_best, of_plain;
       guint best_k;
-      const double of_best = replay_of_best (prompt, gen, replay_cost_us[c], 0, &worst_of_best,
-          &best_k, &of_plain);
+      const LookupReplay r = { prompt, gen, replay_cost_us[c], 0 };
+      const double of_best = replay_of_best (lookup_replay, &r, replay_cost_us[c][0],
+          &worst_of_best, &best_k, &of_plain);
       /* Measured: means 0.984-1.044 of the best fixed length (all nine
        * 1.009), the worst sequence 0.963; 1.4-2.0x plain. Before long
        * matches' first proposals started from 0.8 and before the pace,
@@ -1491,7 +1497,8 @@ START_TEST (test_budget_follows_a_machine_whose_speed_drifts)
     replay_text (m, e, replay_workloads[w], prompt, gen);
     for (guint c = 0; c < G_N_ELEMENTS (replay_cost_us); c++) {
       for (guint d = 0; d < G_N_ELEMENTS (drifts); d++) {
-        const double of_best = replay_of_best (prompt, gen, replay_cost_us[c], drifts[d], NULL,
+        const LookupReplay r = { prompt, gen, replay_cost_us[c], drifts[d] };
+        const double of_best = replay_of_best (lookup_replay, &r, replay_cost_us[c][0], NULL,
             NULL, NULL);
         worst = MIN (worst, of_best);
         all_of_best += of_best

@@ -10,7 +10,6 @@
  * without the elements. */
 #include "bench.h"
 
-#include <math.h>
 
 #include <string.h>
 
@@ -203,19 +202,6 @@ bench_spec_run (LlmModel *model, const BenchSpecSetting *s, const gint32 *prompt
   return TRUE;
 }
 
-/* The probability of the likeliest token of @logits. */
-static double
-top_probability (const float *logits, guint32 n)
-{
-  float max = logits[0];
-  for (guint32 i = 1; i < n; i++)
-    max = MAX (max, logits[i]);
-  double sum = 0.0;
-  for (guint32 i = 0; i < n; i++)
-    sum += exp (logits[i] - max);
-  return 1.0 / sum;
-}
-
 gboolean
 bench_spec_draft_table (LlmEngine *draft, LlmKvType kv_type, const gint32 *prompt,
     guint n_prompt, const gint32 *gen, guint n_gen, const char *path, GError **error)
@@ -243,7 +229,7 @@ bench_spec_draft_table (LlmEngine *draft, LlmKvType kv_type, const gint32 *promp
     const guint held = llm_session_n_ids (d);
     for (guint k = 0; k < BENCH_SPEC_TABLE_K; k++) {
       g_string_append_printf (out, "%s%d:%.4f", k ? " " : "", next,
-          top_probability (llm_session_logits (d), n_vocab));
+          llm_top_probability (llm_session_logits (d), n_vocab));
       if (k + 1 < BENCH_SPEC_TABLE_K && !llm_session_step (d, next, &next, error))
         return FALSE;
     }
