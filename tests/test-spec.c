@@ -1366,12 +1366,12 @@ draft_table_free (DraftTable *t)
 /* What a step costs with a model drafter, as measured on Zen 5 (two
  * threads, AVX-512): 246M F16 widened from TinyStories-656K as the
  * target, its Q4_0 copy drafting. A plain step, a row of the
- * verification, a forward of the draft (the first proposal takes two: it
- * also feeds what the last verdict confirmed), and a token of the
- * catch-up a proposal feeds first after steps that drafted nothing. */
+ * verification, a forward of the draft a proposal (the first one's also
+ * feeds what the last verdict confirmed), and a token of the catch-up a
+ * proposal feeds first after steps that drafted nothing. */
 #define MODEL_STEP_US 7600.0
 #define MODEL_ROW_US 150.0
-#define MODEL_DRAFT_US 2500.0
+#define MODEL_DRAFT_US 2450.0
 #define MODEL_CATCH_UP_US 650.0
 
 /* Tokens per microsecond of the response of @t with budget @b (as
@@ -1391,8 +1391,7 @@ model_replay (LlmSpecBudget *b, gconstpointer ctx, guint64 seed)
     while (a < k && t->next[have - 1][a] == t->gen[have + a])
       a++;
     const double jitter = 0.9 + 0.2 * ((llm_test_rng_next () >> 11) * 0x1.0p-53);
-    const double draft = k > 0 ? MODEL_DRAFT_US * (k + 1) + MODEL_CATCH_UP_US * MIN (idle, 64)
-        : 0;
+    const double draft = k > 0 ? MODEL_DRAFT_US * k + MODEL_CATCH_UP_US * MIN (idle, 64) : 0;
     const double took = jitter * (MODEL_STEP_US + MODEL_ROW_US * k) + draft;
     us += took;
     llm_spec_budget_observe (b, k, a, (gint64) took, (gint64) draft);
@@ -1403,17 +1402,14 @@ model_replay (LlmSpecBudget *b, gconstpointer ctx, guint64 seed)
 }
 
 /* The planner with a model drafter whose proposals are right 0.8 of the
- * time, position after position, and whose first proposal costs twice
- * the next: fixed lengths of 3 to 5 were best (1.2-1.3x plain), one
- * proposal a step gains next to nothing. What it does today, held so a
- * change is measured against it (measured: 1.096x plain, 0.882 of the
- * best fixed length; 0.86-0.93 by workload): it gains, but reads its
- * first verdicts as a poor drafter's and drafts little after. The cost
- * of that first proposal (priced into every proposal when the planner
- * estimates widths it has not tried) and acceptance learned from a few
- * verdicts are what to work on; confidence-based stopping (the draft's
- * probability for each token) measured 0.82-0.85 here with the same
- * planner, so it is not in. */
+ * time, position after position, each costing a third of a plain step
+ * to draft: fixed lengths of 2 and 3 were best (1.4-1.5x plain), one and
+ * five or more a few percent worse. Measured: 1.397x plain, 0.956 of the
+ * best fixed length (0.92-0.98 by workload). The planner reads its first
+ * verdicts, which are unlucky here, as a poorer drafter's and takes a
+ * while to draft two again; acceptance learned from a few verdicts is
+ * what to work on. (On the machine, gst-llm-bench --spec model with the
+ * same models ran dynamic at 0.85-0.91 of the best fixed length.) */
 START_TEST (test_budget_with_a_model_drafter_replayed)
 {
   static const char *const ws[] = { "caption", "story", "transcript" };
@@ -1432,7 +1428,7 @@ START_TEST (test_budget_with_a_model_drafter_replayed)
   }
   g_print ("model drafter replayed: dynamic %.3fx plain, %.3f of the best fixed length\n",
       of_plain, of_best);
-  ck_assert_msg (of_plain >= 1.05 && of_best >= 0.85,
+  ck_assert_msg (of_plain >= 1.3 && of_best >= 0.93,
       "dynamic %.3fx plain, %.3f of the best fixed length", of_plain, of_best);
 }
 END_TEST
