@@ -5,6 +5,7 @@
  * options with values in range run. */
 #include "llm-check.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <glib/gstdio.h>
@@ -82,6 +83,56 @@ START_TEST (test_bench_refuses_random_prompts_out_of_range)
 }
 END_TEST
 
+/* --spec-draft-table writes what the draft proposes at each point of the
+ * response (tests/data/spec's format). A model drafting for itself
+ * proposes exactly the response: each line's first token is the next
+ * one. */
+START_TEST (test_bench_writes_a_draft_table)
+{
+  g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
+  g_autofree char *dir = g_dir_make_tmp ("bench-cli-XXXXXX", NULL);
+  const char *ngram[] = { "-m", model, "--spec", "ngram", "--spec-prompt", "random:8", "-n",
+    "8", "--spec-draft-table", dir, NULL };
+  assert_refused (ngram, "--spec-draft-table goes with --spec model");
+  g_autofree char *file = g_build_filename (dir, "plain", NULL);
+  ck_assert (g_file_set_contents (file, "", 0, NULL));
+  const char *not_dir[] = { "-m", model, "--spec", "model", "--draft-model", model,
+    "--spec-prompt", "random:8", "-n", "8", "--spec-draft-table", file, NULL };
+  assert_refused (not_dir, "is not a directory");
+  g_remove (file);
+
+  const char *args[] = { "-m", model, "--spec", "model", "--draft-model", model,
+    "--spec-prompt", "random:8", "-n", "8", "--draft-max", "2", "-r", "1",
+    "--spec-draft-table", dir, NULL };
+  Run r = bench (args);
+  ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
+  run_clear (&r);
+  g_autofree char *table = g_build_filename (dir, "random:8.txt", NULL);
+  g_autofree char *text = NULL;
+  ck_assert (g_file_get_contents (table, &text, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  ck_assert_uint_eq (g_strv_length (lines), 2 + 8 + 1);  /* the last one empty */
+  g_auto (GStrv) prompt = g_strsplit (lines[0], " ", -1);
+  ck_assert_uint_eq (g_strv_length (prompt), 8);
+  g_auto (GStrv) gen = g_strsplit (lines[1], " ", -1);
+  ck_assert_uint_eq (g_strv_length (gen), 8);
+  for (guint p = 0; p < 8; p++) {
+    g_auto (GStrv) next = g_strsplit (lines[2 + p], " ", -1);
+    ck_assert_uint_eq (g_strv_length (next), 8);
+    for (guint k = 0; k < 8; k++) {
+      const char *colon = strchr (next[k], ':');
+      ck_assert_msg (colon != NULL, "%s", next[k]);
+      const double prob = g_ascii_strtod (colon + 1, NULL);
+      ck_assert (prob > 0.0 && prob <= 1.0);
+    }
+    if (p + 1 < 8)
+      ck_assert_int_eq (atoi (next[0]), atoi (gen[p + 1]));
+  }
+  g_remove (table);
+  g_rmdir (dir);
+}
+END_TEST
+
 START_TEST (test_bench_refuses_models_it_cannot_make)
 {
   g_autofree char *dir = g_dir_make_tmp ("bench-cli-XXXXXX", NULL);
@@ -112,6 +163,7 @@ bench_cli_suite (void)
   tcase_set_timeout (tc, 120);
   tcase_add_test (tc, test_bench_refuses_random_prompts_out_of_range);
   tcase_add_test (tc, test_bench_refuses_models_it_cannot_make);
+  tcase_add_test (tc, test_bench_writes_a_draft_table);
   suite_add_tcase (s, tc);
   return s;
 }
