@@ -345,19 +345,6 @@ argmax (const LlmSamplerCandidate *c, guint32 n)
  * included) rather than one chain of compares. */
 #define ARGMAX_LANES 16
 
-float
-llm_top_probability (const float *logits, gsize n)
-{
-  g_return_val_if_fail (logits != NULL && n > 0, 0.0f);
-  float max = logits[0];
-  for (gsize i = 1; i < n; i++)
-    max = MAX (max, logits[i]);
-  double sum = 0.0;
-  for (gsize i = 0; i < n; i++)
-    sum += expf (logits[i] - max);
-  return (float) (1.0 / sum);
-}
-
 gint32
 llm_argmax (const float *x, gsize n)
 {
@@ -383,6 +370,19 @@ llm_argmax (const float *x, gsize n)
   for (i = 0; x[i] != best; i++)
     ;
   return (gint32) i;
+}
+
+float
+llm_top_probability (const float *logits, gsize n)
+{
+  g_return_val_if_fail (logits != NULL && n > 0, 0.0f);
+  float max = logits[0];
+  for (gsize i = 1; i < n; i++)
+    max = MAX (max, logits[i]);
+  double sum = 0.0;
+  for (gsize i = 0; i < n; i++)
+    sum += expf (logits[i] - max);
+  return (float) (1.0 / sum);
 }
 
 /* Drops the -inf candidates: probability zero in any later stage, and

@@ -10,7 +10,6 @@
  * without the elements. */
 #include "bench.h"
 
-
 #include <string.h>
 
 #include "model-private.h"
