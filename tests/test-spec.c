@@ -1404,32 +1404,36 @@ model_replay (LlmSpecBudget *b, gconstpointer ctx, guint64 seed)
 /* The planner with a model drafter whose proposals are right 0.8 of the
  * time, position after position, each costing a third of a plain step
  * to draft: fixed lengths of 2 and 3 were best (1.4-1.5x plain), one and
- * five or more a few percent worse. Measured: 1.397x plain, 0.956 of the
- * best fixed length (0.92-0.98 by workload). The planner reads its first
- * verdicts, which are unlucky here, as a poorer drafter's and takes a
- * while to draft two again; acceptance learned from a few verdicts is
- * what to work on. (On the machine, gst-llm-bench --spec model with the
- * same models ran dynamic at 0.85-0.91 of the best fixed length.) */
+ * five or more a few percent worse. Measured: 1.412x plain, 0.966 of the
+ * best fixed length (0.95-0.98 by workload), 0.915 for the worst jitter
+ * sequence. Before probes' catch-up was kept out of the costs: 1.397x,
+ * 0.956, and 0.686 at worst (one sequence of transcript stopped drafting
+ * for good after 25 steps). The planner still reads its first verdicts,
+ * which are unlucky here, as a poorer drafter's and takes a while to
+ * draft two again. (On the machine, gst-llm-bench --spec model with the
+ * same models ran dynamic at 0.85-0.97 of the best fixed length.) */
 START_TEST (test_budget_with_a_model_drafter_replayed)
 {
   static const char *const ws[] = { "caption", "story", "transcript" };
-  double of_best = 0, of_plain = 0;
+  double of_best = 0, of_plain = 0, worst_of_best = G_MAXDOUBLE;
   for (guint w = 0; w < G_N_ELEMENTS (ws); w++) {
     DraftTable *t = draft_table_load (ws[w]);
-    double plain_mean;
+    double plain_mean, worst;
     guint best_k;
-    const double best_mean = replay_of_best (model_replay, t, MODEL_STEP_US, NULL, &best_k,
+    const double best_mean = replay_of_best (model_replay, t, MODEL_STEP_US, &worst, &best_k,
         &plain_mean);
     g_print ("model drafter replayed, %s: dynamic %.3fx plain, %.3f of the best fixed length "
-        "(%u)\n", ws[w], plain_mean, best_mean, best_k);
+        "(%u), %.3f at worst\n", ws[w], plain_mean, best_mean, best_k, worst);
+    worst_of_best = MIN (worst_of_best, worst);
     of_best += best_mean / G_N_ELEMENTS (ws);
     of_plain += plain_mean / G_N_ELEMENTS (ws);
     draft_table_free (t);
   }
   g_print ("model drafter replayed: dynamic %.3fx plain, %.3f of the best fixed length\n",
       of_plain, of_best);
-  ck_assert_msg (of_plain >= 1.3 && of_best >= 0.93,
-      "dynamic %.3fx plain, %.3f of the best fixed length", of_plain, of_best);
+  ck_assert_msg (of_plain >= 1.35 && of_best >= 0.955 && worst_of_best >= 0.85,
+      "dynamic %.3fx plain, %.3f of the best fixed length, %.3f at worst", of_plain, of_best,
+      worst_of_best);
 }
 END_TEST
 
