@@ -199,7 +199,7 @@ llm_spec_budget_acceptance (const LlmSpecBudget *b, guint i)
  * where 1 to 4 proposals cost within 30% of a plain step: 0.956 of the
  * best fixed length on transcript, 0.965 with this). */
 static void
-rates (const LlmSpecBudget *b, guint k_max, double *rate)
+rates (const LlmSpecBudget *b, guint k_max, gboolean pooled, double *rate)
 {
   double expected = 1.0, reach = 1.0, p = 0.0, c = 0.0;
   for (guint k = 0; k <= k_max && k <= LLM_SPEC_BUDGET_MAX; k++) {
@@ -207,7 +207,7 @@ rates (const LlmSpecBudget *b, guint k_max, double *rate)
     rate[k] = expected / c;
     if (k == LLM_SPEC_BUDGET_MAX)
       break;
-    p = weighed (b, k, p);
+    p = pooled ? weighed_pooled (b, k, p) : weighed (b, k, p);
     reach *= p;
     expected += reach;
   }
@@ -230,7 +230,7 @@ llm_spec_budget_rate (const LlmSpecBudget *b, guint k)
 {
   double rate[LLM_SPEC_BUDGET_MAX + 1];
   k = MIN (k, LLM_SPEC_BUDGET_MAX);
-  rates (b, k, rate);
+  rates (b, k, FALSE, rate);
   return rate[k];
 }
 
@@ -238,6 +238,19 @@ void
 llm_spec_budget_set_match (LlmSpecBudget *b, guint matched)
 {
   b->match_kind = matched == 0 ? 0 : matched < MATCH_LONG ? 1 : 2;
+}
+
+/* The width of 1 .. draft_max with the best rate (rates(): @pooled,
+ * @rate). */
+static guint
+best_width (const LlmSpecBudget *b, gboolean pooled, double *rate)
+{
+  rates (b, b->draft_max, pooled, rate);
+  guint best = 1;
+  for (guint k = 2; k <= b->draft_max; k++)
+    if (rate[k] > rate[best])
+      best = k;
+  return best;
 }
 
 guint
@@ -254,11 +267,16 @@ llm_spec_budget_choose (LlmSpecBudget *b)
   if (!known (b, 0) && b->draft_seen > 0 && b->draft_share > PRIOR_SLOPE)
     return 0;
   double rate[LLM_SPEC_BUDGET_MAX + 1];
-  rates (b, b->draft_max, rate);
-  guint best = 1;
-  for (guint k = 2; k <= b->draft_max; k++)
-    if (rate[k] > rate[best])
-      best = k;
+  guint best = best_width (b, FALSE, rate);
+  /* Stopping is decided on all the verdicts, not on one state's: idle,
+   * a drafter with no free guess (a model) learns only from probes, so a
+   * state's few early misses kept it from drafting for a long while. On
+   * the machine (gst-llm-bench --spec model, caption), three misses
+   * right after full accepts in the first 15 steps sent the planner idle
+   * with 6 of 11 first proposals right, and it drafted again 60 steps
+   * later. Prompt lookup tells its match, and its states are kept. */
+  if (rate[best] <= rate[0] && b->match_kind == 0)
+    best = best_width (b, TRUE, rate);
   b->probing = FALSE;
   if (rate[best] > rate[0]) {
     b->idle = 0;
