@@ -231,6 +231,42 @@ START_TEST (test_decode_gives_the_same_logits_whichever_way_it_fetches)
 }
 END_TEST
 
+/* A prompt's forward has one one-token product too, its last row's
+ * logits, a few MiB at most: that is no decode step, and once turned the
+ * choice off for good before the first step (this model's output matrix
+ * is under the 16 MiB a step must read). Decode steps after a prompt are
+ * timed and fetched both ways. */
+START_TEST (test_a_prompt_does_not_turn_the_choice_off)
+{
+  const LlmTestShape shape = { 1024, 2816, 2, 8, 4 };
+  g_autoptr (LlmModel) m = llm_test_random_llama (&shape, LLM_TYPE_Q8_0);
+  const LlmCpuKernels *kern = llm_cpu_kernels_best ();
+  if (!llm_prepared_fetch_choice (kern, LLM_TYPE_Q8_0)) {
+    g_print ("SKIP: the %s kernels fetch Q8_0 one way only\n", llm_cpu_kernels_name (kern));
+    llm_test_note_skip ();
+    return;
+  }
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 2);
+  const guint32 n_vocab = m->hp.n_vocab;
+  ck_assert_uint_lt ((gsize) n_vocab * shape.n_embd, 16u << 20);
+  const LlmKvConfig kv = { .policy = LLM_KV_POLICY_FULL, .context_length = 64 };
+  g_autoptr (LlmSeq) s = llm_test_new_seq (e, &kv);
+  g_autofree float *logits = g_new (float, n_vocab);
+  const gint32 prompt[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+  GError *error = NULL;
+  ck_assert (llm_seq_eval_tokens (s, prompt, 8, logits, FALSE, &error));
+  for (guint i = 0; i < DECODE_STEPS; i++) {
+    const gint32 token = (gint32) llm_test_argmax (logits, n_vocab);
+    ck_assert (llm_seq_eval_tokens (s, &token, 1, logits, FALSE, &error));
+  }
+  const LlmFetchChoice *c = llm_backend_cpu_fetch (e->backend);
+  ck_assert_uint_gt (c->steps[LLM_FETCH_KERNEL], 0);
+  ck_assert_uint_gt (c->steps[LLM_FETCH_HARDWARE], 0);
+  ck_assert_uint_eq (c->steps[LLM_FETCH_KERNEL] + c->steps[LLM_FETCH_HARDWARE],
+      DECODE_STEPS - 1);
+}
+END_TEST
+
 static Suite *
 fetch_choice_suite (void)
 {
@@ -247,6 +283,7 @@ fetch_choice_suite (void)
   TCase *engine = tcase_create ("engine");
   tcase_set_timeout (engine, 120);
   tcase_add_test (engine, test_decode_gives_the_same_logits_whichever_way_it_fetches);
+  tcase_add_test (engine, test_a_prompt_does_not_turn_the_choice_off);
   suite_add_tcase (s, engine);
   return s;
 }
