@@ -796,10 +796,10 @@ print_streams_header (void)
   g_print ("| model | type | th | kv | streams | mode | test | t/s | t/s per stream "
       "| ITL ms p50 | ITL ms p95 | pp-N limit t/s | of limit | x alone | p95 / alone "
       "| TTFT ms p50 | TTFT ms p95 "
-      "| rows/forward | stream t/s min..max of mean | peak RSS MiB | KV MiB "
-      "| RSS MiB warm / max / end | RSS growth KiB | t/s of each stream |\n");
+      "| rows/forward | rows/s (of limit) | stream t/s min..max of mean | peak RSS MiB "
+      "| KV MiB | RSS MiB warm / max / end | RSS growth KiB | t/s of each stream |\n");
   g_print ("|---|---|--:|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:"
-      "|--:|--:|--:|---|\n");
+      "|--:|--:|--:|--:|---|\n");
 }
 
 /* "-" where a figure does not apply or could not be had. */
@@ -822,6 +822,11 @@ print_streams_row (const ModelInfo *info, const Setting *s, const StreamsRow *ro
   g_autofree char *t95 = fmt_or_dash ("%.1f", r->ttft_ms_p95);
   g_autofree char *rpf = fmt_or_dash ("%.2f", r->forwards ? (double) r->rows / r->forwards
       : NAN);
+  /* Prompt rows are work too: the scheduler's forwards carry the prompts
+   * that arrive, so its decode t/s alone undersells how busy they are. */
+  g_autofree char *rps = isfinite (r->rows_per_s) && r->rows_per_s > 0 ? (isfinite (row->limit)
+      ? g_strdup_printf ("%.0f (%.0f%%)", r->rows_per_s, 100 * r->rows_per_s / row->limit)
+      : g_strdup_printf ("%.0f", r->rows_per_s)) : g_strdup ("-");
   g_autofree char *spread = sched
       ? g_strdup_printf ("%.2f..%.2f", r->rate_min_frac, r->rate_max_frac) : g_strdup ("-");
   /* Lock-step has no window to sample; a window that ended before every
@@ -840,11 +845,12 @@ print_streams_row (const ModelInfo *info, const Setting *s, const StreamsRow *ro
   for (guint i = 0; sched && i < row->n_streams; i++)
     g_string_append_printf (each, "%s%.2f", i ? " " : "", r->stream_tokens_per_s[i]);
   g_print ("| %s | %s | %u | %s | %u | %s | pp%u+tg%u | %.1f | %.2f | %.2f | %.2f | %s | %s "
-      "| %s | %s | %s | %s | %s | %s | %.0f | %.1f | %s | %s | %s |\n", info->name, info->type,
-      s->threads, llm_kv_type_name (s->kv_type), row->n_streams, streams_mode_name (row->mode),
-      s->n_prompt, s->n_gen, r->tg_tokens_per_s, r->tg_tokens_per_s / row->n_streams,
-      r->itl_ms_p50, r->itl_ms_p95, limit, frac, x_alone, p95_alone, t50, t95, rpf, spread,
-      row->peak_rss / 1048576.0, r->kv_bytes / 1048576.0, rss, growth, each->str);
+      "| %s | %s | %s | %s | %s | %s | %s | %.0f | %.1f | %s | %s | %s |\n", info->name,
+      info->type, s->threads, llm_kv_type_name (s->kv_type), row->n_streams,
+      streams_mode_name (row->mode), s->n_prompt, s->n_gen, r->tg_tokens_per_s,
+      r->tg_tokens_per_s / row->n_streams, r->itl_ms_p50, r->itl_ms_p95, limit, frac, x_alone,
+      p95_alone, t50, t95, rpf, rps, spread, row->peak_rss / 1048576.0,
+      r->kv_bytes / 1048576.0, rss, growth, each->str);
   fflush (stdout);
 }
 
@@ -1233,8 +1239,8 @@ static const char *summary =
     "             spread the arrivals). The window ends after N x n x 3 decode\n"
     "             tokens of all streams and at least a second, or after --duration\n"
     "             seconds; its t/s is decode tokens over the window, which also\n"
-    "             holds the prefills of the prompts that arrived (rows_per_s in\n"
-    "             JSON counts both). TTFT counts the prompts after each stream's\n"
+    "             holds the prefills of the prompts that arrived (rows/s counts\n"
+    "             both, rows_per_s in JSON, with its share of the pp-N limit). TTFT counts the prompts after each stream's\n"
     "             first; rows/forward comes from the engine's batch counts (prompt\n"
     "             rows included); each stream's t/s is its decode tokens over the\n"
     "             window, and the spread is the slowest and fastest of them over\n"
