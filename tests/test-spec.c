@@ -1090,6 +1090,40 @@ START_TEST (test_budget_is_not_put_off_by_an_unlucky_start)
 }
 END_TEST
 
+/* A draft model (no free guess: the planner learns only from what it
+ * asks for) whose first proposals alternate right and wrong, so every
+ * miss comes right after a full accept: half right, at a third of a
+ * plain step each (1 + 0.5 tokens for 1.35 steps pays 1.1x plain), yet
+ * the state after a full accept has seen only misses. The planner must
+ * go on drafting on all the verdicts: on that state's alone it went idle
+ * with 6 of 11 right, and a model drafter learns nothing while idle (on
+ * the machine, such an early run kept gst-llm-bench --spec model idle
+ * for 60 steps). */
+START_TEST (test_budget_keeps_drafting_when_one_state_has_only_missed)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 8, FALSE);
+  const double plain = 7600, row = 150, draft = 2450;
+  /* A first draft (its first proposal right, any later one wrong, as
+   * all through), then three timed plain steps, as a drafter that costs
+   * forwards asks. */
+  guint k = llm_spec_budget_choose (&b);
+  ck_assert_uint_ge (k, 1);
+  llm_spec_budget_observe (&b, k, 1, (gint64) (plain + k * (row + draft)), (gint64) (k * draft));
+  for (guint i = 0; i < 3; i++) {
+    ck_assert_uint_eq (llm_spec_budget_choose (&b), 0);
+    llm_spec_budget_observe (&b, 0, 0, (gint64) plain, 0);
+  }
+  for (guint i = 0; i < 24; i++) {
+    k = llm_spec_budget_choose (&b);
+    ck_assert_msg (k >= 1, "idle at step %u, with %u of %u first proposals right", i,
+        (i + 1) / 2 + 1, i + 1);
+    llm_spec_budget_observe (&b, k, i % 2 == 1, (gint64) (plain + k * (row + draft)),
+        (gint64) (k * draft));
+  }
+}
+END_TEST
+
 /* Tokens of a 256-token response per plain step's time, for a fresh
  * planner whose drafter's proposals cost forwards: a plain step 5500 us,
  * a step of k proposals 4500 us of drafting each and a verification of
@@ -1573,6 +1607,7 @@ spec_suite (void)
   tcase_add_test (budget, test_budget_probes_as_rarely_as_their_cost_asks);
   tcase_add_test (budget, test_budget_weighs_what_drafting_costs);
   tcase_add_test (budget, test_budget_learns_from_free_guesses_while_idle);
+  tcase_add_test (budget, test_budget_keeps_drafting_when_one_state_has_only_missed);
   suite_add_tcase (s, budget);
 
   TCase *draw = tcase_create ("draw");
