@@ -18,6 +18,9 @@
  * later position's acceptance leans on the position before it until it
  * has been seen a few times, and every 32nd drafting step checks one
  * proposal more than the best, so no length is judged once for good. A
+ * drafter with no free guess (a model, skipped layers) stops only where
+ * one proposal would not pay even at a standard error above the first
+ * position's average acceptance: idle, it learns only from probes. A
  * planner that settled on plain steps checks one proposal now and then,
  * to notice drafts that start to succeed: after 16 plain steps, twice as
  * many after each probe that fails (up to 256), and never so often that
