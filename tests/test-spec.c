@@ -886,6 +886,17 @@ END_TEST
 
 /* --- the budget planner ------------------------------------------------ */
 
+/* How many of @k proposals a step keeps, each (from the first on, while
+ * all before it were kept) with chance @p: llm_test_rng's next draws. */
+static guint
+kept_of (guint k, double p)
+{
+  guint kept = 0;
+  while (kept < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < p)
+    kept++;
+  return kept;
+}
+
 /* A step of @w proposals costs 1000 us + @per_row_us each; proposals at
  * every position are accepted with @p (a fixed random sequence). Returns
  * the mean proposals asked for over the last 200 of 600 steps. */
@@ -895,9 +906,7 @@ settle_for (LlmSpecBudget *b, double p, double per_row_us, guint steps)
   double asked = 0;
   for (guint step = 0; step < steps; step++) {
     const guint k = llm_spec_budget_choose (b);
-    guint accepted = 0;
-    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < p)
-      accepted++;
+    const guint accepted = kept_of (k, p);
     llm_spec_budget_observe (b, k, accepted, (gint64) (1000 + per_row_us * k), 0);
     if (step + 200 >= steps)
       asked += k;
@@ -965,9 +974,7 @@ START_TEST (test_budget_drafts_by_how_much_context_the_lookup_matched)
     const double p = match == 4 ? 0.95 : 0.15;
     llm_spec_budget_set_match (&b, match);
     const guint k = llm_spec_budget_choose (&b);
-    guint accepted = 0;
-    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < p)
-      accepted++;
+    const guint accepted = kept_of (k, p);
     llm_spec_budget_observe (&b, k, accepted, (gint64) (1000 + 100 * k), 0);
     if (step >= 400)
       asked[step % 2] += k / 100.0;
@@ -1045,9 +1052,7 @@ START_TEST (test_budget_is_not_put_off_by_slow_steps)
   double asked = 0;
   for (guint step = 0; step < 600; step++) {
     const guint k = llm_spec_budget_choose (&b);
-    guint accepted = 0;
-    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < 0.9)
-      accepted++;
+    const guint accepted = kept_of (k, 0.9);
     double us = 1000 + 20.0 * k;
     if (!tried[k] || step % 37 == 0)
       us *= 10;
@@ -1142,9 +1147,7 @@ model_right_with (guint64 seed, double p, gint k_fixed)
   guint backlog = 0;
   for (guint have = 0; have < 256;) {
     const guint k = llm_spec_budget_choose (&b);
-    guint accepted = 0;
-    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < p)
-      accepted++;
+    const guint accepted = kept_of (k, p);
     const double draft = k > 0 ? 3000.0 * k + 300.0 * MIN (backlog, 64u) : 0;
     const double t = draft + 12500.0 + 600.0 * k;
     llm_spec_budget_observe (&b, k, accepted, (gint64) t, (gint64) draft);
@@ -1203,9 +1206,7 @@ drafting_costs_forwards (guint64 seed, double p)
   double us = 0;
   for (guint have = 0; have < 256;) {
     const guint k = llm_spec_budget_choose (&b);
-    guint accepted = 0;
-    while (accepted < k && (llm_test_rng_next () >> 11) * 0x1.0p-53 < p)
-      accepted++;
+    const guint accepted = kept_of (k, p);
     const double t = 4500.0 * k + 5500.0 * (1 + 0.1 * k);
     llm_spec_budget_observe (&b, k, accepted, (gint64) t, (gint64) (4500.0 * k));
     us += t;
