@@ -824,9 +824,9 @@ print_streams_row (const ModelInfo *info, const Setting *s, const StreamsRow *ro
       : NAN);
   /* Prompt rows are work too: the scheduler's forwards carry the prompts
    * that arrive, so its decode t/s alone undersells how busy they are. */
-  g_autofree char *rps = isfinite (r->rows_per_s) && r->rows_per_s > 0 ? (isfinite (row->limit)
+  g_autofree char *rps = isfinite (r->rows_per_s) && isfinite (row->limit)
       ? g_strdup_printf ("%.0f (%.0f%%)", r->rows_per_s, 100 * r->rows_per_s / row->limit)
-      : g_strdup_printf ("%.0f", r->rows_per_s)) : g_strdup ("-");
+      : fmt_or_dash ("%.0f", r->rows_per_s);
   g_autofree char *spread = sched
       ? g_strdup_printf ("%.2f..%.2f", r->rate_min_frac, r->rate_max_frac) : g_strdup ("-");
   /* Lock-step has no window to sample; a window that ended before every
@@ -1240,7 +1240,8 @@ static const char *summary =
     "             tokens of all streams and at least a second, or after --duration\n"
     "             seconds; its t/s is decode tokens over the window, which also\n"
     "             holds the prefills of the prompts that arrived (rows/s counts\n"
-    "             both, rows_per_s in JSON, with its share of the pp-N limit).\n"
+    "             both, rows_per_s in JSON, with its share of the pp-N limit, which\n"
+    "             forwards of more than N rows, prompt chunks in them, can pass).\n"
     "             TTFT counts the prompts after each stream's first; rows/forward\n"
     "             comes from the engine's batch counts (prompt rows included); each\n"
     "             stream's t/s is its decode tokens over the window, and the spread\n"
