@@ -63,7 +63,7 @@ typedef struct {
    * (2 MiB, a vocabulary of 2048) once turned the choice off for good
    * with the first prompt, leaving every later step to the kernels'
    * prefetches (246M Q8_0 widened from TinyStories-656K, Zen 5: decode
-   * 1.1-1.4x slower than with the hardware's fetching). */
+   * 1.12-1.42x slower than with the hardware's fetching). */
   LlmFetchChoice fetch;
   double step_bytes, step_ns;
   gboolean fetch_off, step_one;

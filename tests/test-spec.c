@@ -1163,7 +1163,7 @@ model_right_with (guint64 seed, double p, gint k_fixed)
  * planner must draft where that pays, and not where it does not, whatever
  * its first verdicts (32 verdict sequences each). Measured (dynamic over
  * the best of plain and fixed 1 to 3, on average; worst dynamic over
- * plain): 0.974 (0.966x), 0.982 (0.973x), 0.988 (1.068x), 0.984 (1.218x).
+ * plain): 0.974 (0.966x), 0.981 (0.973x), 0.987 (1.068x), 0.984 (1.218x).
  * Stopping on the averages alone: 0.978 (0.974x), 0.952 (0.977x), 0.932
  * (0.977x), 0.957 (0.981x): a third of the runs went idle after one or
  * two misses and never drafted again. */
