@@ -303,7 +303,12 @@ llm_spec_budget_choose (LlmSpecBudget *b)
    * the machine (gst-llm-bench --spec model, caption), three misses
    * right after full accepts in the first 15 steps sent the planner idle
    * with 6 of 11 first proposals right, and it drafted again 60 steps
-   * later. Prompt lookup tells its match, and its states are kept. */
+   * later. Prompt lookup tells its match, and its states are kept; the
+   * rule (and hoping ()) keys on the step telling no match, so it also
+   * takes prompt lookup's steps that found none, where nothing can be
+   * drafted anyway: keyed on a drafter that has told a free guess
+   * instead, the lookup replays went 1.010 -> 1.009 of the best fixed
+   * length, their worst drifting sequence 0.962 -> 0.955. */
   if (rate[best] <= rate[0] && b->match_kind == 0)
     best = best_width (b, TRUE, rate);
   b->probing = FALSE;
