@@ -9,9 +9,10 @@
  * number k (0 included) whose expected tokens, 1 + p1 + p1 p2 + ... +
  * p1...pk, over its time is largest (a wider step's time taken as at
  * least a narrower one's, whatever noise says). Widths not measured yet
- * are estimated from the nearest measured one (a proposal more adding its
- * row of the verification and its drafting, timed apart), so it tries
- * them; a width's
+ * are estimated from the nearest measured one below (a proposal more
+ * adding its row of the verification and its drafting, timed apart), or
+ * on the line to the nearest measured one above where there is one, so
+ * it tries them; a width's
  * own measurements count only from the third on (before, the fastest of
  * them, if faster than the estimate), so one slow step (a page fault, a
  * preempted thread) cannot keep it from being tried again. Likewise a
