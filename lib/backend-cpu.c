@@ -276,7 +276,7 @@ typedef struct {
   gsize run_end[STEAL_MAX][MAT_MAX];
   gsize run_step[STEAL_MAX][MAT_MAX];
   guint n_runs;
-  LlmFetch fetch;             /* one token's (llm_matmul_prepared) */
+  LlmFetch fetch;             /* one token's, or a few (llm_matmul_prepared) */
 } MatTask;
 
 /* Rows [r0, r1) of weight @i by the file's or the prepared layout; the
@@ -534,7 +534,9 @@ cpu_matmul (LlmBackend *be, LlmBackendQueue *q, const float *x, guint n_tok,
 
     MatTask task = {
       .kern = c->kern, .xq = c->xq, .xq_stride = xq_stride, .n_tok = n_tok,
-      .fetch = c->fetch.next,
+      /* A probe is a step's alone: a forward of more rows takes the way
+       * the steps take. */
+      .fetch = n_tok == 1 ? c->fetch.next : c->fetch.mode,
     };
     for (; i < n_w && task.n_w < MAT_MAX && ws[i]->n == w->n &&
         llm_matmul_dot_type (ws[i]->type) == dot; i++) {

@@ -235,14 +235,15 @@ bench_claim_step (size_t rows, int nth)
   return MAX ((size_t) 16, (rows + items - 1) / items + 15) / 16 * 16;
 }
 
-/* One product of @m over @n_tok tokens into b->y, packed or not. */
+/* One product of @m over @n_tok tokens into b->y: by b->fn (@packed) or
+ * by what it is timed against. */
 static void
 bench_packed_product (BenchPacked *b, const BenchMatrix *m, bool packed, size_t n_tok)
 {
   const int k = m->n == b->widths[0] ? 0 : 1;
   BenchProduct p = {
-    .kern = b->kern, .type = b->type, .fn = packed ? b->fn : NULL,
-    .w = packed ? (const void *) m->packed : m->w, .row_bytes = m->row_bytes, .rows = m->rows,
+    .kern = b->kern, .type = b->type, .fn = packed ? b->fn : b->against,
+    .w = packed || b->against != NULL ? (const void *) m->packed : m->w, .row_bytes = m->row_bytes, .rows = m->rows,
     .n = m->n, .xq = b->xq[k], .xs = b->xs[k], .n_tok = n_tok, .split_tokens = b->split_tokens,
     .step = bench_claim_step (m->rows, llm_threadpool_n_threads (b->pool)), .y = b->y,
   };

@@ -16,6 +16,11 @@
  * and at one token the GB/s of weights read, next to the machine's read
  * bandwidth (the roofline of decoding).
  *
+ * --fetch times the packed kernel that leaves one token's fetching, or a
+ * few tokens' (X16Kernel.hw_tokens), to the hardware prefetchers (the
+ * engine's other way, lib/fetch-choice.h) against the one fetching ahead
+ * itself, both over the packed bytes.
+ *
  * --in-cache instead times one small matrix (128 x 2048) that stays in L2
  * with its activations, and prints cycles per token and 16-row block (at
  * the core clock a chain of dependent adds measures): what the kernels
@@ -45,15 +50,20 @@ typedef struct {
   LlmQ4x16Fn ref;
   LlmQ4x16Fn (*avx2) (void);
   LlmQ4x16Fn (*avx512) (void);
+  LlmQ4x16Fn (*avx2_hw) (void);
+  LlmQ4x16Fn (*avx512_hw) (void);
 } Kind;
 
 static const Kind kinds[] = {
   { "q4_0", LLM_TYPE_Q4_0, sizeof (LlmBlockQ4_0), llm_q4_0x16_bytes, llm_q4_0x16_pack,
-    llm_q4_0x16_ref, llm_avx2_q4_0x16_fn, llm_avx512_q4_0x16_fn },
+    llm_q4_0x16_ref, llm_avx2_q4_0x16_fn, llm_avx512_q4_0x16_fn, llm_avx2_q4_0x16_hw_fn,
+    llm_avx512_q4_0x16_hw_fn },
   { "q8_0", LLM_TYPE_Q8_0, sizeof (LlmBlockQ8_0), llm_q8_0x16_bytes, llm_q8_0x16_pack,
-    llm_q8_0x16_ref, llm_avx2_q8_0x16_fn, llm_avx512_q8_0x16_fn },
+    llm_q8_0x16_ref, llm_avx2_q8_0x16_fn, llm_avx512_q8_0x16_fn, llm_avx2_q8_0x16_hw_fn,
+    llm_avx512_q8_0x16_hw_fn },
   { "q5_0", LLM_TYPE_Q5_0, sizeof (LlmBlockQ5_0), llm_q5_0x16_bytes, llm_q5_0x16_pack,
-    llm_q5_0x16_ref, llm_avx2_q5_0x16_fn, llm_avx512_q5_0x16_fn },
+    llm_q5_0x16_ref, llm_avx2_q5_0x16_fn, llm_avx512_q5_0x16_fn, llm_avx2_q5_0x16_hw_fn,
+    llm_avx512_q5_0x16_hw_fn },
 };
 
 /* A random block of @kind at @blk: scales of +-0.05 at most, every code. */
@@ -144,16 +154,21 @@ print_row (BenchPacked *b, size_t n_tok, double to, double tn, double x_first, v
   }
   printf ("%5zu %12.0f %12.0f %7.2fx %12.0f %9.2fx %10s %s\n", n_tok, to * 1e9, tn * 1e9,
       to / tn, (double) n_tok / tn, x_first, gbs,
-      same_as_today (b, n_tok) ? "yes" : n_tok == 1 ? "no (matvec: ggml order)" : "NO");
+      same_as_today (b, n_tok) ? "yes"
+      : n_tok == 1 && b->against == NULL ? "no (matvec: ggml order)" : "NO");
 }
 
 int
 main (int argc, char **argv)
 {
   char *type_arg = NULL;
+  gboolean fetch = FALSE;
   const GOptionEntry entries[] = {
     { "type", 0, 0, G_OPTION_ARG_STRING, &type_arg, "Weight type: q4_0 (default), q5_0 or q8_0",
       "TYPE" },
+    { "fetch", 0, 0, G_OPTION_ARG_NONE, &fetch,
+      "Time the packed kernel leaving the fetching of one token (or a few) to the hardware "
+      "against the one fetching ahead itself", NULL },
     { NULL },
   };
   BenchPackedOptions o;
@@ -181,6 +196,12 @@ main (int argc, char **argv)
   if (o.widths[0] > 0)
     memcpy (b.widths, o.widths, sizeof b.widths);
   const char *isa = bench_packed_pick (&b, kind->ref, kind->avx2 (), kind->avx512 ());
+  if (fetch) {
+    b.against = b.fn;
+    bench_packed_pick (&b, kind->ref, kind->avx2_hw (), kind->avx512_hw ());
+    if (b.fn == kind->ref)
+      g_error ("--fetch: no packed kernel of this CPU fetches ahead itself");
+  }
   GRand *rand = g_rand_new_with_seed (42);
   Fill fill = { kind, rand, 0 };
   bench_packed_setup (&b, o.layers, o.in_cache ? 128 : 0, rand, fill_matrix, &fill);
@@ -191,7 +212,11 @@ main (int argc, char **argv)
     printf ("bench-q4_0x16: %d layers of %zux%zu + %zux%zu %s, %.1f MB of weights\n", o.layers,
         b.widths[1], b.widths[0], b.widths[0], b.widths[1], kind->name,
         (double) b.weight_bytes / 1e6);
-  printf ("today's kernels: %s; packed kernel: %s\n", llm_cpu_kernels_name (b.kern), isa);
+  if (fetch)
+    printf ("packed kernel: %s, fetching ahead itself (kernel) and leaving it to the hardware "
+        "(hw)\n", isa);
+  else
+    printf ("today's kernels: %s; packed kernel: %s\n", llm_cpu_kernels_name (b.kern), isa);
   printf ("pack (one thread, once at load): %.1f ms for all, %.2f GB/s\n", fill.pack_s * 1e3,
       (double) b.weight_bytes / fill.pack_s / 1e9);
   const double hz = o.in_cache ? bench_core_hz () : 0;
@@ -200,9 +225,10 @@ main (int argc, char **argv)
 
   char ratio_head[32], header[160];
   g_snprintf (ratio_head, sizeof ratio_head, "x n_tok=%zu", o.token_counts[0]);
-  g_snprintf (header, sizeof header, "%5s %12s %12s %8s %12s %10s %10s %s", "n_tok", "today ns",
-      "packed ns", "speedup", "packed tok/s", ratio_head, o.in_cache ? "cyc/tb" : "GB/s",
-      "same bits as today");
+  g_snprintf (header, sizeof header, "%5s %12s %12s %8s %12s %10s %10s %s", "n_tok",
+      fetch ? "kernel ns" : "today ns", fetch ? "hw ns" : "packed ns", "speedup",
+      fetch ? "hw tok/s" : "packed tok/s", ratio_head, o.in_cache ? "cyc/tb" : "GB/s",
+      fetch ? "same bits as kernel" : "same bits as today");
   Row row = { o.in_cache, hz };
   bench_packed_tables (&b, &o, o.in_cache ? 0 : o.bandwidth_mib, header, print_row, &row);
   if (o.in_cache)

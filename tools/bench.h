@@ -388,6 +388,9 @@ typedef struct {
   const LlmCpuKernels *kern;
   guint32 type;
   BenchPackedFn fn;
+  /* What @fn is timed against over the same packed bytes (another way of
+   * fetching them); NULL: the file layout's kernels of @kern. */
+  BenchPackedFn against;
   size_t split_tokens;
   size_t widths[2];
   BenchMatrix *mats;

@@ -27,9 +27,9 @@ typedef struct {
   /* Row r back in the file's bytes. */
   void (*unpack_row) (uint32_t wtype, const void *prepared, size_t n, size_t r, void *out);
   LlmPreparedFn run;
-  /* The same with no prefetches of its own for one token (the hardware
-   * prefetchers alone), where the engine may choose (LLM_FETCH_HARDWARE);
-   * NULL: @run only. */
+  /* The same with no prefetches of its own for one token, or a few
+   * (X16Kernel.hw_tokens: the hardware prefetchers alone), where the
+   * engine may choose (LLM_FETCH_HARDWARE); NULL: @run only. */
   LlmPreparedFn run_hw;
 } LlmCpuLayout;
 

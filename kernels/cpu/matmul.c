@@ -675,8 +675,10 @@ llm_matmul_prepared (const LlmCpuKernels *kern, uint32_t wtype, const void *prep
   assert (wk != NULL && wk->prepared.run != NULL);
   if (wk == NULL || wk->prepared.run == NULL)
     return false;
-  const LlmPreparedFn run = fetch == LLM_FETCH_HARDWARE && n_tok == 1
-      && wk->prepared.run_hw != NULL ? wk->prepared.run_hw : wk->prepared.run;
+  /* The _hw kernel fetches ahead itself beyond the tokens it leaves to
+   * the hardware (X16Kernel.hw_tokens). */
+  const LlmPreparedFn run = fetch == LLM_FETCH_HARDWARE && wk->prepared.run_hw != NULL
+      ? wk->prepared.run_hw : wk->prepared.run;
   return run (n, prepared, rows, r0, r1, xq, xs, n_tok, y, ldy, next, step);
 }
 

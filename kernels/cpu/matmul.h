@@ -100,9 +100,9 @@ typedef enum {
 /* llm_matmul_shared over a prepared matrix, for any @n_tok including 1:
  * y[t * ldy + r] for r in [r0, r1) (r0 a multiple of the tile rows),
  * claiming @step rows (a multiple of 16) at a time from *@next, or all of
- * them when @next is NULL; one token fetched as @fetch says. A row's
- * result does not depend on @n_tok, the claims or @fetch. false only if
- * kernel scratch memory ran out. */
+ * them when @next is NULL; one token (or a few, as the kernel says)
+ * fetched as @fetch says. A row's result does not depend on @n_tok, the
+ * claims or @fetch. false only if kernel scratch memory ran out. */
 bool llm_matmul_prepared (const LlmCpuKernels *kern, uint32_t wtype, const void *prepared,
     size_t rows, size_t n, size_t r0, size_t r1, const void *xq, size_t xs, size_t n_tok,
     float *y, size_t ldy, atomic_size_t *next, size_t step, LlmFetch fetch);

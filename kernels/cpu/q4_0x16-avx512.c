@@ -43,7 +43,7 @@ block_term (__m512 sumi, __m512 dw, __m512 dx)
 
 X16_TILES_512 (tiles, LLM_Q4_0X16_BLOCK_BYTES, LLM_Q4_0X16_D_OFFSET, SUMS, block_term)
 
-X16_AVX512_PRODUCTS (q4_0x16, .tiles = tiles, .rn = X16_RN_512,
+X16_AVX512_PRODUCTS (q4_0x16, 1, .tiles = tiles, .rn = X16_RN_512,
     .block_bytes = LLM_Q4_0X16_BLOCK_BYTES, .offset = 8)
 
 #if defined(LLM_HAVE_AMX)

@@ -45,7 +45,7 @@ unpack_pair (const uint8_t *pb, int p, __m512i w[4])
 /* dot_q5_0's (d_w * d_x) * (float) sumi is this product. */
 X16_TILES_512 (tiles, LLM_Q5_0X16_BLOCK_BYTES, LLM_Q5_0X16_D_OFFSET, SUMS, x16_term_dwdx_512)
 
-X16_AVX512_PRODUCTS (q5_0x16, .tiles = tiles, .rn = X16_RN_512,
+X16_AVX512_PRODUCTS (q5_0x16, 1, .tiles = tiles, .rn = X16_RN_512,
     .block_bytes = LLM_Q5_0X16_BLOCK_BYTES, .offset = 16)
 
 #if defined(LLM_HAVE_AMX)

@@ -54,7 +54,15 @@
 /* dot_q8_0's order: (float) sumi * (d_w * d_x). */
 X16_TILES_512 (tiles, LLM_Q8_0X16_BLOCK_BYTES, LLM_Q8_0X16_D_OFFSET, SUMS, x16_term_dwdx_512)
 
-X16_AVX512_PRODUCTS (q8_0x16, .tiles = tiles, .rn = X16_RN_512,
+/* Where the engine finds the hardware's fetching faster for a step, two
+ * tokens (a verification of one proposal, two streams) read faster so
+ * too: bench-q4_0x16 --fetch --type q8_0 on Zen 5 (8 layers of 246M's
+ * feed-forward shapes, two threads, both ways taking turns), 2 tokens
+ * 1.04x faster (median of seven runs, 0.99-1.09x; the same code both
+ * ways gave 0.98-1.01x), one token 1.08-1.28x; but 3 tokens 0.92-1.01x
+ * and 4 to 8 tokens 0.64-0.95x, where the kernel's own fetching overlaps
+ * memory with the larger computing. */
+X16_AVX512_PRODUCTS (q8_0x16, 2, .tiles = tiles, .rn = X16_RN_512,
     .block_bytes = LLM_Q8_0X16_BLOCK_BYTES, .offset = 128, .spread = true)
 
 #if defined(LLM_HAVE_AMX)

@@ -17,12 +17,12 @@
 
 /* The product @name, @name_near, the same fetching one token's stream
  * X16_PREFETCH_NEAR_BYTES ahead (X16Kernel.one_near), and @name_hw,
- * fetching nothing ahead for one token (X16Kernel.one_hw), over the
+ * fetching nothing ahead for one token (X16Kernel.hw_tokens), over the
  * X16Kernel the remaining arguments initialise. */
 #define X16_AVX2_PRODUCTS(name, ...) \
   X16_PRODUCT (name, __VA_ARGS__) \
   X16_PRODUCT (name##_near, __VA_ARGS__, .one_near = true) \
-  X16_PRODUCT (name##_hw, __VA_ARGS__, .one_hw = true)
+  X16_PRODUCT (name##_hw, __VA_ARGS__, .hw_tokens = 1)
 
 /* Of X16_AVX2_PRODUCTS' three, the one for this CPU and environment, and
  * (X16_HW) the one that leaves one token's fetching to the hardware. */

@@ -125,11 +125,12 @@ x16_nibble_pair_512 (const uint8_t *pb, int p, __m512i w[4])
   };
 
 /* The product @name (X16_PRODUCT, fetching 8 KiB ahead for one token)
- * and @name_hw, fetching nothing ahead for one token (X16Kernel.one_hw),
- * over the X16Kernel the remaining arguments initialise. */
-#define X16_AVX512_PRODUCTS(name, ...) \
+ * and @name_hw, fetching nothing ahead for up to @hw tokens
+ * (X16Kernel.hw_tokens), over the X16Kernel the remaining arguments
+ * initialise. */
+#define X16_AVX512_PRODUCTS(name, hw, ...) \
   X16_PRODUCT (name, __VA_ARGS__) \
-  X16_PRODUCT (name##_hw, __VA_ARGS__, .one_hw = true)
+  X16_PRODUCT (name##_hw, __VA_ARGS__, .hw_tokens = (hw))
 
 #include "isa.h"
 

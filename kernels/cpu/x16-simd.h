@@ -173,9 +173,11 @@ typedef struct {
   /* One token fetches X16_PREFETCH_NEAR_BYTES ahead, not
    * X16_PREFETCH_BYTES. */
   bool one_near;
-  /* One token fetches nothing ahead: the hardware prefetchers alone
-   * follow the stream (LLM_X16_AHEAD_NONE). */
-  bool one_hw;
+  /* Products of up to this many tokens (0: none) fetch nothing ahead:
+   * the hardware prefetchers alone follow the stream (the _hw kernels,
+   * LLM_X16_AHEAD_NONE's, which the engine takes turns with). More than
+   * one token only where that was measured to pay too (x16-avx512.h). */
+  size_t hw_tokens;
 } X16Kernel;
 
 /* The tokens of the token tile that starts @left tokens before the end
@@ -273,7 +275,7 @@ x16_run (const X16Kernel *k, size_t n, const void *packed, size_t r0, size_t r1,
       }
       for (size_t t = 0, rn; t < n_tok; t += rn) {
         rn = x16_tile_tokens (k, n_tok, n_tok - t);
-        ahead.stream = stream && t == 0 && !(n_tok == 1 && k->one_hw);
+        ahead.stream = stream && t == 0 && n_tok > k->hw_tokens;
         tt[rn - 1] (nb, T, q + 32 * t * nb, dx + t * nb, bias + t * nb, y + t * ldy + r, ldy,
             rm, &ahead);
       }
