@@ -1004,7 +1004,7 @@ START_TEST (test_budget_does_not_take_unmeasured_proposals_for_free)
 }
 END_TEST
 
-/* A forward's cost rises in steps where its rows fill another tile:
+/* A forward's cost can rise in a step:
  * Zen 5's F16 at 246M took a plain step's time up to 4 proposals, 1.3
  * steps at 5 and 1.6 at 8. With 6 and 7 never timed, their cost lies on
  * the line from 5 to 8; taken from below alone (5's rows' slope), 7
