@@ -5,6 +5,7 @@
  * options with values in range run. */
 #include "llm-check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -133,6 +134,73 @@ START_TEST (test_bench_writes_a_draft_table)
 }
 END_TEST
 
+/* The number after "@key": in a JSON line of gst-llm-bench's. */
+static double
+json_number_of (const char *json, const char *key)
+{
+  g_autofree char *at = g_strdup_printf ("\"%s\": ", key);
+  const char *p = strstr (json, at);
+  ck_assert_msg (p != NULL, "%s not in %s", key, json);
+  return g_ascii_strtod (p + strlen (at), NULL);
+}
+
+/* The @n numbers of the array after "@key". */
+static void
+json_numbers_of (const char *json, const char *key, double *v, guint n)
+{
+  g_autofree char *at = g_strdup_printf ("\"%s\": [", key);
+  const char *p = strstr (json, at);
+  ck_assert_msg (p != NULL, "%s not in %s", key, json);
+  p += strlen (at);
+  for (guint i = 0; i < n; i++) {
+    char *end = NULL;
+    v[i] = g_ascii_strtod (p, &end);
+    ck_assert_msg (end != p, "%s: %u numbers expected", key, n);
+    p = end;
+    while (*p == ',' || *p == ' ')
+      p++;
+  }
+  ck_assert_msg (*p == ']', "%s: more than %u numbers", key, n);
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  const double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+/* Memory speed on a shared host drifts by up to 2x within minutes, so
+ * 'of ceiling' compares each repetition's decode with the read bandwidth
+ * measured around it (not with one test before all the runs), and
+ * reports the median of the repetitions' own fractions. */
+START_TEST (test_bench_pairs_each_repetition_with_its_bandwidth)
+{
+  g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
+  const char *args[] = { "-m", model, "-p", "0", "-n", "8", "-r", "3", "-t", "1",
+    "--bandwidth-mib=16", "--json", NULL };
+  Run r = bench (args);
+  ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
+  double tg[3], bw[3], frac[3];
+  json_numbers_of (r.out, "tg_tokens_per_s_by_repetition", tg, 3);
+  json_numbers_of (r.out, "bandwidth_bytes_per_s_by_repetition", bw, 3);
+  const double weight_bytes = json_number_of (r.out, "weight_bytes_per_token");
+  for (guint i = 0; i < 3; i++) {
+    ck_assert (tg[i] > 0 && bw[i] > 0);
+    frac[i] = tg[i] / (bw[i] / weight_bytes);
+  }
+  qsort (frac, 3, sizeof (double), cmp_double);
+  qsort (bw, 3, sizeof (double), cmp_double);
+  /* The JSON's numbers have 6 significant digits. */
+  const double f = json_number_of (r.out, "bandwidth_fraction");
+  ck_assert_msg (fabs (f - frac[1]) <= 1e-4 * frac[1], "fraction %g, median of %g %g %g", f,
+      frac[0], frac[1], frac[2]);
+  const double b = json_number_of (r.out, "bandwidth_bytes_per_s");
+  ck_assert_msg (fabs (b - bw[1]) <= 1e-4 * bw[1], "bandwidth %g, median %g", b, bw[1]);
+  run_clear (&r);
+}
+END_TEST
+
 START_TEST (test_bench_refuses_models_it_cannot_make)
 {
   g_autofree char *dir = g_dir_make_tmp ("bench-cli-XXXXXX", NULL);
@@ -164,6 +232,7 @@ bench_cli_suite (void)
   tcase_add_test (tc, test_bench_refuses_random_prompts_out_of_range);
   tcase_add_test (tc, test_bench_refuses_models_it_cannot_make);
   tcase_add_test (tc, test_bench_writes_a_draft_table);
+  tcase_add_test (tc, test_bench_pairs_each_repetition_with_its_bandwidth);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -86,8 +86,15 @@ now_s (void)
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-double
-bench_read_bandwidth (gsize buffer_bytes, int n_threads, int runs, GError **error)
+struct _BenchReader {
+  void *buf;
+  gsize bytes;
+  LlmThreadPool *pool;
+  ReadTask task;
+};
+
+BenchReader *
+bench_reader_new (gsize buffer_bytes, int n_threads, GError **error)
 {
 #ifdef HAVE_X86
   __builtin_cpu_init ();
@@ -100,7 +107,7 @@ bench_read_bandwidth (gsize buffer_bytes, int n_threads, int runs, GError **erro
   if (posix_memalign (&buf, 2u << 20, buffer_bytes) != 0) {
     g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_NOMEM,
         "cannot allocate %" G_GSIZE_FORMAT " MiB for the bandwidth test", buffer_bytes >> 20);
-    return 0;
+    return NULL;
   }
 #ifdef MADV_HUGEPAGE
   madvise (buf, buffer_bytes, MADV_HUGEPAGE);
@@ -113,29 +120,57 @@ bench_read_bandwidth (gsize buffer_bytes, int n_threads, int runs, GError **erro
     free (buf);
     g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_FAILED, "cannot start %d threads",
         n_threads);
-    return 0;
+    return NULL;
   }
-  ReadTask task = { buf, buffer_bytes / sizeof (guint64), { 0 } };
+  BenchReader *r = g_new0 (BenchReader, 1);
+  *r = (BenchReader) { buf, buffer_bytes, pool, { buf, buffer_bytes / sizeof (guint64), { 0 } } };
+  return r;
+}
+
+double
+bench_reader_best (BenchReader *r, int runs, double min_seconds)
+{
   /* One untimed pass wakes the workers and settles the clocks. */
-  llm_threadpool_run (pool, read_task, &task);
+  llm_threadpool_run (r->pool, read_task, &r->task);
+  double best = 0, start = now_s ();
+  for (int i = 0; i < runs || now_s () - start < min_seconds; i++) {
+    double t0 = now_s ();
+    llm_threadpool_run (r->pool, read_task, &r->task);
+    double dt = now_s () - t0;
+    if (dt > 0)
+      best = MAX (best, r->bytes / dt);
+  }
+  /* Its workers sleep now rather than poll beside whoever runs next. */
+  llm_threadpool_rest (r->pool);
+  return best;
+}
+
+void
+bench_reader_free (BenchReader *r)
+{
+  if (r == NULL)
+    return;
+  /* Use the sums so no compiler drops the reads. */
+  guint64 sink = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS (r->task.sums); i++)
+    sink += r->task.sums[i];
+  if (sink == 42)
+    g_printerr (" ");
+  llm_threadpool_free (r->pool);
+  free (r->buf);
+  g_free (r);
+}
+
+double
+bench_read_bandwidth (gsize buffer_bytes, int n_threads, int runs, GError **error)
+{
+  BenchReader *r = bench_reader_new (buffer_bytes, n_threads, error);
+  if (r == NULL)
+    return 0;
   /* At least @runs passes and at least half a second: on a shared machine
    * a neighbour can hold the memory bus for a few passes in a row, and the
    * best pass is the one that saw the machine as it is. */
-  double best = 0, start = now_s ();
-  for (int r = 0; r < runs || now_s () - start < 0.5; r++) {
-    double t0 = now_s ();
-    llm_threadpool_run (pool, read_task, &task);
-    double dt = now_s () - t0;
-    if (dt > 0)
-      best = MAX (best, buffer_bytes / dt);
-  }
-  /* Use the sums so no compiler drops the reads. */
-  guint64 sink = 0;
-  for (gsize i = 0; i < G_N_ELEMENTS (task.sums); i++)
-    sink += task.sums[i];
-  if (sink == 42)
-    g_printerr (" ");
-  llm_threadpool_free (pool);
-  free (buf);
+  const double best = bench_reader_best (r, runs, 0.5);
+  bench_reader_free (r);
   return best;
 }

@@ -104,6 +104,17 @@ void bench_widen_row (const BenchWiden *w, const char *name, guint64 row, float 
  * with @error set when memory or threads fail. */
 double bench_read_bandwidth (gsize buffer_bytes, int n_threads, int runs, GError **error);
 
+/* The same test kept ready to run again (its buffer and threads held):
+ * for comparing each repetition of a measurement with the memory speed of
+ * its own minutes, on a host where that speed drifts. */
+typedef struct _BenchReader BenchReader;
+BenchReader *bench_reader_new (gsize buffer_bytes, int n_threads, GError **error);
+/* The best of at least @runs passes and of those that fit in
+ * @min_seconds, in bytes/s. */
+double bench_reader_best (BenchReader *r, int runs, double min_seconds);
+void bench_reader_free (BenchReader *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BenchReader, bench_reader_free)
+
 /* --- bench-pipeline.c --- */
 
 typedef struct {

@@ -77,12 +77,31 @@ typedef struct {
   gsize kv_bytes;
   guint32 kv_positions;
   guint64 peak_rss;
+  /* The read bandwidth measured around each repetition's decode (the
+   * best pass just before and just after it), and each repetition's tg
+   * over the ceiling of that bandwidth: medians; 0 where not measured. */
+  double paired_bandwidth, paired_fraction, paired_fraction_kv;
+  /* Each repetition's tg and paired bandwidth, for JSON (freed after it). */
+  double *rep_tg, *rep_bandwidth;
+  guint n_reps;
   /* Through the elements, when --pipeline. */
   Stat pipe_pp, pipe_tg, pipe_ttft, pipe_itl_mean, pipe_itl_p95;
   Stat pipe_overhead;         /* % more ITL than direct calls, paired per repetition */
   gboolean have_pipe;
   char *pipe_error;
 } Result;
+
+/* Passes of the read test before and after each repetition's decode. */
+#define PAIRED_PASSES 3
+
+/* The bytes a decode step of @s reads on average: the weights and the KV
+ * cache (@kv_bytes over @kv_positions) at the mid depth of the decode. */
+static double
+tg_bytes_with_kv (const LlmModel *m, const Setting *s, gsize kv_bytes, guint32 kv_positions)
+{
+  const double per_pos = kv_positions > 0 ? (double) kv_bytes / kv_positions : 0;
+  return m->weight_bytes + per_pos * (s->depth + s->n_prompt + s->n_gen / 2.0);
+}
 
 /* --- small helpers (bench.h; bench-streams.c uses them too) --- */
 
@@ -411,13 +430,35 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   g_autofree double *itl = g_new (double, MAX (1, s->n_gen));
   g_autofree double *pp = g_new (double, o->reps), *tg = g_new (double, o->reps),
       *ttft = g_new (double, o->reps), *itl_mean = g_new (double, o->reps),
-      *itl_p95 = g_new (double, o->reps);
+      *itl_p95 = g_new (double, o->reps), *bw = g_new (double, o->reps),
+      *frac = g_new (double, o->reps), *frac_kv = g_new (double, o->reps);
+  /* Memory speed here drifts by up to 2x within minutes (another tenant
+   * on the bus, the host's own phases), so the read test before all runs
+   * can belong to another phase than a repetition: each is compared with
+   * the bandwidth of its own seconds. */
+  g_autoptr (BenchReader) reader = NULL;
+  if (o->bandwidth_mib > 0 && s->n_gen > 0 && model->weight_bytes > 0) {
+    GError *bw_error = NULL;
+    reader = bench_reader_new ((gsize) o->bandwidth_mib << 20, (int) s->threads, &bw_error);
+    if (reader == NULL) {
+      g_printerr ("gst-llm-bench: bandwidth test beside the runs: %s; 'of ceiling' uses the "
+          "one before them\n", bw_error->message);
+      g_error_free (bw_error);
+    }
+  }
   for (int r = 0; r < o->reps; r++) {
     llm_kv_cache_truncate (kv, s->depth);
     bench_fill_random (rand, prompt, s->n_prompt, n_vocab);
+    const double before = reader != NULL ? bench_reader_best (reader, PAIRED_PASSES, 0) : 0;
     Rep rep;
     if (!run_rep (ctx, s, rand, prompt, logits, itl, &rep, error))
       return FALSE;
+    if (reader != NULL) {
+      bw[r] = MAX (before, bench_reader_best (reader, PAIRED_PASSES, 0));
+      frac[r] = rep.tg / (bw[r] / model->weight_bytes);
+      frac_kv[r] = rep.tg / (bw[r] / tg_bytes_with_kv (model, s, llm_kv_cache_bytes (kv),
+              llm_kv_cache_n (kv)));
+    }
     pp[r] = rep.pp;
     ttft[r] = rep.ttft;
     tg[r] = rep.tg;
@@ -430,6 +471,14 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   res->tg_tps = stat_of (tg, n_tg);
   res->itl_mean = stat_of (itl_mean, n_tg);
   res->itl_p95 = stat_of (itl_p95, n_tg);
+  if (reader != NULL) {
+    res->rep_tg = g_memdup2 (tg, o->reps * sizeof (double));
+    res->rep_bandwidth = g_memdup2 (bw, o->reps * sizeof (double));
+    res->n_reps = (guint) o->reps;
+    res->paired_bandwidth = bench_median_sort (bw, (guint) o->reps);
+    res->paired_fraction = bench_median_sort (frac, (guint) o->reps);
+    res->paired_fraction_kv = bench_median_sort (frac_kv, (guint) o->reps);
+  }
   /* Another backend than the CPU's has no such choice: no steps counted. */
   const LlmFetchChoice *fetch = llm_backend_cpu_fetch (llm_seq_engine (ctx)->backend);
   if (fetch != NULL)
@@ -526,15 +575,34 @@ json_text (GString *out, const char *key, const char *v)
 }
 
 static void
-json_number (GString *out, const char *key, double v)
+json_value (GString *out, double v)
 {
-  g_string_append_printf (out, ", \"%s\": ", key);
   if (isfinite (v)) {
     char buf[G_ASCII_DTOSTR_BUF_SIZE];
     g_string_append (out, g_ascii_formatd (buf, sizeof buf, "%.6g", v));
   } else {
     g_string_append (out, "null");
   }
+}
+
+static void
+json_number (GString *out, const char *key, double v)
+{
+  g_string_append_printf (out, ", \"%s\": ", key);
+  json_value (out, v);
+}
+
+/* @key and the @n values @v as an array. */
+static void
+json_numbers (GString *out, const char *key, const double *v, guint n)
+{
+  g_string_append_printf (out, ", \"%s\": [", key);
+  for (guint i = 0; i < n; i++) {
+    if (i > 0)
+      g_string_append (out, ", ");
+    json_value (out, v[i]);
+  }
+  g_string_append_c (out, ']');
 }
 
 static void
@@ -556,13 +624,18 @@ roofline (const LlmModel *m, const Setting *s, const Result *r, double bandwidth
   Roofline rf = { bandwidth, NAN, NAN, NAN };
   if (bandwidth <= 0 || m->weight_bytes == 0)
     return rf;
+  if (r->paired_bandwidth > 0) {
+    rf.bandwidth = r->paired_bandwidth;
+    rf.ceiling = r->paired_bandwidth / m->weight_bytes;
+    rf.fraction = r->paired_fraction;
+    rf.fraction_with_kv = r->kv_positions > 0 ? r->paired_fraction_kv : NAN;
+    return rf;
+  }
   rf.ceiling = bandwidth / m->weight_bytes;
   rf.fraction = r->tg_tps.mean / rf.ceiling;
-  if (r->kv_positions > 0) {
-    double per_pos = (double) r->kv_bytes / r->kv_positions;
-    double mid = s->depth + s->n_prompt + s->n_gen / 2.0;
-    rf.fraction_with_kv = r->tg_tps.mean / (bandwidth / (m->weight_bytes + per_pos * mid));
-  }
+  if (r->kv_positions > 0)
+    rf.fraction_with_kv = r->tg_tps.mean
+        / (bandwidth / tg_bytes_with_kv (m, s, r->kv_bytes, r->kv_positions));
   return rf;
 }
 
@@ -625,6 +698,11 @@ print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
   json_number (o, "tg_ceiling_tokens_per_s", rf->ceiling);
   json_number (o, "bandwidth_fraction", rf->fraction);
   json_number (o, "bandwidth_fraction_with_kv", rf->fraction_with_kv);
+  if (r->n_reps > 0) {
+    /* What the medians above come from. */
+    json_numbers (o, "tg_tokens_per_s_by_repetition", r->rep_tg, r->n_reps);
+    json_numbers (o, "bandwidth_bytes_per_s_by_repetition", r->rep_bandwidth, r->n_reps);
+  }
   if (fetch_steps (r) > 0) {
     json_int (o, "tg_steps_fetched_by_kernel", r->fetch.steps[LLM_FETCH_KERNEL]);
     json_int (o, "tg_steps_fetched_by_hardware", r->fetch.steps[LLM_FETCH_HARDWARE]);
@@ -1207,9 +1285,13 @@ static const char *summary =
     "Roofline: before the runs, the read bandwidth of the machine is measured with\n"
     "each thread count (streaming read over --bandwidth-mib MiB; the best pass of\n"
     "at least 5 in half a second). A decode step reads every weight once, so tg\n"
-    "can never pass bandwidth / weight bytes per token (the ceiling); 'of ceiling'\n"
-    "is the fraction reached (bandwidth_fraction in JSON; bandwidth_fraction_with_kv\n"
-    "also counts the KV cache read at the mean decode depth).\n"
+    "can never pass bandwidth / weight bytes per token (the ceiling). Memory speed\n"
+    "can drift while the runs go on, so the test runs again around each\n"
+    "repetition's tg (the best of 3 passes just before it and 3 just after), and\n"
+    "'of ceiling' is the median over the repetitions of each one's tg against the\n"
+    "ceiling of its own bandwidth ('ceiling t/s' the median ceiling;\n"
+    "bandwidth_fraction in JSON; bandwidth_fraction_with_kv also counts the KV\n"
+    "cache read at the mean decode depth).\n"
     "\n"
     "--pipeline runs each setting again through appsrc ! llmprefill ! llmdecode !\n"
     "appsink (greedy, the llm plugin GStreamer finds, else this build tree's),\n"
@@ -1716,6 +1798,8 @@ bench_main (const Options *opt)
               else
                 print_rows (model, &info, &s, &r, &rf);
               g_free (r.pipe_error);
+              g_free (r.rep_tg);
+              g_free (r.rep_bandwidth);
             }
     g_free (info.name);
     g_free (info.type);
