@@ -92,7 +92,7 @@ typedef struct {
 } Result;
 
 /* Passes of the read test before and after each repetition's decode. */
-#define PAIRED_PASSES 3
+#define PAIRED_PASSES 5
 
 /* The bytes a decode step of @s reads on average: the weights and the KV
  * cache (@kv_bytes over @kv_positions) at the mid depth of the decode. */
@@ -1287,7 +1287,7 @@ static const char *summary =
     "at least 5 in half a second). A decode step reads every weight once, so tg\n"
     "can never pass bandwidth / weight bytes per token (the ceiling). Memory speed\n"
     "can drift while the runs go on, so the test runs again around each\n"
-    "repetition's tg (the best of 3 passes just before it and 3 just after), and\n"
+    "repetition's tg (the best of 5 passes just before it and 5 just after), and\n"
     "'of ceiling' is the median over the repetitions of each one's tg against the\n"
     "ceiling of its own bandwidth ('ceiling t/s' the median ceiling;\n"
     "bandwidth_fraction in JSON; bandwidth_fraction_with_kv also counts the KV\n"
