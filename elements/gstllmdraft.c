@@ -24,7 +24,10 @@
  * vocabulary (#GstLlmDraft:draft-model; the usual one is a low-bit copy
  * of the target, e.g. the target quantised to Q4_0) decodes greedily on a
  * sequence of its own, one proposal after each token, stopping at the
- * first it gives a probability under #GstLlmDraft:draft-p-min. A draft
+ * first it gives a probability under #GstLlmDraft:draft-p-min (a fixed
+ * threshold; with llmspecverify's dynamic budget it also stops where,
+ * by how sure it was of what it drafted, one more proposal would not
+ * pay, learnt from the verdicts). A draft
  * model of another vocabulary than the stream's is refused at caps
  * negotiation, naming both.
  *

@@ -29,9 +29,15 @@
  * of accepting the first, the first two, ...) over its time is largest.
  * So drafts that keep failing are soon not asked for (now and then one
  * token is, to notice when they start to succeed; prompt lookup's first
- * guess, free to make, is compared with every plain step's token). What
- * it learnt carries over to the stream's next response. `fixed` always
- * asks for #GstLlmSpecVerify:draft-max.
+ * guess, free to make, is compared with every plain step's token). A
+ * draft model also tells how sure it was of each proposal (the
+ * probability its softmax gave it): the budget learns how often
+ * proposals of each band of probability are accepted, and the draft
+ * model then drafts on, up to #GstLlmSpecVerify:draft-max, only while
+ * the chance that everything it drafted is accepted pays for one more
+ * proposal, so it stops early where its confidence drops. What it learnt
+ * carries over to the stream's next response. `fixed` always asks for
+ * #GstLlmSpecVerify:draft-max.
  *
  * Under a window KV policy a step checks only as many tokens as plain
  * steps would add before their next eviction (an eviction cannot be

@@ -49,6 +49,11 @@ struct _LlmDrafter {
   float *logits;
   guint8 *mask;               /* the target's n_layer flags; NULL when it cannot draft */
   float p_min;
+  /* The proposal being made: where a draft model stops by its confidence
+   * (NULL: at the width), and where each proposal's probability goes
+   * (NULL: nowhere). The verifier's thread's, for one propose call. */
+  const LlmSpecConfidence *conf;
+  float *probs;
   GError *error;              /* the first evaluation that failed: drafting stops */
   struct _Ahead *ahead;       /* model: drafting ahead, once asked for (llm_drafter_set_ahead) */
 };
@@ -176,23 +181,41 @@ model_begin (LlmDrafter *d, LlmSession *target, gint32 first)
   d->fed = 0;
 }
 
+/* Under this a proposal's probability need not be exact: it falls in
+ * LlmSpecConfidence's lowest band whatever it is. */
+#define CONFIDENCE_FLOOR (1.0f / LLM_SPEC_CONFIDENCE_BANDS)
+
 /* Greedy proposals into @out from @n on, the first being @next (the pick
  * from the logits the session holds, not fed), up to @max. It stops early
- * at a token the draft is not sure enough of (p_min), at an error, or
- * once *@stop (when not NULL) is set. Every proposal but the last is fed
- * (*@fed counts them); *@last_fed says whether the last is too: it is
- * when drafting stopped unsure of the token after it. */
+ * at a token the draft is not sure enough of (p_min), where drafting one
+ * more would not pay (@conf where not NULL, *@chance the chance that all
+ * so far are kept), at an error, or once *@stop (when not NULL) is set.
+ * Each proposal's probability goes to @probs (when not NULL) at its
+ * index. Every proposal but the last is fed (*@fed counts them);
+ * *@last_fed says whether the last is too: it is when drafting stopped
+ * unsure of the token after it (p_min). *@on (when not NULL) says
+ * whether @conf would have drafted on. */
 static guint
 draft_greedy (LlmDrafter *d, gint32 next, gint32 *out, guint n, guint max, guint *fed,
-    gint *stop, gboolean *last_fed)
+    gint *stop, gboolean *last_fed, const LlmSpecConfidence *conf, double *chance,
+    float *probs, gboolean *on)
 {
   const guint32 n_vocab = llm_session_model (d->session)->hp.n_vocab;
   while (d->error == NULL) {
-    if (d->p_min > 0 && llm_top_probability (llm_session_logits (d->session), n_vocab) < d->p_min)
+    float p = NAN;
+    if (d->p_min > 0 || conf != NULL || probs != NULL)
+      p = llm_top_probability_above (llm_session_logits (d->session), n_vocab,
+          d->p_min > 0 ? MIN (d->p_min, CONFIDENCE_FLOOR) : CONFIDENCE_FLOOR);
+    if (d->p_min > 0 && p < d->p_min)
       break;
+    if (probs != NULL)
+      probs[n] = p;
     out[n++] = next;
     *last_fed = FALSE;
-    if (n == max || (stop != NULL && g_atomic_int_get (stop))
+    const gboolean more = conf == NULL || llm_spec_confidence_draft_on (conf, n, p, chance);
+    if (on != NULL)
+      *on = more;
+    if (n == max || !more || (stop != NULL && g_atomic_int_get (stop))
         || !llm_session_step (d->session, next, &next, &d->error))
       break;
     (*fed)++;
@@ -236,8 +259,14 @@ typedef struct _Ahead {
   gint32 guess;
   gboolean guess_fed;
   gint32 stash[LLM_SPEC_BUDGET_MAX];
+  float stash_probs[LLM_SPEC_BUDGET_MAX];
+  double stash_chance;        /* that the stash is kept whole, by @conf */
+  gboolean stash_on;          /* @conf would have drafted on after it */
   guint n_stash;
   gboolean stash_last_fed;
+  /* the proposal's stopping rule, copied: the verifier's budget moves on */
+  LlmSpecConfidence conf;
+  gboolean has_conf;
   gboolean more;              /* stopped or bounded, not unsure: drafting may go on */
   /* the verifier's */
   gboolean unheard;           /* a job follows the last proposal, whose verdict is due */
@@ -271,9 +300,12 @@ ahead_job (LlmDrafter *d)
     return;
   a->fed++;
   a->guess_fed = TRUE;
+  a->stash_chance = 1.0;
+  a->stash_on = TRUE;
   a->n_stash = draft_greedy (d, llm_session_sample (d->session), a->stash, 0, a->bound,
-      &a->fed, &a->stop, &a->stash_last_fed);
-  a->more = d->error == NULL && a->n_stash > 0 && !a->stash_last_fed;
+      &a->fed, &a->stop, &a->stash_last_fed, a->has_conf ? &a->conf : NULL, &a->stash_chance,
+      a->stash_probs, &a->stash_on);
+  a->more = d->error == NULL && a->n_stash > 0 && !a->stash_last_fed && a->stash_on;
 }
 
 static gpointer
@@ -335,6 +367,9 @@ ahead_start (LlmDrafter *d, gint32 last, gboolean last_fed, guint bound)
   a->n_stash = 0;
   a->stash_last_fed = FALSE;
   a->more = FALSE;
+  a->has_conf = d->conf != NULL;
+  if (d->conf != NULL)
+    a->conf = *d->conf;
   g_atomic_int_set (&a->stop, FALSE);
   g_mutex_lock (&a->lock);
   a->asked = TRUE;
@@ -408,11 +443,14 @@ ahead_take (LlmDrafter *d, guint max, gint32 *out, gboolean *last_fed)
     if (d->error != NULL)
       return 0;
     d->fed = 1;
+    double chance = 1.0;
     return draft_greedy (d, llm_session_sample (d->session), out, 0, max, &d->fed, NULL,
-        last_fed);
+        last_fed, d->conf, &chance, d->probs, NULL);
   }
   guint n = MIN (a->n_stash, max);
   memcpy (out, a->stash, n * sizeof *out);
+  if (d->probs != NULL)
+    memcpy (d->probs, a->stash_probs, n * sizeof *d->probs);
   *last_fed = a->stash_last_fed;
   if (n < a->n_stash) {
     /* What it fed past the proposal is taken back, the proposal's last
@@ -428,7 +466,10 @@ ahead_take (LlmDrafter *d, guint max, gint32 *out, gboolean *last_fed)
       return n;
     d->fed++;
     *last_fed = TRUE;
-    n = draft_greedy (d, next, out, n, max, &d->fed, NULL, last_fed);
+    /* On from the stash's chance, by this proposal's rule. */
+    double chance = a->stash_chance;
+    n = draft_greedy (d, next, out, n, max, &d->fed, NULL, last_fed, d->conf, &chance,
+        d->probs, NULL);
   }
   return n;
 }
@@ -469,8 +510,9 @@ model_propose (LlmDrafter *d, guint max, gint32 *out)
     if (d->error != NULL)
       return 0;
     d->fed = 1;
+    double chance = 1.0;
     n = draft_greedy (d, llm_session_sample (d->session), out, 0, max, &d->fed, NULL,
-        &last_fed);
+        &last_fed, d->conf, &chance, d->probs, NULL);
   }
   d->last_proposed = n;
   if (a != NULL && a->on && n > 0 && d->error == NULL)
@@ -732,7 +774,26 @@ llm_drafter_begin (LlmDrafter *d, LlmSession *session, gint32 first)
 guint
 llm_drafter_propose (LlmDrafter *d, guint max, gint32 *out)
 {
-  return max > 0 ? d->klass->propose (d, max, out) : 0;
+  return llm_drafter_propose_confident (d, max, NULL, out, NULL);
+}
+
+guint
+llm_drafter_propose_confident (LlmDrafter *d, guint max, const LlmSpecConfidence *conf,
+    gint32 *out, float *probs)
+{
+  if (max == 0)
+    return 0;
+  max = MIN (max, LLM_SPEC_BUDGET_MAX);
+  const gboolean knows = d->klass == &model_class;
+  d->conf = knows ? conf : NULL;
+  d->probs = knows ? probs : NULL;
+  const guint n = d->klass->propose (d, max, out);
+  d->conf = NULL;
+  d->probs = NULL;
+  if (!knows && probs != NULL)
+    for (guint i = 0; i < n; i++)
+      probs[i] = NAN;
+  return n;
 }
 
 void

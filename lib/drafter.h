@@ -13,6 +13,8 @@
 
 #include <glib.h>
 
+#include "spec-budget.h"
+
 #include "engine.h"
 #include "session.h"
 
@@ -61,6 +63,15 @@ void llm_drafter_begin (LlmDrafter *d, LlmSession *session, gint32 first);
 /* Up to @max proposals for the tokens after what it has seen; returns
  * how many (0: nothing worth checking). */
 guint llm_drafter_propose (LlmDrafter *d, guint max, gint32 *out);
+/* The same, and a draft model stops where @conf says drafting one more
+ * would not pay (llm_spec_confidence_draft_on; NULL: at @max or p-min
+ * alone) and gives each
+ * proposal's probability by its softmax at its index of @probs (when not
+ * NULL; NaN from the drafters that have none: prompt lookup, skipped
+ * layers). Drafting ahead (llm_drafter_set_ahead) follows the @conf of
+ * the proposal it continues. @max is at most LLM_SPEC_BUDGET_MAX. */
+guint llm_drafter_propose_confident (LlmDrafter *d, guint max,
+    const LlmSpecConfidence *conf, gint32 *out, float *probs);
 /* The verifier confirmed @n more tokens. */
 void llm_drafter_accept (LlmDrafter *d, const gint32 *ids, guint n);
 /* The first proposal into @out, where making one costs nothing and

@@ -385,6 +385,36 @@ llm_top_probability (const float *logits, gsize n)
   return (float) (1.0 / sum);
 }
 
+float
+llm_top_probability_above (const float *logits, gsize n, float floor)
+{
+  g_return_val_if_fail (logits != NULL && n > 0, 0.0f);
+  /* Four running maxima, so no compare waits on the one before. */
+  float m[4] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+  gsize i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (guint k = 0; k < 4; k++)
+      m[k] = MAX (m[k], logits[i + k]);
+  for (; i < n; i++)
+    m[0] = MAX (m[0], logits[i]);
+  const float max = MAX (MAX (m[0], m[1]), MAX (m[2], m[3]));
+  if (!isfinite (max))
+    return llm_top_probability (logits, n);
+  /* Each logit more than 20 below the largest adds under e^-20 to a sum
+   * of at least 1: over a vocabulary of 32000, under 7e-5 in all. */
+  const float cut = max - 20.0f;
+  const double enough = floor > 0.0f ? 1.0 / floor : INFINITY;
+  double sum = 0.0;
+  for (i = 0; i < n; i++) {
+    if (logits[i] >= cut) {
+      sum += expf (logits[i] - max);
+      if (sum > enough)
+        break;
+    }
+  }
+  return (float) (1.0 / sum);
+}
+
 /* Drops the -inf candidates: probability zero in any later stage, and
  * without them no softmax subtracts -inf from -inf. If some logit is +inf,
  * only those remain, as equals, rather than making every probability NaN. */

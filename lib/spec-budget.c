@@ -2,6 +2,7 @@
 #include "spec-budget.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Before anything is known: even odds for a proposal, and each extra row
  * of a step 10% of a one-row step (a decode step bound by reading the
@@ -93,6 +94,10 @@ llm_spec_budget_init (LlmSpecBudget *b, guint draft_max, gboolean fixed)
   *b = (LlmSpecBudget) { 0 };
   for (guint i = 0; i < LLM_SPEC_BUDGET_MAX; i++)
     b->accept[i] = PRIOR_ACCEPT;
+  /* A draft whose probabilities were calibrated would be kept as often as
+   * they say: each band starts at its middle. */
+  for (guint i = 0; i < LLM_SPEC_CONFIDENCE_BANDS; i++)
+    b->accept_c[i] = (i + 0.5) / LLM_SPEC_CONFIDENCE_BANDS;
   b->probe_every = PROBE_EVERY;
   b->pace = 1.0;
   llm_spec_budget_configure (b, draft_max, fixed);
@@ -333,6 +338,10 @@ llm_spec_budget_choose (LlmSpecBudget *b)
   if (drafts) {
     b->idle = 0;
     b->probe_every = PROBE_EVERY;
+    /* A drafter that knows how sure it is stops by that
+     * (llm_spec_confidence_draft_on): the width is only its ceiling. */
+    if (b->confident)
+      return b->draft_max;
     if (++b->drafting % EXPLORE_EVERY == 0 && best < b->draft_max)
       return best + 1;
     return best;
@@ -463,4 +472,63 @@ llm_spec_budget_observe (LlmSpecBudget *b, guint drafted, guint accepted, gint64
       b->cost_us[w] *= b->pace;
     b->pace = 1.0;
   }
+}
+
+/* --- a drafter's confidence ------------------------------------------ */
+
+static guint
+band (float p)
+{
+  if (!(p > 0.0f))
+    return 0;
+  return MIN ((guint) (p * LLM_SPEC_CONFIDENCE_BANDS), LLM_SPEC_CONFIDENCE_BANDS - 1);
+}
+
+void
+llm_spec_budget_observe_confidence (LlmSpecBudget *b, const float *p, guint drafted,
+    guint accepted)
+{
+  drafted = MIN (drafted, LLM_SPEC_BUDGET_MAX);
+  accepted = MIN (accepted, drafted);
+  if (drafted == 0)
+    return;
+  b->confident = TRUE;
+  for (guint i = 0; i < drafted && i <= accepted; i++) {
+    const guint k = band (p[i]);
+    average_in (&b->accept_c[k], &b->seen_c[k], i < accepted);
+  }
+}
+
+void
+llm_spec_budget_confidence (const LlmSpecBudget *b, LlmSpecConfidence *c)
+{
+  memcpy (c->accept, b->accept_c, sizeof c->accept);
+  double seen = 0.0, kept = 0.0;
+  for (guint i = 0; i < LLM_SPEC_CONFIDENCE_BANDS; i++) {
+    seen += b->seen_c[i];
+    kept += b->seen_c[i] * b->accept_c[i];
+  }
+  c->expect = seen > 0 ? kept / seen : PRIOR_ACCEPT;
+  /* A token kept saves a plain step; a proposal more costs what the
+   * widths' times say it adds (never less than nothing, as rates()
+   * takes them): drafting, and its row of the verification, which on
+   * Zen 5's F16 is next to free up to 4 proposals and then a third of a
+   * step at once. */
+  memset (c->min_gain, 0, sizeof c->min_gain);
+  if (!known (b, 0))
+    return;
+  const double plain = cost (b, 0);
+  double at = cost (b, 1);
+  for (guint w = 1; w < b->draft_max; w++) {
+    const double next = MAX (at, cost (b, w + 1));
+    c->min_gain[w] = (next - at) / plain;
+    at = next;
+  }
+}
+
+gboolean
+llm_spec_confidence_draft_on (const LlmSpecConfidence *c, guint n, float p, double *chance)
+{
+  *chance *= c->accept[band (p)];
+  return n >= LLM_SPEC_BUDGET_MAX || *chance * c->expect >= c->min_gain[n];
 }

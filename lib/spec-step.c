@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "spec-step.h"
 
+#include <math.h>
+
 gboolean
 llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, gint32 token,
     guint limit, gint32 *out, guint *n_out, LlmSpecStats *stats, GError **error)
@@ -18,7 +20,15 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
    * for nothing (and counted as accepted though never output). */
   const guint k = drafter ? MIN (llm_spec_budget_choose (budget),
       limit > 0 ? limit - 1 : G_MAXUINT) : 0;
-  const guint m = k > 0 ? llm_drafter_propose (drafter, k, ids + 1) : 0;
+  /* A dynamic budget lets a draft model stop where it is unsure, and
+   * learns from how sure it was. */
+  LlmSpecConfidence conf;
+  float probs[LLM_SPEC_BUDGET_MAX];
+  const gboolean dynamic = !budget->fixed;
+  if (dynamic)
+    llm_spec_budget_confidence (budget, &conf);
+  const guint m = k > 0 ? llm_drafter_propose_confident (drafter, k, dynamic ? &conf : NULL,
+      ids + 1, probs) : 0;
   const gint64 drafted_at = g_get_monotonic_time ();
   /* A dynamic budget that chose no proposal still learns from the free
    * guess; one that may not draft (or is fixed) has nothing to learn. */
@@ -35,6 +45,8 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   if (!ok)
     return FALSE;
   llm_spec_budget_observe (budget, m, *n_out - 1, g_get_monotonic_time () - t0, drafted_at - t0);
+  if (dynamic && m > 0 && !isnan (probs[0]))
+    llm_spec_budget_observe_confidence (budget, probs, m, *n_out - 1);
   if (guessed)
     llm_spec_budget_observe_guess (budget, guess == out[0]);
   if (drafter)

@@ -212,6 +212,50 @@ START_TEST (test_argmax_matches_one_compare_at_a_time)
 }
 END_TEST
 
+/* A draft model's confidence in its pick, for every proposal: exact
+ * (within 1e-4) where it reaches the floor asked about, and otherwise
+ * below it, never below the exact value (the sum stopped early). Sharp
+ * and flat distributions, small and large vocabularies. */
+START_TEST (test_top_probability_above_is_exact_above_its_floor)
+{
+  static const gsize sizes[] = { 1, 3, 17, 512, 32000 };
+  static const double spreads[] = { 0.1, 1.0, 4.0, 12.0, 40.0 };
+  GRand *rand = g_rand_new_with_seed (11);
+  float *x = g_new (float, 32000);
+  guint above = 0, below = 0;
+  for (guint k = 0; k < G_N_ELEMENTS (sizes); k++) {
+    for (guint s = 0; s < G_N_ELEMENTS (spreads); s++) {
+      for (guint trial = 0; trial < 8; trial++) {
+        const gsize n = sizes[k];
+        for (gsize i = 0; i < n; i++)
+          x[i] = (float) (spreads[s] * g_rand_double_range (rand, -1.0, 1.0));
+        if (trial % 2)
+          x[g_rand_int_range (rand, 0, (gint32) n)] += (float) spreads[s];
+        const double exact = llm_top_probability (x, n);
+        for (guint f = 0; f < 3; f++) {
+          const float floor = f == 0 ? 0.2f : f == 1 ? 0.5f : 0.05f;
+          const double got = llm_top_probability_above (x, n, floor);
+          if (exact >= floor) {
+            ck_assert_msg (fabs (got - exact) <= 1e-4 * exact, "n %zu: %g against %g", n, got,
+                exact);
+            above++;
+          } else {
+            ck_assert_msg (got < floor && got >= exact * (1 - 1e-4), "n %zu, floor %g: %g "
+                "against %g", n, floor, got, exact);
+            below++;
+          }
+        }
+      }
+    }
+  }
+  /* Both sides were met. */
+  ck_assert_uint_gt (above, 50);
+  ck_assert_uint_gt (below, 50);
+  g_free (x);
+  g_rand_free (rand);
+}
+END_TEST
+
 START_TEST (test_greedy_with_and_without_a_penalty_agree_when_it_changes_nothing)
 {
   /* Greedy without a penalty skips the candidate list; with a penalty on
@@ -905,6 +949,7 @@ sampler_suite (void)
   tcase_add_test (rules, test_greedy_picks_the_argmax);
   tcase_add_test (rules, test_greedy_breaks_ties_to_the_lowest_id);
   tcase_add_test (rules, test_argmax_matches_one_compare_at_a_time);
+  tcase_add_test (rules, test_top_probability_above_is_exact_above_its_floor);
   tcase_add_test (rules, test_greedy_with_and_without_a_penalty_agree_when_it_changes_nothing);
   tcase_add_test (rules, test_penalty_divides_positive_and_multiplies_negative_logits);
   tcase_add_test (rules, test_penalty_on_a_positive_logit_changes_the_greedy_pick);
