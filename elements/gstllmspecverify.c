@@ -53,6 +53,10 @@
  * proposals), `acceptance-by-position` (an array: the dynamic budget's
  * estimate of the chance that the proposal at each position is accepted
  * when those before it were, as it stood at the end of the response),
+ * `acceptance-by-confidence` (an array of 5: for a draft model, its
+ * estimate of how often a proposal is accepted when those before it were
+ * and the draft gave it a probability in [0, 0.2), [0.2, 0.4), ...
+ * [0.8, 1]; the bands' middles until seen),
  * `step-us-by-width` (an array: the budget's moving average of the time
  * of a step checking 0, 1, 2, ... proposals, drafting included, in
  * microseconds; 0 where no such step was timed), `drafting-us` (its
@@ -254,6 +258,8 @@ gst_llm_spec_verify_add_stats (GstLlmDecode *base, GstStructure *s)
   gst_structure_take_value (s, "draft-lengths", &lengths);
   set_plan_array (s, "acceptance-by-position", &self->plan, self->plan.draft_max,
       llm_spec_budget_acceptance);
+  set_plan_array (s, "acceptance-by-confidence", &self->plan, LLM_SPEC_CONFIDENCE_BANDS,
+      llm_spec_budget_acceptance_by_confidence);
   /* What the planner weighs those against: each width's step time. */
   set_plan_array (s, "step-us-by-width", &self->plan, self->plan.draft_max + 1,
       llm_spec_budget_step_us);

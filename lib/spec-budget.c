@@ -526,6 +526,12 @@ llm_spec_budget_confidence (const LlmSpecBudget *b, LlmSpecConfidence *c)
   }
 }
 
+double
+llm_spec_budget_acceptance_by_confidence (const LlmSpecBudget *b, guint i)
+{
+  return i < LLM_SPEC_CONFIDENCE_BANDS ? b->accept_c[i] : 0.0;
+}
+
 gboolean
 llm_spec_confidence_draft_on (const LlmSpecConfidence *c, guint n, float p, double *chance)
 {

@@ -139,6 +139,10 @@ void llm_spec_budget_confidence (const LlmSpecBudget *b, LlmSpecConfidence *c);
 gboolean llm_spec_confidence_draft_on (const LlmSpecConfidence *c, guint n, float p,
     double *chance);
 
+/* The moving average of acceptance of a confident drafter's proposals in
+ * band @i (< LLM_SPEC_CONFIDENCE_BANDS) of its probability (for stats;
+ * each band's prior, its middle, until it is seen). */
+double llm_spec_budget_acceptance_by_confidence (const LlmSpecBudget *b, guint i);
 /* The moving average of acceptance at position @i, over both states (for
  * stats). */
 double llm_spec_budget_acceptance (const LlmSpecBudget *b, guint i);

@@ -1569,6 +1569,14 @@ START_TEST (test_spec_verify_reports_its_drafts)
     const double p = g_value_get_double (gst_value_array_get_value (acceptance, i));
     ck_assert (p >= 0.0 && p <= 1.0);
   }
+  /* By the draft's confidence: five bands, each a chance. */
+  const GValue *by_conf = gst_structure_get_value (s, "acceptance-by-confidence");
+  ck_assert (by_conf != NULL && GST_VALUE_HOLDS_ARRAY (by_conf));
+  ck_assert_uint_eq (gst_value_array_get_size (by_conf), 5);
+  for (guint i = 0; i < 5; i++) {
+    const double p = g_value_get_double (gst_value_array_get_value (by_conf, i));
+    ck_assert (p >= 0.0 && p <= 1.0);
+  }
   /* Every width a step took was timed, and drafting is part of a step. */
   const GValue *step_us = gst_structure_get_value (s, "step-us-by-width");
   ck_assert (step_us != NULL && GST_VALUE_HOLDS_ARRAY (step_us));
