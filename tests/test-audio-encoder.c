@@ -1014,6 +1014,20 @@ END_TEST
  * made from. */
 #define JFK_SAMPLES 48000
 
+/* Little-endian fields of a WAV file, at any offset (a cast to a wider
+ * pointer there is undefined where it is not aligned). */
+static guint16
+wav_u16 (const guint8 *p)
+{
+  return (guint16) (p[0] | p[1] << 8);
+}
+
+static guint32
+wav_u32 (const guint8 *p)
+{
+  return (guint32) wav_u16 (p) | (guint32) wav_u16 (p + 2) << 16;
+}
+
 static float *
 jfk_pcm (void)
 {
@@ -1026,14 +1040,14 @@ jfk_pcm (void)
   const guint8 *data = NULL;
   gsize data_len = 0;
   while (off + 8 <= size) {
-    const guint32 len = GUINT32_FROM_LE (*(const guint32 *) (b + off + 4));
+    const guint32 len = wav_u32 (b + off + 4);
     if (memcmp (b + off, "fmt ", 4) == 0) {
       /* PCM, 1 channel, 16000 Hz, 16 bits. */
       ck_assert (len >= 16 && off + 8 + len <= size);
-      ck_assert_uint_eq (GUINT16_FROM_LE (*(const guint16 *) (b + off + 8)), 1);
-      ck_assert_uint_eq (GUINT16_FROM_LE (*(const guint16 *) (b + off + 10)), 1);
-      ck_assert_uint_eq (GUINT32_FROM_LE (*(const guint32 *) (b + off + 12)), 16000);
-      ck_assert_uint_eq (GUINT16_FROM_LE (*(const guint16 *) (b + off + 22)), 16);
+      ck_assert_uint_eq (wav_u16 (b + off + 8), 1);
+      ck_assert_uint_eq (wav_u16 (b + off + 10), 1);
+      ck_assert_uint_eq (wav_u32 (b + off + 12), 16000);
+      ck_assert_uint_eq (wav_u16 (b + off + 22), 16);
     } else if (memcmp (b + off, "data", 4) == 0) {
       data = b + off + 8;
       data_len = MIN (len, size - off - 8);
@@ -1044,7 +1058,7 @@ jfk_pcm (void)
   ck_assert (data != NULL && data_len >= 2 * JFK_SAMPLES);
   float *pcm = g_new (float, JFK_SAMPLES);
   for (gsize i = 0; i < JFK_SAMPLES; i++)
-    pcm[i] = (gint16) GUINT16_FROM_LE (*(const guint16 *) (data + 2 * i)) / 32768.0f;
+    pcm[i] = (gint16) wav_u16 (data + 2 * i) / 32768.0f;
   return pcm;
 }
 
