@@ -243,7 +243,8 @@ bench_packed_product (BenchPacked *b, const BenchMatrix *m, bool packed, size_t 
   const int k = m->n == b->widths[0] ? 0 : 1;
   BenchProduct p = {
     .kern = b->kern, .type = b->type, .fn = packed ? b->fn : b->against,
-    .w = packed || b->against != NULL ? (const void *) m->packed : m->w, .row_bytes = m->row_bytes, .rows = m->rows,
+    .w = packed || b->against != NULL ? (const void *) m->packed : m->w,
+    .row_bytes = m->row_bytes, .rows = m->rows,
     .n = m->n, .xq = b->xq[k], .xs = b->xs[k], .n_tok = n_tok, .split_tokens = b->split_tokens,
     .step = bench_claim_step (m->rows, llm_threadpool_n_threads (b->pool)), .y = b->y,
   };

@@ -77,11 +77,9 @@ typedef struct {
   gsize kv_bytes;
   guint32 kv_positions;
   guint64 peak_rss;
-  /* The read bandwidth measured around each repetition's decode (the
-   * best pass just before and just after it), and each repetition's tg
-   * over the ceiling of that bandwidth: medians; 0 where not measured. */
-  double paired_bandwidth, paired_fraction, paired_fraction_kv;
-  /* Each repetition's tg and paired bandwidth, for JSON (freed after it). */
+  /* Each repetition's tg and the read bandwidth measured around it (the
+   * best pass just before and just after it), @n_reps of each (0: not
+   * measured); freed after printing. */
   double *rep_tg, *rep_bandwidth;
   guint n_reps;
   /* Through the elements, when --pipeline. */
@@ -430,8 +428,7 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   g_autofree double *itl = g_new (double, MAX (1, s->n_gen));
   g_autofree double *pp = g_new (double, o->reps), *tg = g_new (double, o->reps),
       *ttft = g_new (double, o->reps), *itl_mean = g_new (double, o->reps),
-      *itl_p95 = g_new (double, o->reps), *bw = g_new (double, o->reps),
-      *frac = g_new (double, o->reps), *frac_kv = g_new (double, o->reps);
+      *itl_p95 = g_new (double, o->reps), *bw = g_new (double, o->reps);
   /* Memory speed here drifts by up to 2x within minutes (another tenant
    * on the bus, the host's own phases), so the read test before all runs
    * can belong to another phase than a repetition: each is compared with
@@ -453,12 +450,8 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
     Rep rep;
     if (!run_rep (ctx, s, rand, prompt, logits, itl, &rep, error))
       return FALSE;
-    if (reader != NULL) {
+    if (reader != NULL)
       bw[r] = MAX (before, bench_reader_best (reader, PAIRED_PASSES, 0));
-      frac[r] = rep.tg / (bw[r] / model->weight_bytes);
-      frac_kv[r] = rep.tg / (bw[r] / tg_bytes_with_kv (model, s, llm_kv_cache_bytes (kv),
-              llm_kv_cache_n (kv)));
-    }
     pp[r] = rep.pp;
     ttft[r] = rep.ttft;
     tg[r] = rep.tg;
@@ -475,9 +468,6 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
     res->rep_tg = g_memdup2 (tg, o->reps * sizeof (double));
     res->rep_bandwidth = g_memdup2 (bw, o->reps * sizeof (double));
     res->n_reps = (guint) o->reps;
-    res->paired_bandwidth = bench_median_sort (bw, (guint) o->reps);
-    res->paired_fraction = bench_median_sort (frac, (guint) o->reps);
-    res->paired_fraction_kv = bench_median_sort (frac_kv, (guint) o->reps);
   }
   /* Another backend than the CPU's has no such choice: no steps counted. */
   const LlmFetchChoice *fetch = llm_backend_cpu_fetch (llm_seq_engine (ctx)->backend);
@@ -624,18 +614,25 @@ roofline (const LlmModel *m, const Setting *s, const Result *r, double bandwidth
   Roofline rf = { bandwidth, NAN, NAN, NAN };
   if (bandwidth <= 0 || m->weight_bytes == 0)
     return rf;
-  if (r->paired_bandwidth > 0) {
-    rf.bandwidth = r->paired_bandwidth;
-    rf.ceiling = r->paired_bandwidth / m->weight_bytes;
-    rf.fraction = r->paired_fraction;
-    rf.fraction_with_kv = r->kv_positions > 0 ? r->paired_fraction_kv : NAN;
+  const double with_kv = r->kv_positions > 0
+      ? tg_bytes_with_kv (m, s, r->kv_bytes, r->kv_positions) : NAN;
+  if (r->n_reps > 0) {
+    /* Each repetition against the bandwidth of its own seconds: medians. */
+    g_autofree double *bw = g_memdup2 (r->rep_bandwidth, r->n_reps * sizeof (double));
+    g_autofree double *frac = g_new (double, r->n_reps), *frac_kv = g_new (double, r->n_reps);
+    for (guint i = 0; i < r->n_reps; i++) {
+      frac[i] = r->rep_tg[i] / (bw[i] / m->weight_bytes);
+      frac_kv[i] = r->rep_tg[i] / (bw[i] / with_kv);
+    }
+    rf.bandwidth = bench_median_sort (bw, r->n_reps);
+    rf.ceiling = rf.bandwidth / m->weight_bytes;
+    rf.fraction = bench_median_sort (frac, r->n_reps);
+    rf.fraction_with_kv = bench_median_sort (frac_kv, r->n_reps);
     return rf;
   }
   rf.ceiling = bandwidth / m->weight_bytes;
   rf.fraction = r->tg_tps.mean / rf.ceiling;
-  if (r->kv_positions > 0)
-    rf.fraction_with_kv = r->tg_tps.mean
-        / (bandwidth / tg_bytes_with_kv (m, s, r->kv_bytes, r->kv_positions));
+  rf.fraction_with_kv = r->tg_tps.mean / (bandwidth / with_kv);
   return rf;
 }
 
