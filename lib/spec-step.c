@@ -25,7 +25,7 @@ llm_spec_step (LlmSession *session, LlmDrafter *drafter, LlmSpecBudget *budget, 
   LlmSpecConfidence conf;
   float probs[LLM_SPEC_BUDGET_MAX];
   const gboolean dynamic = !budget->fixed;
-  if (dynamic)
+  if (dynamic && k > 0)
     llm_spec_budget_confidence (budget, &conf);
   const guint m = k > 0 ? llm_drafter_propose_confident (drafter, k, dynamic ? &conf : NULL,
       ids + 1, probs) : 0;
