@@ -79,7 +79,12 @@ load_bf16 (const uint8_t *p)
  * 4 one 1.14-1.18x faster on one thread and 1.01-1.15x on two (4 of 4
  * pairs each), and 1.13-1.35x against two with 16 KiB fetched ahead; on
  * Zen 5 two 1.08-1.19x faster on one thread and 1.09-1.18x on two (4 of
- * 4 pairs each). The entry for one token here is a token tile of one
+ * 4 pairs each). Nor is one token bound by its chains: two per row tile
+ * (even and odd columns, added at the end) took a tile column in L2 from
+ * 2.0 cycles to 1.14, yet 246M F16 decode on Zen 5, old and new taking
+ * turns, ran the same (within 3%, one row tile or two): from DRAM it is
+ * bound by the memory system, 80% of the read test in bench-f16x16 and
+ * in the engine alike. The entry for one token here is a token tile of one
  * among several. Nine tokens (two row tiles) serve only a product with
  * exactly 9 left (tile_tokens_wide: a check of 8 proposals) in one pass
  * instead of 7 + 2: 246M F16 on Zen 5, two threads, both ways taking

@@ -211,7 +211,11 @@ x16_tile_tokens (const X16Kernel *k, size_t n_tok, size_t left)
  * to 5 rows went from 1.25-1.46 decode steps to 1.07-1.31 (four runs of
  * each binary, taking turns; 4 rows 1.34-1.41 to 1.08-1.25). (Q4_0's tile
  * of 4 tokens in halves was no faster so, 1.04x the time: it stays on
- * the stream.)
+ * the stream. Nor did Q4_0 gain clearly from spreading on Zen 5: with
+ * AVX-VNNI and tile 4 in two passes, 8 and 16 rows of the 246M model,
+ * old and new taking turns, ran 2-7% faster in one set of four rounds
+ * and the same in the next (16 rows 19.2 ms each); on AVX-512 16 rows ran
+ * 8.1-8.5 ms either way.)
  *
  * With @k->unpacked and at least its min_tokens, each row tile is first
  * unpacked once (fetching along the stream as it reads), and its token
