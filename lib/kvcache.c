@@ -3,19 +3,22 @@
  * attention lives in kernels/cpu/attention.c so other backends can mirror
  * it.
  *
- * Blocks: every layer's keys and values are blocks of KV_BLOCK_POSITIONS
- * rows, allocated by reserve() as the cache grows (writes never allocate,
- * so threads can write at once without locks). 64 positions keep the
- * memory granularity small (a 7B model's f16 block is 512 KiB per layer and
- * tensor) while a 32768-position context still needs only 512 blocks. The
- * last block is cut to the capacity, so allocated bytes never exceed
- * capacity * row size. Larger blocks read faster where attention is much
- * of a step (16 streams of 246M Q4_0 at depth 400-450, a third of it):
- * 256 positions in huge pages took a step 0.91x the time (median of 16
- * rounds, old and new taking turns; 13 of 16 faster). Not taken yet: it
- * wants the pool to hand out huge pages and a fork's first write to copy
- * only the rows in use (layer skipping forks every draft), and a block,
- * so a short stream's cache, grows 4x.
+ * Blocks: every layer's keys and values are blocks of block_pos rows,
+ * allocated by reserve() as the cache grows (writes never allocate, so
+ * threads can write at once without locks). The last block is cut to the
+ * capacity, so allocated bytes never exceed capacity * row size.
+ * block_pos is KV_BLOCK_LONG where such a block is at least a huge page
+ * (LLM_KV_POOL_HUGE_BYTES), else KV_BLOCK_SHORT. Long: attention reads
+ * each head's rows of a block as one run (32 KiB in F16 at head size 64)
+ * in huge pages, so the run neither walks a page table every 4 KiB nor
+ * restarts the hardware prefetchers there: 16 streams of 246M Q4_0 at
+ * depth 400-450, where attention is a third of a step, took a step 0.91x
+ * the time of 64-position blocks in 4 KiB pages (median of 16 rounds, the
+ * two taking turns; 13 of 16 faster). Its price is granularity (a 7B
+ * model's f16 block is 2 MiB per layer and tensor, and a short stream
+ * holds up to 255 positions it does not use); a fork's first write copies
+ * only the rows in use (own_blocks). Short, for small models, whose
+ * blocks could not be huge pages anyway: a small granularity.
  *
  * Eviction: when a window policy needs room it drops a chunk of the oldest
  * non-sink positions at once, a quarter of the window (or more if the
@@ -48,7 +51,8 @@
 #include "cpu/attention.h"
 #include "cpu/ops.h"
 
-#define KV_BLOCK_POSITIONS 64u
+#define KV_BLOCK_SHORT 64u
+#define KV_BLOCK_LONG 256u
 
 G_DEFINE_QUARK (llm-kv-error-quark, llm_kv_error)
 
@@ -78,6 +82,7 @@ struct _LlmKvCache {
   guint32 n_reserved;  /* reserved after n, not yet committed */
   guint64 n_evicted;
 
+  guint32 block_pos;   /* positions a block holds (see Blocks) */
   guint32 n_blocks_max;
   guint32 n_blocks;  /* blocks [0, n_blocks) exist in every layer */
   gsize bytes;
@@ -250,9 +255,16 @@ llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guin
       break;
   }
 
-  gsize block_bytes, first_bytes;
-  if (!g_size_checked_mul (&block_bytes, kv->row_bytes, KV_BLOCK_POSITIONS)
-      || !g_size_checked_mul (&first_bytes, (gsize) block_rows (kv, 0) * kv->row_bytes,
+  gsize long_bytes, first_bytes;
+  if (!g_size_checked_mul (&long_bytes, kv->row_bytes, 2 * (gsize) KV_BLOCK_LONG)
+      || !g_size_checked_mul (&long_bytes, long_bytes, n_layers)) {
+    g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
+        "KV cache row of %" G_GSIZE_FORMAT " values is too large", kv->row_n);
+    llm_kv_cache_free (kv);
+    return NULL;
+  }
+  kv->block_pos = long_bytes >= LLM_KV_POOL_HUGE_BYTES ? KV_BLOCK_LONG : KV_BLOCK_SHORT;
+  if (!g_size_checked_mul (&first_bytes, (gsize) block_rows (kv, 0) * kv->row_bytes,
           2 * (gsize) n_layers)) {
     g_set_error (error, LLM_KV_ERROR, LLM_KV_ERROR_CONFIG,
         "KV cache row of %" G_GSIZE_FORMAT " values is too large", kv->row_n);
@@ -273,8 +285,8 @@ llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guin
     return NULL;
   }
 
-  kv->n_blocks_max = (guint32) (((guint64) kv->capacity + KV_BLOCK_POSITIONS - 1)
-      / KV_BLOCK_POSITIONS);
+  kv->n_blocks_max = (guint32) (((guint64) kv->capacity + kv->block_pos - 1)
+      / kv->block_pos);
   kv->layers = g_try_new0 (KvLayer, n_layers);
   kv->blocks = g_try_new0 (LlmKvBlock *, kv->n_blocks_max);
   if (kv->layers == NULL || kv->blocks == NULL)
@@ -353,9 +365,9 @@ llm_kv_cache_n_evicted (const LlmKvCache *kv)
 static inline guint8 *
 slice_ptr (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, guint h)
 {
-  const guint32 b = pos / KV_BLOCK_POSITIONS;
-  const guint32 rows = MIN (KV_BLOCK_POSITIONS, kv->capacity - b * KV_BLOCK_POSITIONS);
-  return blocks[b] + ((gsize) h * rows + pos % KV_BLOCK_POSITIONS) * kv->slice_bytes;
+  const guint32 b = pos / kv->block_pos;
+  const guint32 rows = MIN (kv->block_pos, kv->capacity - b * kv->block_pos);
+  return blocks[b] + ((gsize) h * rows + pos % kv->block_pos) * kv->slice_bytes;
 }
 
 static void
@@ -382,12 +394,12 @@ row_copy (const LlmKvCache *kv, guint8 *const *blocks, guint32 dst, guint32 src)
     memcpy (slice_ptr (kv, blocks, dst, h), slice_ptr (kv, blocks, src, h), kv->slice_bytes);
 }
 
-/* Rows block @b holds: KV_BLOCK_POSITIONS, the last one cut to the
+/* Rows block @b holds: block_pos, the last one cut to the
  * capacity. */
 static guint32
 block_rows (const LlmKvCache *kv, guint32 b)
 {
-  return MIN (KV_BLOCK_POSITIONS, kv->capacity - b * KV_BLOCK_POSITIONS);
+  return MIN (kv->block_pos, kv->capacity - b * kv->block_pos);
 }
 
 /* Points every layer's K and V slots of block @b into @block: layer l's
@@ -409,7 +421,7 @@ set_block (LlmKvCache *kv, guint32 b, LlmKvBlock *block)
 static gboolean
 ensure_blocks (LlmKvCache *kv, guint32 end, GError **error)
 {
-  const guint32 need = (guint32) (((guint64) end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS);
+  const guint32 need = (guint32) (((guint64) end + kv->block_pos - 1) / kv->block_pos);
 
   for (; kv->n_blocks < need; kv->n_blocks++) {
     const guint32 b = kv->n_blocks;
@@ -432,6 +444,23 @@ ensure_blocks (LlmKvCache *kv, guint32 end, GError **error)
   return TRUE;
 }
 
+/* Copies block @b's rows below the cache's length, all that can be read
+ * before it is written: a fork shares a block that its parent goes on
+ * filling, and layer skipping forks for every draft, so copying the whole
+ * 256 positions would often copy mostly rows no one wrote. */
+static void
+copy_rows_in_use (const LlmKvCache *kv, guint32 b, const guint8 *src, guint8 *dst)
+{
+  const guint32 rows = block_rows (kv, b), start = b * kv->block_pos;
+  const gsize used = kv->n > start ? MIN (kv->n - start, rows) : 0;
+  const gsize part = (gsize) rows * kv->row_bytes;
+  for (guint p = 0; p < 2 * kv->n_layers; p++)
+    for (guint h = 0; h < kv->n_slices; h++) {
+      const gsize at = p * part + (gsize) h * rows * kv->slice_bytes;
+      memcpy (dst + at, src + at, used * kv->slice_bytes);
+    }
+}
+
 /* Gives the cache blocks of its own for positions [@first, @end) (those
  * that exist), copying any that a fork shares, so writes there touch no
  * other sequence. */
@@ -439,8 +468,8 @@ static gboolean
 own_blocks (LlmKvCache *kv, guint32 first, guint32 end, GError **error)
 {
   const guint32 b_end = MIN (kv->n_blocks,
-      (guint32) (((guint64) end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS));
-  for (guint32 b = first / KV_BLOCK_POSITIONS; b < b_end; b++) {
+      (guint32) (((guint64) end + kv->block_pos - 1) / kv->block_pos));
+  for (guint32 b = first / kv->block_pos; b < b_end; b++) {
     LlmKvBlock *old = kv->blocks[b];
     if (!llm_kv_block_is_shared (old))
       continue;
@@ -449,7 +478,7 @@ own_blocks (LlmKvCache *kv, guint32 first, guint32 end, GError **error)
       g_prefix_error (error, "copying a shared KV block: ");
       return FALSE;
     }
-    memcpy (copy->data, old->data, old->size);
+    copy_rows_in_use (kv, b, old->data, copy->data);
     set_block (kv, b, copy);
     llm_kv_block_unref (old);
   }
@@ -641,7 +670,7 @@ attn_rows (const LlmKvCache *kv, guint layer, guint kv_head, LlmAttnRows *k, Llm
   const gboolean by_head = kv->n_slices > 1;
   *k = (LlmAttnRows) {
     .blocks = (const void *const *) l->k,
-    .block_rows = KV_BLOCK_POSITIONS,
+    .block_rows = kv->block_pos,
     .row_bytes = kv->slice_bytes,
     .type = kv->attn_type,
     .segment = by_head ? kv_head : 0,
@@ -699,7 +728,7 @@ llm_kv_cache_truncate (LlmKvCache *kv, guint32 n)
    * verifier cuts and refills every step), except those past the cut that
    * a fork shares: ours would only be copied on the next write. */
   const guint64 end = (guint64) kv->n + kv->n_reserved;
-  release_shared_from (kv, (guint32) ((end + KV_BLOCK_POSITIONS - 1) / KV_BLOCK_POSITIONS));
+  release_shared_from (kv, (guint32) ((end + kv->block_pos - 1) / kv->block_pos));
 }
 
 void

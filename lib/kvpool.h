@@ -27,6 +27,10 @@ LlmKvPool *llm_kv_pool_ref (LlmKvPool *pool);
 void llm_kv_pool_unref (LlmKvPool *pool);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (LlmKvPool, llm_kv_pool_unref)
 
+/* Blocks of at least this many bytes are aligned to it and asked to be
+ * held in transparent huge pages (as far as whole ones go). */
+#define LLM_KV_POOL_HUGE_BYTES ((gsize) 2 << 20)
+
 /* A new block of @size bytes (contents undefined), counted against the
  * limit: LLM_KV_ERROR_POOL_FULL naming the limit when it would pass it,
  * LLM_KV_ERROR_NO_MEMORY when the allocation fails. Thread-safe. */
@@ -40,5 +44,9 @@ gboolean llm_kv_block_is_shared (const LlmKvBlock *block);
 /* Bytes in blocks now, and the limit (0: none). */
 gsize llm_kv_pool_bytes (LlmKvPool *pool);
 gsize llm_kv_pool_limit (LlmKvPool *pool);
+/* Bytes of freed blocks of LLM_KV_POOL_HUGE_BYTES or more kept for the
+ * next block of their size (at most two blocks; outside the count and the
+ * limit above). */
+gsize llm_kv_pool_spare_bytes (LlmKvPool *pool);
 
 G_END_DECLS

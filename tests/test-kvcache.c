@@ -7,6 +7,7 @@
 
 #include "llm-check.h"
 #include "kvcache.h"
+#include "kvpool.h"
 #include "cpu/fp16.h"
 #include "cpu/ops.h"
 #include "cpu/matmul.h"
@@ -761,6 +762,128 @@ START_TEST (test_truncate_keeps_blocks_and_release_gives_them_back)
 }
 END_TEST
 
+/* Where 256 positions of every layer's keys and values make a huge page
+ * or more, a block holds 256 (long runs of a head's rows, in huge pages);
+ * below, 64. A fork's first write into a shared long block copies the
+ * rows in use, and both caches then read exactly what each wrote. */
+START_TEST (test_blocks_as_large_as_a_huge_page_hold_256_positions)
+{
+  /* 8 layers x 2 x 256 positions x 4 x 64 values x 2 B = 2 MiB; 7 layers less. */
+  const guint n_layers = 8, row_n = 4 * 64;
+  const gsize long_block = (gsize) n_layers * 2 * 256 * row_n * 2;
+  g_autoptr (LlmKvCache) small = new_cache (LLM_KV_F16, LLM_KV_POLICY_FULL, 1024, 0,
+      n_layers - 1, 4, 64, NULL);
+  ck_assert (llm_kv_cache_reserve (small, 1, NULL));
+  ck_assert_uint_eq (llm_kv_cache_bytes (small), (gsize) (n_layers - 1) * 2 * 64 * row_n * 2);
+
+  g_autoptr (LlmKvCache) kv = new_cache (LLM_KV_F16, LLM_KV_POLICY_FULL, 1024, 0, n_layers, 4,
+      64, NULL);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (11);
+  g_autofree float *k = g_new (float, n_layers * row_n);
+  g_autofree float *v = g_new (float, n_layers * row_n);
+  g_autofree float *rows = g_new (float, (gsize) 101 * 2 * n_layers * row_n);
+  for (guint32 p = 0; p < 100; p++) {
+    fill_random (rand, k, n_layers * row_n, -1, 1);
+    fill_random (rand, v, n_layers * row_n, -1, 1);
+    append (kv, n_layers, row_n, k, v);
+  }
+  ck_assert_uint_eq (llm_kv_cache_bytes (kv), long_block);
+  for (guint32 p = 0; p < 100; p++)
+    for (guint l = 0; l < n_layers; l++)
+      llm_kv_cache_read (kv, l, p, rows + ((gsize) (p * n_layers + l) * 2) * row_n,
+          rows + ((gsize) (p * n_layers + l) * 2 + 1) * row_n);
+
+  g_autoptr (LlmKvCache) fork = llm_kv_cache_fork (kv);
+  g_autofree float *fk = g_new (float, n_layers * row_n);
+  g_autofree float *fv = g_new (float, n_layers * row_n);
+  fill_random (rand, fk, n_layers * row_n, -1, 1);
+  fill_random (rand, fv, n_layers * row_n, -1, 1);
+  ck_assert_uint_eq (append (fork, n_layers, row_n, fk, fv), 100);
+  fill_random (rand, k, n_layers * row_n, -1, 1);
+  ck_assert_uint_eq (append (kv, n_layers, row_n, k, v), 100);
+  ck_assert_uint_eq (llm_kv_cache_bytes (fork), long_block);
+
+  float *got_k = g_new (float, row_n), *got_v = g_new (float, row_n);
+  for (guint32 p = 0; p < 100; p++)
+    for (guint l = 0; l < n_layers; l++) {
+      const float *want = rows + ((gsize) (p * n_layers + l) * 2) * row_n;
+      for (int c = 0; c < 2; c++) {
+        LlmKvCache *cache = c == 0 ? kv : fork;
+        llm_kv_cache_read (cache, l, p, got_k, got_v);
+        ck_assert_mem_eq (got_k, want, row_n * sizeof (float));
+        ck_assert_mem_eq (got_v, want + row_n, row_n * sizeof (float));
+      }
+    }
+  /* Position 100: each its own row, stored in half precision. */
+  for (guint l = 0; l < n_layers; l++) {
+    llm_kv_cache_read (fork, l, 100, got_k, got_v);
+    for (guint i = 0; i < row_n; i++)
+      ck_assert_float_eq (got_k[i], llm_fp16_to_f32 (llm_fp16_from_f32 (fk[l * row_n + i])));
+    llm_kv_cache_read (kv, l, 100, got_k, got_v);
+    for (guint i = 0; i < row_n; i++)
+      ck_assert_float_eq (got_k[i], llm_fp16_to_f32 (llm_fp16_from_f32 (k[l * row_n + i])));
+  }
+  g_free (got_k);
+  g_free (got_v);
+
+  /* 256 positions to a block: the 257th takes a second. */
+  for (guint32 p = 101; p < 257; p++)
+    append (kv, n_layers, row_n, k, v);
+  ck_assert_uint_eq (llm_kv_cache_bytes (kv), 2 * long_block);
+}
+END_TEST
+
+/* A freed block of a huge page or more is kept for the next block of its
+ * size (a fork's copy for every layer-skipping draft), outside the pool's
+ * count and limit; smaller ones go back to the system. The limit still
+ * refuses what passes it. */
+START_TEST (test_a_freed_huge_block_serves_the_next_of_its_size)
+{
+  const gsize huge = LLM_KV_POOL_HUGE_BYTES;
+  g_autoptr (LlmKvPool) pool = llm_kv_pool_new (3 * huge);
+  GError *error = NULL;
+  LlmKvBlock *a = llm_kv_pool_alloc (pool, 2 * huge, &error);
+  ck_assert_ptr_nonnull (a);
+  memset (a->data, 7, a->size);
+  guint8 *const kept = a->data;
+  llm_kv_block_unref (a);
+  ck_assert_uint_eq (llm_kv_pool_bytes (pool), 0);
+  ck_assert_uint_eq (llm_kv_pool_spare_bytes (pool), 2 * huge);
+
+  LlmKvBlock *other = llm_kv_pool_alloc (pool, huge, &error);  /* another size */
+  ck_assert_ptr_nonnull (other);
+  ck_assert_uint_eq (llm_kv_pool_spare_bytes (pool), 2 * huge);
+  LlmKvBlock *b = llm_kv_pool_alloc (pool, 2 * huge, &error);
+  ck_assert_ptr_nonnull (b);
+  ck_assert_ptr_eq (b->data, kept);
+  ck_assert_uint_eq (b->data[2 * huge - 1], 7);
+  ck_assert_uint_eq (llm_kv_pool_spare_bytes (pool), 0);
+  ck_assert_uint_eq (llm_kv_pool_bytes (pool), 3 * huge);
+  ck_assert_ptr_null (llm_kv_pool_alloc (pool, 1, &error));
+  ck_assert (g_error_matches (error, LLM_KV_ERROR, LLM_KV_ERROR_POOL_FULL));
+  g_clear_error (&error);
+  llm_kv_block_unref (b);
+  llm_kv_block_unref (other);
+  ck_assert_uint_eq (llm_kv_pool_bytes (pool), 0);
+  ck_assert_uint_eq (llm_kv_pool_spare_bytes (pool), 3 * huge);
+
+  /* Small blocks are not kept, nor a third huge one. */
+  LlmKvBlock *small = llm_kv_pool_alloc (pool, 4096, &error);
+  ck_assert_ptr_nonnull (small);
+  llm_kv_block_unref (small);
+  ck_assert_uint_eq (llm_kv_pool_spare_bytes (pool), 3 * huge);
+  LlmKvBlock *c[3];
+  for (int i = 0; i < 3; i++) {
+    c[i] = llm_kv_pool_alloc (pool, huge, &error);
+    ck_assert_ptr_nonnull (c[i]);
+  }
+  ck_assert_uint_eq (llm_kv_pool_spare_bytes (pool), 2 * huge);  /* the huge one reused */
+  for (int i = 0; i < 3; i++)
+    llm_kv_block_unref (c[i]);
+  ck_assert_uint_eq (llm_kv_pool_spare_bytes (pool), 3 * huge);  /* two kept at most */
+}
+END_TEST
+
 /* The last block is cut to the capacity, so bytes never pass
  * capacity x rows even when capacity is not a multiple of the block. */
 START_TEST (test_bytes_never_exceed_the_capacity)
@@ -891,6 +1014,8 @@ kvcache_suite (void)
   tcase_add_test (memory, test_bytes_are_allocated_as_the_cache_fills);
   tcase_add_test (memory, test_bytes_never_exceed_the_capacity);
   tcase_add_test (memory, test_truncate_keeps_blocks_and_release_gives_them_back);
+  tcase_add_test (memory, test_blocks_as_large_as_a_huge_page_hold_256_positions);
+  tcase_add_test (memory, test_a_freed_huge_block_serves_the_next_of_its_size);
   tcase_add_test (memory, test_allocation_failure_is_a_no_memory_error);
   suite_add_tcase (s, memory);
 
