@@ -19,6 +19,9 @@ typedef struct {
   guint (*propose) (LlmDrafter *d, guint max, gint32 *out);
   void (*accept) (LlmDrafter *d, const gint32 *ids, guint n);
   void (*finalize) (LlmDrafter *d);
+  /* It knows how sure it is of each proposal (a draft model's softmax):
+   * it can stop by a confidence rule and report the probabilities. */
+  gboolean confident;
 } DrafterClass;
 
 struct _LlmDrafter {
@@ -93,7 +96,7 @@ ngram_finalize (LlmDrafter *d)
 }
 
 static const DrafterClass ngram_class = {
-  "ngram", ngram_begin, ngram_propose, ngram_accept, ngram_finalize,
+  "ngram", ngram_begin, ngram_propose, ngram_accept, ngram_finalize, FALSE,
 };
 
 LlmDrafter *
@@ -570,7 +573,7 @@ model_finalize (LlmDrafter *d)
 }
 
 static const DrafterClass model_class = {
-  "model", model_begin, model_propose, model_accept, model_finalize,
+  "model", model_begin, model_propose, model_accept, model_finalize, TRUE,
 };
 
 LlmDrafter *
@@ -696,6 +699,7 @@ layerskip_finalize (LlmDrafter *d)
 
 static const DrafterClass layerskip_class = {
   "layerskip", layerskip_begin, layerskip_propose, layerskip_accept, layerskip_finalize,
+  FALSE,
 };
 
 const guint8 *
@@ -784,7 +788,7 @@ llm_drafter_propose_confident (LlmDrafter *d, guint max, const LlmSpecConfidence
   if (max == 0)
     return 0;
   max = MIN (max, LLM_SPEC_BUDGET_MAX);
-  const gboolean knows = d->klass == &model_class;
+  const gboolean knows = d->klass->confident;
   d->conf = knows ? conf : NULL;
   d->probs = knows ? probs : NULL;
   const guint n = d->klass->propose (d, max, out);

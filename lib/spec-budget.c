@@ -121,8 +121,8 @@ known (const LlmSpecBudget *b, guint w)
  * nearest measured width below it (one row more costing what its rows
  * did, weighed with PRIOR_SLOPE as PRIOR_ROWS says; PRIOR_SLOPE alone
  * while none is), or on the line between that one and the nearest
- * measured width above where there is one. Relative units while nothing is measured; only ratios
- * matter. */
+ * measured width above where there is one. Relative units while nothing
+ * is measured; only ratios matter. */
 static double
 cost (const LlmSpecBudget *b, guint w)
 {
@@ -144,11 +144,12 @@ cost (const LlmSpecBudget *b, guint w)
   const double at = from > 0 ? b->cost_us[from] : base;
   double estimate = at + per * (w - from);
   /* Below a measured width, on the line up to it: a forward's cost can
-   * rise in a step (Zen 5's F16: flat to 5 rows, then 1.3 steps), so from below alone the widths just under a
-   * measured dear one looked cheap, and the planner took 6 or 7 where 4
-   * paid more (replayed on real text at those costs, 0.977 and 0.976 of
-   * the best fixed length on caption and transcript; 0.995 and 0.992 so;
-   * all twelve replays 1.002 -> 1.005). */
+   * rise in a step (Zen 5's F16: flat to 5 rows, then 1.3 steps), so from
+   * below alone the widths just under a measured dear one looked cheap,
+   * and the planner took 6 or 7 where 4 paid more (replayed on real text
+   * at those costs, 0.977 and 0.976 of the best fixed length on caption
+   * and transcript; 0.995 and 0.992 so; all twelve replays 1.002 ->
+   * 1.005). */
   for (guint j = w + 1; known (b, 0) && j <= b->draft_max; j++) {
     if (known (b, j)) {
       estimate = at + (b->cost_us[j] - at) * (w - from) / (j - from);
