@@ -188,43 +188,53 @@ model_begin (LlmDrafter *d, LlmSession *target, gint32 first)
  * LlmSpecConfidence's lowest band whatever it is. */
 #define CONFIDENCE_FLOOR (1.0f / LLM_SPEC_CONFIDENCE_BANDS)
 
-/* Greedy proposals into @out from @n on, the first being @next (the pick
- * from the logits the session holds, not fed), up to @max. It stops early
- * at a token the draft is not sure enough of (p_min), where drafting one
- * more would not pay (@conf where not NULL, *@chance the chance that all
- * so far are kept), at an error, or once *@stop (when not NULL) is set.
- * Each proposal's probability goes to @probs (when not NULL) at its
- * index. Every proposal but the last is fed (*@fed counts them);
- * *@last_fed says whether the last is too: it is when drafting stopped
- * unsure of the token after it (p_min). *@on (when not NULL) says
- * whether @conf would have drafted on. */
+/* A proposal as draft_greedy() makes it: its tokens go to @out and each
+ * one's probability to @probs (when not NULL) at its index, @n of them so
+ * far and at most @max. Every proposal but the last is fed (*@fed counts
+ * them); @last_fed says whether the last is too: it is when drafting
+ * stopped unsure of the token after it (p_min). It stops where drafting
+ * one more would not pay by @conf (when not NULL; @chance is the chance
+ * that all so far are kept, and @on says whether @conf would have drafted
+ * on), or once *@stop (when not NULL) is set. */
+typedef struct {
+  gint32 *out;
+  float *probs;
+  guint n, max;
+  guint *fed;
+  gboolean last_fed;
+  const LlmSpecConfidence *conf;
+  double chance;
+  gboolean on;
+  gint *stop;
+} Proposal;
+
+/* Greedy proposals into @p from p->n on, the first being @next (the pick
+ * from the logits the session holds, not fed): up to p->max, fewer at a
+ * token the draft is not sure enough of (p_min), where @p's rule or stop
+ * says so, or at an error. Returns p->n. */
 static guint
-draft_greedy (LlmDrafter *d, gint32 next, gint32 *out, guint n, guint max, guint *fed,
-    gint *stop, gboolean *last_fed, const LlmSpecConfidence *conf, double *chance,
-    float *probs, gboolean *on)
+draft_greedy (LlmDrafter *d, gint32 next, Proposal *p)
 {
   const guint32 n_vocab = llm_session_model (d->session)->hp.n_vocab;
   while (d->error == NULL) {
-    float p = NAN;
-    if (d->p_min > 0 || conf != NULL || probs != NULL)
-      p = llm_top_probability_above (llm_session_logits (d->session), n_vocab,
+    float top = NAN;
+    if (d->p_min > 0 || p->conf != NULL || p->probs != NULL)
+      top = llm_top_probability_above (llm_session_logits (d->session), n_vocab,
           d->p_min > 0 ? MIN (d->p_min, CONFIDENCE_FLOOR) : CONFIDENCE_FLOOR);
-    if (d->p_min > 0 && p < d->p_min)
+    if (d->p_min > 0 && top < d->p_min)
       break;
-    if (probs != NULL)
-      probs[n] = p;
-    out[n++] = next;
-    *last_fed = FALSE;
-    const gboolean more = conf == NULL || llm_spec_confidence_draft_on (conf, n, p, chance);
-    if (on != NULL)
-      *on = more;
-    if (n == max || !more || (stop != NULL && g_atomic_int_get (stop))
+    if (p->probs != NULL)
+      p->probs[p->n] = top;
+    p->out[p->n++] = next;
+    p->last_fed = FALSE;
+    p->on = p->conf == NULL || llm_spec_confidence_draft_on (p->conf, p->n, top, &p->chance);
+    if (p->n == p->max || !p->on || (p->stop != NULL && g_atomic_int_get (p->stop))
         || !llm_session_step (d->session, next, &next, &d->error))
       break;
-    (*fed)++;
-    *last_fed = TRUE;
+    (*p->fed)++;
+    p->last_fed = TRUE;
   }
-  return n;
+  return p->n;
 }
 
 /* --- model: drafting ahead ------------------------------------------- */
@@ -303,11 +313,12 @@ ahead_job (LlmDrafter *d)
     return;
   a->fed++;
   a->guess_fed = TRUE;
-  a->stash_chance = 1.0;
-  a->stash_on = TRUE;
-  a->n_stash = draft_greedy (d, llm_session_sample (d->session), a->stash, 0, a->bound,
-      &a->fed, &a->stop, &a->stash_last_fed, a->has_conf ? &a->conf : NULL, &a->stash_chance,
-      a->stash_probs, &a->stash_on);
+  Proposal p = { a->stash, a->stash_probs, 0, a->bound, &a->fed, a->stash_last_fed,
+    a->has_conf ? &a->conf : NULL, 1.0, TRUE, &a->stop };
+  a->n_stash = draft_greedy (d, llm_session_sample (d->session), &p);
+  a->stash_last_fed = p.last_fed;
+  a->stash_chance = p.chance;
+  a->stash_on = p.on;
   a->more = d->error == NULL && a->n_stash > 0 && !a->stash_last_fed && a->stash_on;
 }
 
@@ -446,9 +457,10 @@ ahead_take (LlmDrafter *d, guint max, gint32 *out, gboolean *last_fed)
     if (d->error != NULL)
       return 0;
     d->fed = 1;
-    double chance = 1.0;
-    return draft_greedy (d, llm_session_sample (d->session), out, 0, max, &d->fed, NULL,
-        last_fed, d->conf, &chance, d->probs, NULL);
+    Proposal p = { out, d->probs, 0, max, &d->fed, *last_fed, d->conf, 1.0, TRUE, NULL };
+    draft_greedy (d, llm_session_sample (d->session), &p);
+    *last_fed = p.last_fed;
+    return p.n;
   }
   guint n = MIN (a->n_stash, max);
   memcpy (out, a->stash, n * sizeof *out);
@@ -470,9 +482,10 @@ ahead_take (LlmDrafter *d, guint max, gint32 *out, gboolean *last_fed)
     d->fed++;
     *last_fed = TRUE;
     /* On from the stash's chance, by this proposal's rule. */
-    double chance = a->stash_chance;
-    n = draft_greedy (d, next, out, n, max, &d->fed, NULL, last_fed, d->conf, &chance,
-        d->probs, NULL);
+    Proposal p = { out, d->probs, n, max, &d->fed, *last_fed, d->conf, a->stash_chance, TRUE,
+      NULL };
+    n = draft_greedy (d, next, &p);
+    *last_fed = p.last_fed;
   }
   return n;
 }
@@ -513,9 +526,9 @@ model_propose (LlmDrafter *d, guint max, gint32 *out)
     if (d->error != NULL)
       return 0;
     d->fed = 1;
-    double chance = 1.0;
-    n = draft_greedy (d, llm_session_sample (d->session), out, 0, max, &d->fed, NULL,
-        &last_fed, d->conf, &chance, d->probs, NULL);
+    Proposal p = { out, d->probs, 0, max, &d->fed, last_fed, d->conf, 1.0, TRUE, NULL };
+    n = draft_greedy (d, llm_session_sample (d->session), &p);
+    last_fed = p.last_fed;
   }
   d->last_proposed = n;
   if (a != NULL && a->on && n > 0 && d->error == NULL)
