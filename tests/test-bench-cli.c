@@ -197,6 +197,28 @@ START_TEST (test_bench_pairs_each_repetition_with_its_bandwidth)
       frac[0], frac[1], frac[2]);
   const double b = json_number_of (r.out, "bandwidth_bytes_per_s");
   ck_assert_msg (fabs (b - bw[1]) <= 1e-4 * bw[1], "bandwidth %g, median %g", b, bw[1]);
+  ck_assert_double_eq (json_number_of (r.out, "bandwidth_test_bytes"), 16 << 20);
+  run_clear (&r);
+}
+END_TEST
+
+/* By default the read test beside the runs reads as many bytes as a step
+ * does (whole 2 MiB pages of them), so it meets the caches as the decode
+ * does: a larger buffer understated what memory gives a model a few
+ * times the size of the last-level cache. */
+START_TEST (test_bench_reads_as_many_bytes_as_a_step_beside_the_runs)
+{
+  g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
+  const char *args[] = { "-m", model, "-p", "0", "-n", "4", "-r", "1", "-t", "1",
+    "--bandwidth-mib=-1", "--json", NULL };
+  Run r = bench (args);
+  ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
+  const double weight_bytes = json_number_of (r.out, "weight_bytes_per_token");
+  const double page = 2 << 20;
+  ck_assert (weight_bytes > 0);
+  ck_assert_double_eq (json_number_of (r.out, "bandwidth_test_bytes"),
+      ceil (weight_bytes / page) * page);
+  ck_assert (json_number_of (r.out, "bandwidth_bytes_per_s") > 0);
   run_clear (&r);
 }
 END_TEST
@@ -233,6 +255,7 @@ bench_cli_suite (void)
   tcase_add_test (tc, test_bench_refuses_models_it_cannot_make);
   tcase_add_test (tc, test_bench_writes_a_draft_table);
   tcase_add_test (tc, test_bench_pairs_each_repetition_with_its_bandwidth);
+  tcase_add_test (tc, test_bench_reads_as_many_bytes_as_a_step_beside_the_runs);
   suite_add_tcase (s, tc);
   return s;
 }

@@ -51,7 +51,7 @@ typedef struct {
   gboolean no_warmup;
   gboolean pipeline;
   gint64 seed;
-  int bandwidth_mib;
+  int bandwidth_mib;          /* < 0: BANDWIDTH_MIB before the runs, the weights' beside them */
   char *make_shape, *make_type, *output, *widen;
   int make_layers;            /* 0: the shape's */
   char *vision, *vision_image;
@@ -81,6 +81,7 @@ typedef struct {
    * best pass just before and just after it), @n_reps of each (0: not
    * measured); freed after printing. */
   double *rep_tg, *rep_bandwidth;
+  gsize rep_bandwidth_bytes;  /* the buffer the read test beside the runs read */
   guint n_reps;
   /* Through the elements, when --pipeline. */
   Stat pipe_pp, pipe_tg, pipe_ttft, pipe_itl_mean, pipe_itl_p95;
@@ -91,6 +92,26 @@ typedef struct {
 
 /* Passes of the read test before and after each repetition's decode. */
 #define PAIRED_PASSES 5
+
+/* The read test's buffer before the runs, unless --bandwidth-mib says. */
+#define BANDWIDTH_MIB 512
+
+/* The buffer of the read test beside a decode's runs: as large as what a
+ * step reads (rounded up to whole 2 MiB pages), unless --bandwidth-mib
+ * says (0: none), so the test meets the caches as the decode does. A
+ * model a few times the size of the last-level cache finds part of itself
+ * there each step, and so does a test over as many bytes: on Zen 5 (32
+ * MiB of L3 a CCD) two threads read 128 MiB at 70-90 GB/s and 512 MiB at
+ * 52-66 in the same minutes, and 246M Q4_0 (122.5 MiB a token) was 71-84%
+ * of the first and 80-86% of the second. */
+static gsize
+paired_bytes (const Options *o, const LlmModel *m)
+{
+  if (o->bandwidth_mib >= 0)
+    return (gsize) o->bandwidth_mib << 20;
+  const gsize page = 2u << 20;
+  return (m->weight_bytes + page - 1) / page * page;
+}
 
 /* The bytes a decode step of @s reads on average: the weights and the KV
  * cache (@kv_bytes over @kv_positions) at the mid depth of the decode. */
@@ -434,9 +455,10 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
    * can belong to another phase than a repetition: each is compared with
    * the bandwidth of its own seconds. */
   g_autoptr (BenchReader) reader = NULL;
-  if (o->bandwidth_mib > 0 && s->n_gen > 0 && model->weight_bytes > 0) {
+  const gsize paired = paired_bytes (o, model);
+  if (paired > 0 && s->n_gen > 0 && model->weight_bytes > 0) {
     GError *bw_error = NULL;
-    reader = bench_reader_new ((gsize) o->bandwidth_mib << 20, (int) s->threads, &bw_error);
+    reader = bench_reader_new (paired, (int) s->threads, &bw_error);
     if (reader == NULL) {
       g_printerr ("gst-llm-bench: bandwidth test beside the runs: %s; 'of ceiling' uses the "
           "one before them\n", bw_error->message);
@@ -467,6 +489,7 @@ run_setting (LlmModel *model, const Setting *s, const Options *o, Result *res, G
   if (reader != NULL) {
     res->rep_tg = g_memdup2 (tg, o->reps * sizeof (double));
     res->rep_bandwidth = g_memdup2 (bw, o->reps * sizeof (double));
+    res->rep_bandwidth_bytes = paired;
     res->n_reps = (guint) o->reps;
   }
   /* Another backend than the CPU's has no such choice: no steps counted. */
@@ -699,6 +722,7 @@ print_json (const LlmModel *m, const ModelInfo *info, const Setting *s, const Re
     /* What the medians above come from. */
     json_numbers (o, "tg_tokens_per_s_by_repetition", r->rep_tg, r->n_reps);
     json_numbers (o, "bandwidth_bytes_per_s_by_repetition", r->rep_bandwidth, r->n_reps);
+    json_int (o, "bandwidth_test_bytes", r->rep_bandwidth_bytes);
   }
   if (fetch_steps (r) > 0) {
     json_int (o, "tg_steps_fetched_by_kernel", r->fetch.steps[LLM_FETCH_KERNEL]);
@@ -1280,15 +1304,19 @@ static const char *summary =
     "after one untimed warm-up evaluation.\n"
     "\n"
     "Roofline: before the runs, the read bandwidth of the machine is measured with\n"
-    "each thread count (streaming read over --bandwidth-mib MiB; the best pass of\n"
-    "at least 5 in half a second). A decode step reads every weight once, so tg\n"
-    "can never pass bandwidth / weight bytes per token (the ceiling). Memory speed\n"
-    "can drift while the runs go on, so the test runs again around each\n"
-    "repetition's tg (the best of 5 passes just before it and 5 just after), and\n"
-    "'of ceiling' is the median over the repetitions of each one's tg against the\n"
-    "ceiling of its own bandwidth ('ceiling t/s' the median ceiling;\n"
-    "bandwidth_fraction in JSON; bandwidth_fraction_with_kv also counts the KV\n"
-    "cache read at the mean decode depth).\n"
+    "each thread count (streaming read over 512 MiB, or --bandwidth-mib; the best\n"
+    "pass of at least 5 in half a second). A decode step reads every weight once,\n"
+    "so tg can never pass bandwidth / weight bytes per token (the ceiling). Memory\n"
+    "speed can drift while the runs go on, so the test runs again around each\n"
+    "repetition's tg (the best of 5 passes just before it and 5 just after), over\n"
+    "as many bytes as a step reads (the weights; --bandwidth-mib sets another\n"
+    "size), so it meets the caches as the decode does: a model a few times the\n"
+    "size of the last-level cache finds part of itself there every step, and a\n"
+    "larger test buffer would understate what the memory gives it. 'of ceiling'\n"
+    "is the median over the repetitions of each one's tg against the ceiling of\n"
+    "its own bandwidth ('ceiling t/s' the median ceiling; bandwidth_fraction in\n"
+    "JSON, bandwidth_test_bytes the buffer; bandwidth_fraction_with_kv also counts\n"
+    "the KV cache read at the mean decode depth).\n"
     "\n"
     "--pipeline runs each setting again through appsrc ! llmprefill ! llmdecode !\n"
     "appsink (greedy, the llm plugin GStreamer finds, else this build tree's),\n"
@@ -1424,7 +1452,7 @@ usage_error (GError *error)
 int
 main (int argc, char **argv)
 {
-  Options o = { .reps = 5, .seed = 42, .bandwidth_mib = 512, .max_rss_growth_kb = -1,
+  Options o = { .reps = 5, .seed = 42, .bandwidth_mib = -1, .max_rss_growth_kb = -1,
     .spec_draft_max = 8 };
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_FILENAME_ARRAY, &o.models,
@@ -1483,7 +1511,8 @@ main (int argc, char **argv)
       "Cost of one forward of K rows against a decode step, instead (see above)",
       "K[,K...]" },
     { "bandwidth-mib", 0, 0, G_OPTION_ARG_INT, &o.bandwidth_mib,
-      "Bandwidth test buffer, MiB (default 512; 0: none)", "N" },
+      "Bandwidth test buffer, MiB (default: 512 before the runs, a step's weights "
+      "beside them; 0: none)", "N" },
     { "seed", 's', 0, G_OPTION_ARG_INT64, &o.seed,
       "Seed of tokens and weights (default 42)", "N" },
     { "make-model", 0, 0, G_OPTION_ARG_STRING, &o.make_shape,
@@ -1714,16 +1743,17 @@ bench_main (const Options *opt)
 
   /* Bandwidth per thread count, measured before any model is mapped. */
   g_autofree double *bw = g_new0 (double, threads->len);
-  if (o.bandwidth_mib > 0) {
+  const int first_mib = o.bandwidth_mib < 0 ? BANDWIDTH_MIB : o.bandwidth_mib;
+  if (first_mib > 0) {
     for (guint i = 0; i < threads->len; i++) {
       guint th = g_array_index (threads, guint, i);
-      bw[i] = bench_read_bandwidth ((gsize) o.bandwidth_mib << 20, (int) th, 5, &error);
+      bw[i] = bench_read_bandwidth ((gsize) first_mib << 20, (int) th, 5, &error);
       if (bw[i] <= 0) {
         g_printerr ("gst-llm-bench: bandwidth test: %s\n", error ? error->message : "failed");
         g_clear_error (&error);
       } else if (!o.json) {
         g_print ("read bandwidth, %u thread%s (best pass over %d MiB): %.1f GB/s\n", th,
-            th == 1 ? "" : "s", o.bandwidth_mib, bw[i] / 1e9);
+            th == 1 ? "" : "s", first_mib, bw[i] / 1e9);
       }
     }
   }
