@@ -84,12 +84,16 @@ load_bf16 (const uint8_t *p)
  * 2.0 cycles to 1.14, yet 246M F16 decode on Zen 5, old and new taking
  * turns, ran the same (within 3%, one row tile or two): from DRAM it is
  * bound by the memory system, 80% of the read test in bench-f16x16 and
- * in the engine alike. The entry for one token here is a token tile of one
- * among several. Nine tokens (two row tiles) serve only a product with
- * exactly 9 left (tile_tokens_wide: a check of 8 proposals) in one pass
- * instead of 7 + 2: 246M F16 on Zen 5, two threads, both ways taking
- * turns in one process, 9 rows 2.01 -> 1.61 decode steps and 17 rows
- * 3.14 -> 2.81, the rest within 1%. */
+ * in the engine alike. Nor by reading two streams: one row tile with two
+ * chains and no prefetching, one stream that the hardware follows (as
+ * the Q8_0 decode that reads at 90-94% of the read test does), gave
+ * 246M F16 decode 72-74% of the paired ceiling against 74-78% (a speed
+ * test only: two chains change the sums' order). The entry for one
+ * token here is a token tile of one among several. Nine tokens (two row
+ * tiles) serve only a product with exactly 9 left (tile_tokens_wide: a
+ * check of 8 proposals) in one pass instead of 7 + 2: 246M F16 on Zen 5,
+ * two threads, both ways taking turns in one process, 9 rows 2.01 ->
+ * 1.61 decode steps and 17 rows 3.14 -> 2.81, the rest within 1%. */
 #define RN_MAX 8
 #define GROUP 4
 static const int rt_max[RN_MAX + 1] = { 1, 2, 4, 4, 4, 3, 3, 2, 2 };

@@ -16,7 +16,12 @@
  * thread it waits for (the caller about to publish, a worker preempted in
  * its slot) may be queued on its CPU, and polling without ever yielding
  * made decoding there two to three times slower; yielding on every poll
- * (a storm of system calls) bought nothing over this.
+ * (a storm of system calls) bought nothing over this. What a run costs
+ * so (Zen 5, two threads, 246M Q4_0 decode, timed by the TSC): a worker
+ * starts its slot 0.4-0.9 us after the caller publishes, and the caller
+ * is back 0.15-0.2 us after the last slot ends, about 1 us of a 20-60 us
+ * product; giving the run word and the finish count cache lines of their
+ * own changed neither.
  *
  * Sleeping without lost wake-ups: a sleeper announces itself
  * (workers_sleeping / caller_sleeping, seq_cst) under the mutex and

@@ -14,7 +14,13 @@
 
 #include "x16-simd.h"
 
-/* x16-avx2.h's X16_BCAST8 and X16_SWAP_PAIRS, 16 lanes wide. */
+/* x16-avx2.h's X16_BCAST8 and X16_SWAP_PAIRS, 16 lanes wide. A
+ * broadcast and a vpshufd a vector pair is the cheapest way found on Zen
+ * 5 to lay a token's groups over the rows (Q4_0, in cache, bench-q4_0x16
+ * --in-cache, 8 to 16 tokens: 6.2 cycles a token-block): with the
+ * swapped copy written once beside the codes (x16_act_tile) and
+ * broadcast from memory too, 6.8 (the loads' limit); with one 32-byte
+ * load and a vpermd for each of the four, 8.9. */
 #define X16_BCAST8_512(p) _mm512_broadcastq_epi64 (_mm_loadl_epi64 ((const __m128i *) (p)))
 #define X16_SWAP_PAIRS_512(v) _mm512_shuffle_epi32 ((v), _MM_PERM_CDAB)
 

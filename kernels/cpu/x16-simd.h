@@ -215,7 +215,11 @@ x16_tile_tokens (const X16Kernel *k, size_t n_tok, size_t left)
  * AVX-VNNI and tile 4 in two passes, 8 and 16 rows of the 246M model,
  * old and new taking turns, ran 2-7% faster in one set of four rounds
  * and the same in the next (16 rows 19.2 ms each); on AVX-512 16 rows ran
- * 8.1-8.5 ms either way.)
+ * 8.1-8.5 ms either way.) A lone token tile of a few tokens stays on the
+ * stream on AVX-512 too: Q8_0 at 4 and 9 rows of the 246M model (Zen 5,
+ * three rounds each way, in one process by an environment switch)
+ * spreading took 1.3x the time, and along the stream 16 or 32 KiB ahead,
+ * or into L2 only (prefetcht1), was no faster than 8 KiB into L1.
  *
  * With @k->unpacked and at least its min_tokens, each row tile is first
  * unpacked once (fetching along the stream as it reads), and its token
