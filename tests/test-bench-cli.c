@@ -174,13 +174,22 @@ cmp_double (const void *a, const void *b)
  * 'of ceiling' compares each repetition's decode with the read bandwidth
  * measured around it (not with one test before all the runs), and
  * reports the median of the repetitions' own fractions. */
-START_TEST (test_bench_pairs_each_repetition_with_its_bandwidth)
+/* A decode of @n tokens, @reps times, of stories260K on one thread, its
+ * read test as @bandwidth (a --bandwidth-mib= argument) says, in JSON. */
+static Run
+bench_decode_json (const char *n, const char *reps, const char *bandwidth)
 {
   g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
-  const char *args[] = { "-m", model, "-p", "0", "-n", "8", "-r", "3", "-t", "1",
-    "--bandwidth-mib=16", "--json", NULL };
+  const char *args[] = { "-m", model, "-p", "0", "-n", n, "-r", reps, "-t", "1", bandwidth,
+    "--json", NULL };
   Run r = bench (args);
   ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
+  return r;
+}
+
+START_TEST (test_bench_pairs_each_repetition_with_its_bandwidth)
+{
+  Run r = bench_decode_json ("8", "3", "--bandwidth-mib=16");
   double tg[3], bw[3], frac[3];
   json_numbers_of (r.out, "tg_tokens_per_s_by_repetition", tg, 3);
   json_numbers_of (r.out, "bandwidth_bytes_per_s_by_repetition", bw, 3);
@@ -208,11 +217,7 @@ END_TEST
  * times the size of the last-level cache. */
 START_TEST (test_bench_reads_as_many_bytes_as_a_step_beside_the_runs)
 {
-  g_autofree char *model = llm_test_data_path ("models/stories260K.gguf");
-  const char *args[] = { "-m", model, "-p", "0", "-n", "4", "-r", "1", "-t", "1",
-    "--bandwidth-mib=-1", "--json", NULL };
-  Run r = bench (args);
-  ck_assert_msg (r.status == 0, "exit status %d\n%s", r.status, r.err);
+  Run r = bench_decode_json ("4", "1", "--bandwidth-mib=-1");
   const double weight_bytes = json_number_of (r.out, "weight_bytes_per_token");
   const double page = 2 << 20;
   ck_assert (weight_bytes > 0);
