@@ -133,7 +133,7 @@ guint32 llm_seq_n (const LlmSeq *seq);
  * in @skip (n_layer of them) is set, passing through them unchanged and
  * writing no keys and values there; NULL evaluates every layer again.
  * Such a sequence's rows never share a forward with another's. Meant for
- * a fork that drafts and is dropped: its cache holds nothing in the
+ * a fork that drafts and is dropped: its cache holds zeros in the
  * skipped layers at the positions it evaluated. FALSE (and nothing set)
  * when every layer would be skipped. */
 gboolean llm_seq_set_skip_layers (LlmSeq *seq, const guint8 *skip);

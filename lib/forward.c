@@ -39,6 +39,7 @@ struct _LlmForward {
   float *x, *xb, *qry, *k, *v, *att, *gate, *up;
   float *logits;              /* rows of logits, grown as rows want them */
   guint logits_rows;
+  float *zeros;               /* host, [chunk x KV row]: a skipped layer's cache rows */
   guint32 reserved_kv;        /* attention scratch covers this many positions */
 };
 
@@ -92,6 +93,24 @@ ffn_block (LlmForward *f, guint l, guint n)
   ops->swiglu (f->be, f->q, f->gate, f->up, n, hp->n_ff);
   ops->matmul (f->be, f->q, f->gate, n, &ly->w_down, &f->xb, 1);
   ops->add (f->be, f->q, f->x, f->xb, n, hp->n_embd);
+}
+
+/* A layer that layer skipping's draft leaves out still gives the
+ * chunk's positions their cache rows, zeros: a window's shift re-rotates
+ * every row it keeps, and rows no forward had written were read
+ * uninitialised (valgrind, test_verify_is_lossless_when_a_window_evicts,
+ * once forks copied only the rows in use). Nothing attends to them: a
+ * draft's fork skips the same layers to its end. */
+static void
+skipped_block (LlmForward *f, guint l, guint n)
+{
+  const LlmHParams *hp = &f->model->hp;
+  const gsize kv_dim = (gsize) hp->n_head_kv * hp->head_dim;
+  if (f->zeros == NULL)
+    f->zeros = g_new0 (float, CHUNK * kv_dim);
+  f->ops->upload (f->be, f->q, f->k, f->zeros, n * kv_dim * sizeof (float));
+  f->ops->upload (f->be, f->q, f->v, f->zeros, n * kv_dim * sizeof (float));
+  f->ops->kv_store (f->be, f->q, l, f->pieces, f->n_pieces, f->k, f->v, kv_dim);
 }
 
 /* --- in and out ------------------------------------------------------ */
@@ -208,8 +227,10 @@ llm_forward_chunk (LlmForward *f, LlmBackendQueue *queue, const LlmFwdRow *rows,
 
   embed_rows (f, n);
   for (guint l = 0; l < f->model->hp.n_layer; l++) {
-    if (skip != NULL && skip[l])
+    if (skip != NULL && skip[l]) {
+      skipped_block (f, l, n);
       continue;
+    }
     attention_block (f, l, n);
     ffn_block (f, l, n);
   }
@@ -266,5 +287,6 @@ llm_forward_free (LlmForward *f)
   for (gsize i = 0; i < G_N_ELEMENTS (bufs); i++)
     if (bufs[i] != NULL)
       f->ops->free (f->be, bufs[i]);
+  g_free (f->zeros);
   g_free (f);
 }

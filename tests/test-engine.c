@@ -299,6 +299,51 @@ START_TEST (test_truncate_then_decode_equals_a_fresh_sequence)
 }
 END_TEST
 
+/* A sequence that skips layers (layer skipping's drafts) writes zeros
+ * into those layers' cache rows at the positions it evaluates: a
+ * window's shift re-rotates every row it keeps, and rows left as they
+ * were (an earlier, truncated evaluation's, or memory no one wrote) were
+ * read as they were (valgrind: uninitialised, in the spec suite's
+ * evicting window). The other layers' rows are the forward's as ever. */
+START_TEST (test_skipped_layers_cache_zeros_at_the_positions_evaluated)
+{
+  g_autoptr (LlmModel) m = llm_test_load_model ("stories260K.gguf");
+  g_autoptr (LlmEngine) e = llm_test_new_engine (m, 1);
+  g_autoptr (LlmSeq) seq = llm_test_new_seq (e, &kv_f16);
+  const guint n_layer = m->hp.n_layer, row = m->hp.n_head_kv * m->hp.head_dim;
+  ck_assert_uint_ge (n_layer, 2);
+  gint32 ids[8];
+  for (guint i = 0; i < 8; i++)
+    ids[i] = (gint32) ((37 * i + 5) % m->hp.n_vocab);
+  g_autofree float *logits = g_new (float, m->hp.n_vocab);
+  GError *error = NULL;
+  ck_assert_msg (llm_seq_eval_tokens (seq, ids, 8, logits, FALSE, &error), "%s",
+      error ? error->message : "");
+  /* Positions 4..7 again, layer 1 skipped: its rows there held the first
+   * evaluation's values. */
+  llm_seq_truncate (seq, 4);
+  g_autofree guint8 *skip = g_new0 (guint8, n_layer);
+  skip[1] = 1;
+  ck_assert (llm_seq_set_skip_layers (seq, skip));
+  ck_assert_msg (llm_seq_eval_tokens (seq, ids + 4, 4, logits, FALSE, &error), "%s",
+      error ? error->message : "");
+  g_autofree float *k = g_new (float, row), *v = g_new (float, row);
+  for (guint32 pos = 0; pos < 8; pos++) {
+    llm_kv_cache_read (llm_seq_kv (seq), 1, pos, k, v);
+    gboolean zero = TRUE;
+    for (guint i = 0; i < row; i++)
+      zero &= k[i] == 0.0f && v[i] == 0.0f;
+    ck_assert_msg (zero == (pos >= 4), "layer 1, position %u: %s", pos,
+        zero ? "zeros where the first evaluation wrote" : "not zeros where it was skipped");
+    llm_kv_cache_read (llm_seq_kv (seq), 0, pos, k, v);
+    gboolean any = FALSE;
+    for (guint i = 0; i < row; i++)
+      any |= k[i] != 0.0f;
+    ck_assert_msg (any, "layer 0, position %u: no keys", pos);
+  }
+}
+END_TEST
+
 START_TEST (test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence)
 {
   g_autoptr (LlmModel) m = llm_test_load_model ("TinyStories-656K-Q8_0.gguf");
@@ -1063,6 +1108,7 @@ engine_suite (void)
   TCase *seq = tcase_create ("seq");
   tcase_add_test (seq, test_truncate_then_decode_equals_a_fresh_sequence);
   tcase_add_test (seq, test_fork_shares_the_prefix_and_each_branch_equals_a_fresh_sequence);
+  tcase_add_test (seq, test_skipped_layers_cache_zeros_at_the_positions_evaluated);
   suite_add_tcase (s, seq);
 
   TCase *sched = tcase_create ("scheduler");
