@@ -313,8 +313,9 @@ ahead_job (LlmDrafter *d)
     return;
   a->fed++;
   a->guess_fed = TRUE;
-  Proposal p = { a->stash, a->stash_probs, 0, a->bound, &a->fed, a->stash_last_fed,
-    a->has_conf ? &a->conf : NULL, 1.0, TRUE, &a->stop };
+  Proposal p = { .out = a->stash, .probs = a->stash_probs, .max = a->bound, .fed = &a->fed,
+    .last_fed = a->stash_last_fed, .conf = a->has_conf ? &a->conf : NULL, .chance = 1.0,
+    .on = TRUE, .stop = &a->stop };
   a->n_stash = draft_greedy (d, llm_session_sample (d->session), &p);
   a->stash_last_fed = p.last_fed;
   a->stash_chance = p.chance;
@@ -457,7 +458,8 @@ ahead_take (LlmDrafter *d, guint max, gint32 *out, gboolean *last_fed)
     if (d->error != NULL)
       return 0;
     d->fed = 1;
-    Proposal p = { out, d->probs, 0, max, &d->fed, *last_fed, d->conf, 1.0, TRUE, NULL };
+    Proposal p = { .out = out, .probs = d->probs, .max = max, .fed = &d->fed,
+      .last_fed = *last_fed, .conf = d->conf, .chance = 1.0, .on = TRUE };
     draft_greedy (d, llm_session_sample (d->session), &p);
     *last_fed = p.last_fed;
     return p.n;
@@ -482,8 +484,8 @@ ahead_take (LlmDrafter *d, guint max, gint32 *out, gboolean *last_fed)
     d->fed++;
     *last_fed = TRUE;
     /* On from the stash's chance, by this proposal's rule. */
-    Proposal p = { out, d->probs, n, max, &d->fed, *last_fed, d->conf, a->stash_chance, TRUE,
-      NULL };
+    Proposal p = { .out = out, .probs = d->probs, .n = n, .max = max, .fed = &d->fed,
+      .last_fed = *last_fed, .conf = d->conf, .chance = a->stash_chance, .on = TRUE };
     n = draft_greedy (d, next, &p);
     *last_fed = p.last_fed;
   }
@@ -526,7 +528,8 @@ model_propose (LlmDrafter *d, guint max, gint32 *out)
     if (d->error != NULL)
       return 0;
     d->fed = 1;
-    Proposal p = { out, d->probs, 0, max, &d->fed, last_fed, d->conf, 1.0, TRUE, NULL };
+    Proposal p = { .out = out, .probs = d->probs, .max = max, .fed = &d->fed,
+      .last_fed = last_fed, .conf = d->conf, .chance = 1.0, .on = TRUE };
     n = draft_greedy (d, llm_session_sample (d->session), &p);
     last_fed = p.last_fed;
   }
