@@ -59,8 +59,9 @@
  * [0.8, 1]; the bands' middles until seen),
  * `step-us-by-width` (an array: the budget's moving average of the time
  * of a step checking 0, 1, 2, ... proposals, drafting included, in
- * microseconds; 0 where no such step was timed), `drafting-us` (its
- * moving average of one proposal's drafting time), and for drafting
+ * microseconds; for one proposal checked only by the budget's probes,
+ * the last probe's time; 0 where no such step was timed), `drafting-us`
+ * (its moving average of one proposal's drafting time), and for drafting
  * ahead (#GstLlmDraft:draft-ahead) `draft-ahead` (whether the response
  * was drafted ahead), `ahead-used` (proposals that a draft
  * made during the previous step's verification began, its guess of the

@@ -241,7 +241,11 @@ rates (const LlmSpecBudget *b, guint k_max, gboolean pooled, double *rate)
 double
 llm_spec_budget_step_us (const LlmSpecBudget *b, guint w)
 {
-  return w <= LLM_SPEC_BUDGET_MAX && b->cost_seen[w] > 0 ? b->pace * b->cost_us[w] : 0.0;
+  if (w <= LLM_SPEC_BUDGET_MAX && b->cost_seen[w] > 0)
+    return b->pace * b->cost_us[w];
+  /* A width only ever probed (one proposal, after plain steps) was timed
+   * too, though its time, a catch-up included, is not the width's. */
+  return w == 1 ? b->probe_us : 0.0;
 }
 
 double

@@ -147,7 +147,8 @@ double llm_spec_budget_acceptance_by_confidence (const LlmSpecBudget *b, guint i
  * stats). */
 double llm_spec_budget_acceptance (const LlmSpecBudget *b, guint i);
 /* The moving average of the measured time of a step checking @w
- * proposals, drafting included, in microseconds; 0 if none was timed
+ * proposals, drafting included, in microseconds; for one proposal only
+ * ever checked by probes, the last probe's time; 0 if none was timed
  * (for stats). */
 double llm_spec_budget_step_us (const LlmSpecBudget *b, guint w);
 /* The moving average of one proposal's drafting time, in microseconds; 0

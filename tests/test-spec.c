@@ -921,6 +921,27 @@ settle (LlmSpecBudget *b, double p, double per_row_us)
   return settle_for (b, p, per_row_us, 600);
 }
 
+/* The stats' step time of a width that only probes took is the probe's:
+ * a planner idle from early on (prompt lookup on a story whose lookups
+ * fail) had checked one proposal only in probes, whose times stay out of
+ * the width's average, and llmspecverify reported those steps as never
+ * timed (test_spec_verify_reports_its_drafts, now and then). */
+START_TEST (test_budget_reports_a_width_only_probes_took)
+{
+  LlmSpecBudget b;
+  llm_spec_budget_init (&b, 4, FALSE);
+  for (guint i = 0; i < 4; i++)
+    llm_spec_budget_observe (&b, 0, 0, 1000, 0);
+  ck_assert_double_eq (llm_spec_budget_step_us (&b, 1), 0.0);
+  b.probing = TRUE;
+  llm_spec_budget_observe (&b, 1, 0, 1500, 10);
+  ck_assert_uint_eq (b.cost_seen[1], 0);
+  ck_assert_double_eq (llm_spec_budget_step_us (&b, 1), 1500.0);
+  ck_assert_double_eq (llm_spec_budget_step_us (&b, 2), 0.0);
+  ck_assert (llm_spec_budget_step_us (&b, 0) > 0.0);
+}
+END_TEST
+
 START_TEST (test_budget_stops_drafting_what_is_never_accepted)
 {
   LlmSpecBudget b;
@@ -1769,6 +1790,7 @@ spec_suite (void)
 
   TCase *budget = tcase_create ("budget");
   tcase_add_test (budget, test_budget_stops_drafting_what_is_never_accepted);
+  tcase_add_test (budget, test_budget_reports_a_width_only_probes_took);
   tcase_add_test (budget, test_budget_drafts_long_when_it_pays);
   tcase_add_test (budget, test_budget_drafts_by_how_much_context_the_lookup_matched);
   tcase_add_test (budget, test_budget_does_not_take_unmeasured_proposals_for_free);
