@@ -210,6 +210,7 @@ llm_kv_cache_new (guint n_layers, guint n_head_kv, guint head_dim,
 }
 
 static guint32 block_rows (const LlmKvCache *kv, guint32 b);
+static guint32 blocks_for (const LlmKvCache *kv, guint64 end);
 
 /* @rope NULL or n_rot 0: keys carry no position rotation (a model without
  * RoPE), so shifting only moves them. */
@@ -285,8 +286,7 @@ llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guin
     return NULL;
   }
 
-  kv->n_blocks_max = (guint32) (((guint64) kv->capacity + kv->block_pos - 1)
-      / kv->block_pos);
+  kv->n_blocks_max = blocks_for (kv, kv->capacity);
   kv->layers = g_try_new0 (KvLayer, n_layers);
   kv->blocks = g_try_new0 (LlmKvBlock *, kv->n_blocks_max);
   if (kv->layers == NULL || kv->blocks == NULL)
@@ -361,13 +361,26 @@ llm_kv_cache_n_evicted (const LlmKvCache *kv)
   return kv->n_evicted;
 }
 
+/* Rows block @b holds: block_pos, the last one cut to the capacity. */
+static inline guint32
+block_rows (const LlmKvCache *kv, guint32 b)
+{
+  return MIN (kv->block_pos, kv->capacity - b * kv->block_pos);
+}
+
+/* Blocks that positions [0, @end) take. */
+static inline guint32
+blocks_for (const LlmKvCache *kv, guint64 end)
+{
+  return (guint32) ((end + kv->block_pos - 1) / kv->block_pos);
+}
+
 /* Piece @h of row @pos (see Layout above); the last block has fewer rows. */
 static inline guint8 *
 slice_ptr (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, guint h)
 {
   const guint32 b = pos / kv->block_pos;
-  const guint32 rows = MIN (kv->block_pos, kv->capacity - b * kv->block_pos);
-  return blocks[b] + ((gsize) h * rows + pos % kv->block_pos) * kv->slice_bytes;
+  return blocks[b] + ((gsize) h * block_rows (kv, b) + pos % kv->block_pos) * kv->slice_bytes;
 }
 
 static void
@@ -394,14 +407,6 @@ row_copy (const LlmKvCache *kv, guint8 *const *blocks, guint32 dst, guint32 src)
     memcpy (slice_ptr (kv, blocks, dst, h), slice_ptr (kv, blocks, src, h), kv->slice_bytes);
 }
 
-/* Rows block @b holds: block_pos, the last one cut to the
- * capacity. */
-static guint32
-block_rows (const LlmKvCache *kv, guint32 b)
-{
-  return MIN (kv->block_pos, kv->capacity - b * kv->block_pos);
-}
-
 /* Points every layer's K and V slots of block @b into @block: layer l's
  * keys first, then its values. */
 static void
@@ -421,7 +426,7 @@ set_block (LlmKvCache *kv, guint32 b, LlmKvBlock *block)
 static gboolean
 ensure_blocks (LlmKvCache *kv, guint32 end, GError **error)
 {
-  const guint32 need = (guint32) (((guint64) end + kv->block_pos - 1) / kv->block_pos);
+  const guint32 need = blocks_for (kv, end);
 
   for (; kv->n_blocks < need; kv->n_blocks++) {
     const guint32 b = kv->n_blocks;
@@ -467,8 +472,7 @@ copy_rows_in_use (const LlmKvCache *kv, guint32 b, const guint8 *src, guint8 *ds
 static gboolean
 own_blocks (LlmKvCache *kv, guint32 first, guint32 end, GError **error)
 {
-  const guint32 b_end = MIN (kv->n_blocks,
-      (guint32) (((guint64) end + kv->block_pos - 1) / kv->block_pos));
+  const guint32 b_end = MIN (kv->n_blocks, blocks_for (kv, end));
   for (guint32 b = first / kv->block_pos; b < b_end; b++) {
     LlmKvBlock *old = kv->blocks[b];
     if (!llm_kv_block_is_shared (old))
@@ -728,7 +732,7 @@ llm_kv_cache_truncate (LlmKvCache *kv, guint32 n)
    * verifier cuts and refills every step), except those past the cut that
    * a fork shares: ours would only be copied on the next write. */
   const guint64 end = (guint64) kv->n + kv->n_reserved;
-  release_shared_from (kv, (guint32) ((end + kv->block_pos - 1) / kv->block_pos));
+  release_shared_from (kv, blocks_for (kv, end));
 }
 
 void

@@ -71,8 +71,9 @@ add4_positions (__m256d acc, const float *const *r, size_t p)
  * (attention a third of the step, and half its time waiting on these
  * prefetches) took 1.25-1.4x the time without them, and no less with
  * prefetcht1, with 128 or 256 rows ahead instead of 64, or with each line
- * asked for once (the last byte's line is mostly asked twice). Always inlined: GCC 12 takes a function that
- * only prefetches for one without side effects and drops its calls. */
+ * asked for once (the last byte's line is mostly asked twice). Always
+ * inlined: GCC 12 takes a function that only prefetches for one without
+ * side effects and drops its calls. */
 INLINE void
 prefetch_slice (const uint8_t *row, size_t b0, size_t b1)
 {
