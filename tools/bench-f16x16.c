@@ -30,10 +30,6 @@
 #include "cpu/f16x16.h"
 #include "cpu/fp16.h"
 
-/* lib/backend-cpu.c's STREAM_ROWS: up to this many tokens each thread
- * takes a contiguous run of tiles. */
-#define STREAM_ROWS 16
-
 /* The largest relative difference of the packed results from the file
  * layout's for the last matrix (another summation order: not 0). */
 static double
@@ -129,7 +125,7 @@ main (int argc, char **argv)
 
   BenchPacked b = {
     .kern = llm_cpu_kernels_best (), .type = bf16 ? LLM_TYPE_BF16 : LLM_TYPE_F16,
-    .split_tokens = STREAM_ROWS, .widths = { 1024, 2816 },
+    .split_tokens = BENCH_STREAM_ROWS, .widths = { 1024, 2816 },
   };
   if (o.widths[0] > 0)
     memcpy (b.widths, o.widths, sizeof b.widths);

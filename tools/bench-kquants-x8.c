@@ -58,7 +58,8 @@ call_init (Call *c, const Setup *s, bool packed, size_t n_tok, size_t step)
     .s = s, .packed = packed,
     .p = {
       .kern = s->kern, .type = s->wtype, .fn = packed ? s->fn : NULL, .row_bytes = s->rb,
-      .rows = s->rows, .n = s->n, .xq = s->xq, .xs = s->xs, .n_tok = n_tok, .split_tokens = 1,
+      .rows = s->rows, .n = s->n, .xq = s->xq, .xs = s->xs, .n_tok = n_tok,
+      .split_tokens = BENCH_STREAM_ROWS,
       .step = step, .y = s->y,
     },
   };

@@ -186,11 +186,11 @@ main (int argc, char **argv)
     g_free (type_arg);
   }
 
-  /* One token: a contiguous share of whole tiles per thread, as
-   * lib/forward.c splits a matvec; more: rows claimed as it shares a
+  /* Up to BENCH_STREAM_ROWS tokens a contiguous share of whole tiles per
+   * thread, as the engine splits them; more: rows claimed as it shares a
    * batch. */
   BenchPacked b = {
-    .kern = llm_cpu_kernels_best (), .type = kind->type, .split_tokens = 1,
+    .kern = llm_cpu_kernels_best (), .type = kind->type, .split_tokens = BENCH_STREAM_ROWS,
     .widths = { 2048, 5632 },
   };
   if (o.widths[0] > 0)

@@ -361,6 +361,17 @@ typedef bool (*BenchPackedFn) (size_t n, const void *packed, size_t rows, size_t
     size_t r1, const void *xq, size_t xs, size_t n_tok, float *y, size_t ldy,
     atomic_size_t *next, size_t step);
 
+/* lib/backend-cpu.c's STREAM_ROWS: up to this many tokens the engine
+ * gives each thread a contiguous run of a prepared product's tiles
+ * (BenchProduct.split_tokens). Claiming rows in turns from one counter
+ * instead, as a batch of more tokens does, broke each thread's stream at
+ * every claim: a multi-token tile could no longer overlap its computing
+ * with the next rows' fetch, and the micro-benchmarks reported products
+ * of a few tokens far dearer than the engine runs them (Q8_0, 5 tokens
+ * over 1024 x 1024 matrices on Zen 5: 1.84-1.88x one token's time in
+ * turns, 1.11-1.16x split as the engine splits). */
+#define BENCH_STREAM_ROWS 16
+
 /* One product y = W x, shared by a pool's threads as lib/backend-cpu.c
  * shares it. W in the file's layout (@fn NULL): for one token rows split
  * evenly (llm_matvec), for more claimed (llm_matmul_shared); packed for
