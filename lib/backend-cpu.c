@@ -389,10 +389,13 @@ run_rows (MatTask *t, guint j, guint i)
  * worker done with its share asking for the start of its run of the next
  * product (learnt from the step before) cost more than it saved: 246M
  * Q4_0 decode on Zen 5, 64 KiB ahead 0.91-0.96x, 256 KiB 0.85-0.90x,
- * 1 MiB 0.6x (it was still asking when the next product began). Nor do
- * the restarts of the streams at each product cost much themselves: two
- * threads reading 246M's 65 products in turn, a pool run each, read as
- * fast as each reading its half of the whole at once. */
+ * 1 MiB 0.6x (it was still asking when the next product began). The
+ * restarts of the streams at each product cost the small products: plain
+ * reads of 246M's 65 products in turn, a pool run each, were as fast as
+ * each thread reading its half of the whole at once, but in decoding
+ * (TSC around each run) the 0.74 MB Q, K, V and O products read at 66
+ * GB/s against 77-78 for gate and up (3.2 MB) and the head, and a tile's
+ * reading cut by a barrier every 0.2 MB lost 27-30% (every 1.6 MB, 10%). */
 static void
 stream_task (MatTask *t, int ith, int nth)
 {

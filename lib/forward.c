@@ -108,9 +108,9 @@ skipped_block (LlmForward *f, guint l, guint n)
   const gsize kv_dim = (gsize) hp->n_head_kv * hp->head_dim;
   if (f->zeros == NULL)
     f->zeros = g_new0 (float, CHUNK * kv_dim);
+  /* One zero buffer serves as keys and values: kv_store only reads them. */
   f->ops->upload (f->be, f->q, f->k, f->zeros, n * kv_dim * sizeof (float));
-  f->ops->upload (f->be, f->q, f->v, f->zeros, n * kv_dim * sizeof (float));
-  f->ops->kv_store (f->be, f->q, l, f->pieces, f->n_pieces, f->k, f->v, kv_dim);
+  f->ops->kv_store (f->be, f->q, l, f->pieces, f->n_pieces, f->k, f->k, kv_dim);
 }
 
 /* --- in and out ------------------------------------------------------ */
