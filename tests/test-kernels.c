@@ -251,6 +251,30 @@ START_TEST (test_rmsnorm_may_write_over_its_input)
 }
 END_TEST
 
+START_TEST (test_rmsnorm_sums_every_element_at_every_length)
+{
+  /* Squares of halves sum exactly in double in any order, so the scale is
+   * known to the bit: a length's elements dropped or counted twice (the
+   * sixteen running sums, the tail after them) change it. */
+  static const guint lengths[] = { 1, 3, 15, 16, 17, 31, 32, 33, 100, 1024, 1031 };
+  float x[1031], y[1031];
+  for (guint k = 0; k < G_N_ELEMENTS (lengths); k++) {
+    const guint n = lengths[k];
+    for (guint i = 0; i < n; i++)
+      x[i] = 0.5f * (float) ((int) ((i * 7 + k) % 13) - 6);
+    x[n - 1] = 3.0f;  /* never all zero */
+    double sum = 0.0;
+    for (guint i = 0; i < n; i++)
+      sum += (double) x[i] * x[i];
+    const float scale = 1.0f / sqrtf ((float) (sum / (double) n) + 1e-5f);
+    llm_rmsnorm (y, x, NULL, n, 1e-5f);
+    for (guint i = 0; i < n; i++)
+      ck_assert_msg (y[i] == x[i] * scale, "length %u, element %u: %.9g, want %.9g", n, i,
+          y[i], x[i] * scale);
+  }
+}
+END_TEST
+
 START_TEST (test_rmsnorm_rows_give_each_row_its_own_bits)
 {
   /* Every group size and the rows left over, values over 30 binary
@@ -1840,6 +1864,7 @@ kernels_suite (void)
   TCase *ops = tcase_create ("ops");
   tcase_add_test (ops, test_rmsnorm_of_1_2_3_4_divides_by_root_mean_square);
   tcase_add_test (ops, test_rmsnorm_may_write_over_its_input);
+  tcase_add_test (ops, test_rmsnorm_sums_every_element_at_every_length);
   tcase_add_test (ops, test_rmsnorm_rows_give_each_row_its_own_bits);
   tcase_add_test (ops, test_softmax_of_1_2_3_matches_hand_values);
   tcase_add_test (ops, test_softmax_of_huge_logits_does_not_overflow);

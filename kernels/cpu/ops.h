@@ -11,7 +11,8 @@ extern "C" {
 #endif
 
 /* out = x / sqrt(mean(x^2) + eps) * w   (w NULL: no scale). The mean is
- * accumulated in double, as ggml does. */
+ * accumulated in double, as ggml does (in sixteen running sums, where
+ * ggml's is one). */
 void llm_rmsnorm (float *out, const float *x, const float *w, size_t n, float eps);
 /* llm_rmsnorm of @n_rows rows of @n, @n apart, each giving the same bits
  * as alone. */
