@@ -144,6 +144,46 @@ START_TEST (test_patch_rows_times_the_kernel_are_the_convolution)
 }
 END_TEST
 
+START_TEST (test_layernorm_sums_every_element_at_every_length)
+{
+  /* Halves and their float deviations from the mean sum exactly in double
+   * in any order, so every output is known to the bit: an element dropped
+   * or counted twice (the sixteen running sums, the tail after them), or
+   * the four-wide weighting gone wrong, changes it. */
+  static const guint lengths[] = { 1, 3, 15, 16, 17, 31, 32, 33, 100, 768, 775 };
+  float x[775], w[775], b[775], y[775];
+  for (guint k = 0; k < G_N_ELEMENTS (lengths); k++) {
+    const guint n = lengths[k];
+    for (guint i = 0; i < n; i++) {
+      x[i] = 0.5f * (float) ((int) ((i * 7 + k) % 13) - 6);
+      w[i] = 0.25f * (float) ((int) (i % 5) + 1);
+      b[i] = 0.125f * (float) ((int) (i % 3) - 1);
+    }
+    x[n - 1] = 3.0f;  /* never all equal */
+    double sum = 0.0;
+    for (guint i = 0; i < n; i++)
+      sum += x[i];
+    const float mean = (float) (sum / (double) n);
+    double sum2 = 0.0;
+    for (guint i = 0; i < n; i++) {
+      const float d = x[i] - mean;
+      sum2 += (double) (d * d);
+    }
+    const float scale = 1.0f / sqrtf ((float) (sum2 / (double) n) + 1e-6f);
+    for (int with = 0; with < 2; with++) {
+      llm_layernorm (y, x, with ? w : NULL, with ? b : NULL, n, 1e-6f);
+      for (guint i = 0; i < n; i++) {
+        float want = (x[i] - mean) * scale;
+        if (with)
+          want = want * w[i] + b[i];
+        ck_assert_msg (y[i] == want, "length %u, element %u, weight and bias %d: %.9g, want %.9g",
+            n, i, with, y[i], want);
+      }
+    }
+  }
+}
+END_TEST
+
 START_TEST (test_layernorm_matches_a_double_reference)
 {
   enum { N = 768 };
@@ -271,6 +311,7 @@ vision_ops_suite (void)
   tcase_add_test (tc, test_pixel_shuffle_replays_the_graphs_reshapes);
   tcase_add_test (tc, test_patch_rows_times_the_kernel_are_the_convolution);
   tcase_add_test (tc, test_layernorm_matches_a_double_reference);
+  tcase_add_test (tc, test_layernorm_sums_every_element_at_every_length);
   tcase_add_test (tc, test_gelus_match_their_formulas);
   tcase_add_test (tc, test_gelu_kernels_equal_the_reference);
   tcase_add_test (tc, test_add_kernels_equal_the_reference);

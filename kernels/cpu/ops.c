@@ -2,11 +2,12 @@
 /* Element-wise operations, written to round like ggml's CPU ops: where
  * ggml keeps an intermediate in float (the rmsnorm scale, the softmax
  * normaliser, the rope angle) we do too, so results agree bit for bit
- * wherever the compiler does not fuse multiply-adds (rmsnorm's sum of
- * squares: see sum_squares). */
+ * wherever the compiler does not fuse multiply-adds (the norms' sums in
+ * double: see sum16). */
 #include "ops.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "exp.h"
@@ -47,28 +48,34 @@ rmsnorm_scale (float *out, const float *x, const float *w, size_t n, double sum,
 
 typedef double LlmD4 __attribute__ ((vector_size (32)));
 
-/* The sum of the squares (each rounded in float, as ggml's) in double, in
- * sixteen running sums (element i into sum i % 16) added pairwise at the
- * end. ggml adds them in order, one chain of @n additions, which waited on
- * the adder's latency: 0.68 us a row of 1024 against 0.24 so (SSE2, Zen
- * 5), and the norm runs twice a layer in every decode step. The double
- * sums differ from ggml's in their last bits only, far below the float
- * that the mean is rounded to: over 2 million rows of 1024 (normal, scales
- * e^-5 to e^5) 6% of the double sums differed and not one float scale. */
-static double
-sum_squares (const float *x, size_t n)
+/* The sum in double of x[i] - @centre or, with @square, of its square
+ * (each rounded in float, as ggml's), in sixteen running sums (element i
+ * into sum i % 16) added pairwise at the end. ggml adds them in order, one
+ * chain of @n additions, which waited on the adder's latency: an rmsnorm
+ * sum over 1024 took 0.68 us against 0.24 so (SSE2, Zen 5), and the norm
+ * runs twice a layer in every decode step. The double sums differ from
+ * ggml's in their last bits only, far below the floats they are rounded
+ * to: over 2 million rmsnorm rows of 1024 (normal, scales e^-5 to e^5) 6%
+ * of the double sums differed and not one float scale, and over a million
+ * layernorm rows of 768 (a third of them centred on zero) not one output. */
+static inline double
+sum16 (const float *x, size_t n, float centre, bool square)
 {
+  const LlmF4 c = { centre, centre, centre, centre };
   LlmD4 s[4] = { { 0 } };
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
     for (int k = 0; k < 4; k++) {
       LlmF4 v;
       memcpy (&v, x + i + 4 * k, sizeof v);
-      s[k] += __builtin_convertvector (v * v, LlmD4);
+      v = v - c;
+      s[k] += __builtin_convertvector (square ? v * v : v, LlmD4);
     }
   double tail = 0.0;
-  for (; i < n; i++)
-    tail += (double) (x[i] * x[i]);
+  for (; i < n; i++) {
+    const float v = x[i] - centre;
+    tail += (double) (square ? v * v : v);
+  }
   const LlmD4 h = (s[0] + s[1]) + (s[2] + s[3]);
   return ((h[0] + h[1]) + (h[2] + h[3])) + tail;
 }
@@ -76,7 +83,7 @@ sum_squares (const float *x, size_t n)
 void
 llm_rmsnorm (float *out, const float *x, const float *w, size_t n, float eps)
 {
-  rmsnorm_scale (out, x, w, n, sum_squares (x, n), eps);
+  rmsnorm_scale (out, x, w, n, sum16 (x, n, 0.0f, true), eps);
 }
 
 void
@@ -160,17 +167,23 @@ void
 llm_layernorm (float *out, const float *x, const float *w, const float *b, size_t n,
     float eps)
 {
-  double sum = 0.0;
-  for (size_t i = 0; i < n; i++)
-    sum += x[i];
-  const float mean = (float) (sum / (double) n);
-  double sum2 = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    const float d = x[i] - mean;
-    sum2 += (double) (d * d);
+  const float mean = (float) (sum16 (x, n, 0.0f, false) / (double) n);
+  const float scale = 1.0f / sqrtf ((float) (sum16 (x, n, mean, true) / (double) n) + eps);
+  /* Four at a time as rmsnorm_scale, each element read before written. */
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    /* Without a weight or bias, * 1 and + -0 leave every value as it is. */
+    LlmF4 v, k = { 1.0f, 1.0f, 1.0f, 1.0f }, c = { -0.0f, -0.0f, -0.0f, -0.0f };
+    memcpy (&v, x + i, sizeof v);
+    v = (v - mean) * scale;
+    if (w != NULL)
+      memcpy (&k, w + i, sizeof k);
+    if (b != NULL)
+      memcpy (&c, b + i, sizeof c);
+    v = v * k + c;
+    memcpy (out + i, &v, sizeof v);
   }
-  const float scale = 1.0f / sqrtf ((float) (sum2 / (double) n) + eps);
-  for (size_t i = 0; i < n; i++) {
+  for (; i < n; i++) {
     float v = (x[i] - mean) * scale;
     if (w != NULL)
       v *= w[i];
