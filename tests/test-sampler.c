@@ -512,6 +512,72 @@ START_TEST (test_top_k_selects_the_k_largest_of_a_large_vocabulary)
 }
 END_TEST
 
+/* A sampler with a penalty that changes nothing (its history holds only an
+ * id past the vocabulary) takes the general way, loading every candidate
+ * and selecting from them; one without a penalty reads top-k's winners
+ * straight from the logits. Both must give the same candidates in the same
+ * order, and the same draws, whatever the logits hold: ties across the
+ * k-th place, NaN, -inf, +inf, fewer possible tokens than k. */
+START_TEST (test_top_k_from_the_logits_matches_top_k_over_every_candidate)
+{
+  static const guint32 sizes[] = { 1, 2, 7, 16, 17, 40, 41, 100, 1000, 32000 };
+  static const gint32 ks[] = { 1, 5, 39, 40, 41, 99, 100 };
+  GRand *rand = g_rand_new_with_seed (11);
+  float *logits = g_new (float, 32000);
+  for (guint si = 0; si < G_N_ELEMENTS (sizes); si++)
+    for (guint ki = 0; ki < G_N_ELEMENTS (ks); ki++)
+      for (guint kind = 0; kind < 14; kind++) {
+        const guint32 n = sizes[si];
+        for (guint32 i = 0; i < n; i++) {
+          /* Few distinct values, so ties are everywhere. */
+          logits[i] = (float) g_rand_int_range (rand, -20, 20) / 4.0f;
+          const double u = g_rand_double (rand);
+          const guint how = kind % 7;
+          if (how == 1 && u < 0.2)
+            logits[i] = NAN;
+          else if (how == 2 && u < 0.9)
+            logits[i] = -INFINITY;     /* often fewer possible than k */
+          else if (how == 3 && u < 0.01)
+            logits[i] = INFINITY;
+          else if (how == 4)
+            logits[i] = (float) i;     /* ascending: every one enters */
+          else if (how == 5)
+            logits[i] = -(float) i;    /* descending: none after the first k */
+          else if (how == 6)
+            logits[i] = -INFINITY;
+        }
+        /* Exactly k possible tokens, as late as they come. */
+        for (guint32 i = n; kind % 7 == 6 && i-- > 0 && n - i <= (guint32) ks[ki];)
+          logits[i] = (float) g_rand_int_range (rand, -20, 20) / 4.0f;
+        LlmSamplerParams p = plain_params ();
+        p.top_k = ks[ki];
+        /* The second half without top-p and min-p, which would reorder
+         * what top-k hands on. */
+        p.top_p = kind < 7 ? 0.9f : 1.0f;
+        p.min_p = kind < 7 ? 0.01f : 0.0f;
+        p.seed = 5 + si;
+        LlmSamplerParams pen = p;
+        pen.repeat_penalty = 1.5f;
+        g_autoptr (LlmSampler) a = llm_sampler_new (&p);
+        g_autoptr (LlmSampler) b = llm_sampler_new (&pen);
+        llm_sampler_accept (b, G_MAXINT32);
+        const LlmSamplerCandidate *ca = NULL, *cb = NULL;
+        const guint32 na = llm_sampler_candidates (a, logits, n, &ca);
+        const guint32 nb = llm_sampler_candidates (b, logits, n, &cb);
+        ck_assert_msg (na == nb, "n %u, k %d, kind %u: %u candidates against %u", n, ks[ki],
+            kind, na, nb);
+        for (guint32 i = 0; i < na; i++)
+          ck_assert_msg (ca[i].id == cb[i].id && ca[i].logit == cb[i].logit,
+              "n %u, k %d, kind %u: candidate %u is %d (%g) against %d (%g)", n, ks[ki], kind,
+              i, ca[i].id, ca[i].logit, cb[i].id, cb[i].logit);
+        for (guint d = 0; d < 20; d++)
+          ck_assert_int_eq (llm_sampler_sample (a, logits, n), llm_sampler_sample (b, logits, n));
+      }
+  g_free (logits);
+  g_rand_free (rand);
+}
+END_TEST
+
 START_TEST (test_top_k_1_equals_greedy_at_any_temperature)
 {
   const guint32 n = 5000;
@@ -962,6 +1028,7 @@ sampler_suite (void)
   tcase_add_test (rules, test_penalty_ignores_ids_outside_the_vocabulary);
   tcase_add_test (rules, test_top_k_keeps_the_k_largest_and_breaks_boundary_ties_by_lower_id);
   tcase_add_test (rules, test_top_k_selects_the_k_largest_of_a_large_vocabulary);
+  tcase_add_test (rules, test_top_k_from_the_logits_matches_top_k_over_every_candidate);
   tcase_add_test (rules, test_top_k_1_equals_greedy_at_any_temperature);
   tcase_add_test (rules, test_top_p_keeps_the_smallest_prefix_reaching_p);
   tcase_add_test (rules, test_top_p_keeps_at_least_one_candidate);
