@@ -4,10 +4,9 @@
  *
  * - Per call it costs a few passes over the vocabulary and nothing like a
  *   sort of it: top-k is a bounded heap, top-p without top-k first tries the
- *   256 best and otherwise finds its cut by quickselect. Top-k without a
- *   penalty (the defaults) reads the logits once and never copies them
- *   (load_top). Nothing allocates once the scratch has grown to the
- *   vocabulary.
+ *   256 best and otherwise finds its cut by quickselect. Top-k (in the
+ *   defaults) reads the logits once and never copies them (load_top).
+ *   Nothing allocates once the scratch has grown to the vocabulary.
  * - Candidates are ordered by (logit descending, id ascending), a total
  *   order, so which tokens survive a tie never depends on the sort.
  * - The random stream is our own xoshiro256** so that a seed gives the same
@@ -50,6 +49,9 @@ struct _LlmSampler {
    * only when the vocabulary grows. */
   LlmSamplerCandidate *cand;
   guint32 cand_alloc;
+  /* The penalised ids' logits, by id, for load_top. */
+  LlmSamplerCandidate *pen;
+  guint32 pen_alloc;
 };
 
 void
@@ -166,6 +168,7 @@ llm_sampler_free (LlmSampler *s)
     return;
   g_free (s->hist);
   g_free (s->cand);
+  g_free (s->pen);
   g_free (s);
 }
 
@@ -309,20 +312,22 @@ largest (const float *x, guint32 n)
   return r;
 }
 
-/* load() then filter()'s top-k in one read of @logits, for a sampler
- * without a penalty: the @m best finite logits go to the front of the
- * scratch, best first, the order select_top leaves (the order is total, so
- * the result is the same). Logits are read in id order, so a later one
- * beats a kept one exactly when its logit is larger, and most cost one
- * comparison with the heap's worst; the scratch is never filled with the
- * whole vocabulary: a call of the default chain over 32000 random logits
- * took 71 us and takes 13, over 151936 logits 315 us and 40 (Zen 5; the
- * same draws, seed for seed). Returns @m, or
- * 0 where filter() must decide from everything (a +inf logit keeps only
- * the +inf ones; @m or fewer possible tokens skip top-k): the caller then
- * takes the general way. */
+/* load() then filter()'s top-k in one read of @logits, with the @n_pen
+ * penalised logits of @pen (by id) in place of theirs: the @m best finite
+ * logits go to the front of the scratch, best first, the order select_top
+ * leaves (the order is total, so the result is the same). Logits are read
+ * in id order, so a later one beats a kept one exactly when its logit is
+ * larger, and most cost one comparison with the heap's worst; the scratch
+ * is never filled with the whole vocabulary. The default chain over 32000
+ * random logits took 75 us a call and takes 16 (23 with a penalty over
+ * the last 64 ids), over 151936 logits 338 us and 44 (52): Zen 5, the
+ * same draws seed for seed. Returns @m, or 0 where filter() must decide
+ * from every candidate (a +inf logit keeps only the +inf ones; with @m or
+ * fewer possible tokens top-k keeps their order): the caller then takes
+ * the general way. */
 static guint32
-load_top (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m)
+load_top (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m,
+    const LlmSamplerCandidate *pen, guint32 n_pen)
 {
   if (m > s->cand_alloc) {
     g_free (s->cand);
@@ -330,9 +335,11 @@ load_top (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m)
     s->cand_alloc = m;
   }
   LlmSamplerCandidate *c = s->cand;
-  guint32 i = 0, held = 0;
+  /* @pen is by id, and ids are read in order: the next penalised one. */
+  guint32 i = 0, held = 0, pi = 0;
+#define LOGIT_AT(j) (pi < n_pen && pen[pi].id == (gint32) (j) ? pen[pi++].logit : logits[j])
   for (; i < n_vocab && held < m; i++) {
-    const float l = logits[i];
+    const float l = LOGIT_AT (i);
     if (!(l > -INFINITY))       /* -inf, and NaN read as -inf */
       continue;
     if (l == INFINITY)
@@ -344,27 +351,32 @@ load_top (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m)
   for (guint32 j = m / 2; j-- > 0;)
     sift_down (c, m, j);
   gboolean more = FALSE;
-  float worst = c[0].logit;
   while (i < n_vocab) {
     /* A block's largest first, in four independent maxima (a NaN is never
-     * larger); its logits one by one only where it could beat the worst. */
+     * larger); its logits one by one only where it could beat the worst,
+     * or where a penalty changes one of them. */
     const guint32 end = MIN (i + 16, n_vocab);
-    const float block_max = largest (logits + i, end - i);
-    more |= block_max > -INFINITY;
-    if (block_max > worst) {
-      for (guint32 j = i; j < end; j++) {
-        const float l = logits[j];
-        if (l > worst) {
-          if (l == INFINITY)
-            return 0;
-          c[0] = (LlmSamplerCandidate) { .id = (gint32) j, .logit = l };
-          sift_down (c, m, 0);
-          worst = c[0].logit;
-        }
+    const gboolean penalised = pi < n_pen && pen[pi].id < (gint32) end;
+    if (!penalised) {
+      const float block_max = largest (logits + i, end - i);
+      more |= block_max > -INFINITY;
+      if (!(block_max > c[0].logit)) {
+        i = end;
+        continue;
       }
     }
-    i = end;
+    for (; i < end; i++) {
+      const float l = LOGIT_AT (i);
+      more |= l > -INFINITY;
+      if (l > c[0].logit) {
+        if (l == INFINITY)
+          return 0;
+        c[0] = (LlmSamplerCandidate) { .id = (gint32) i, .logit = l };
+        sift_down (c, m, 0);
+      }
+    }
   }
+#undef LOGIT_AT
   if (!more)
     return 0;
   for (guint32 end = m - 1; end > 0; end--) {
@@ -691,12 +703,62 @@ filter (LlmSampler *s, guint32 n_vocab)
   return filter_after_top_k (s, n, sorted);
 }
 
+/* Longer penalty windows are left to load(): sorting them each call
+ * would cost more than it saves. */
+#define PENALISED_MAX 256u
+
+static int
+cmp_id (const void *a, const void *b)
+{
+  const gint32 x = ((const LlmSamplerCandidate *) a)->id, y = ((const LlmSamplerCandidate *) b)->id;
+  return (x > y) - (x < y);
+}
+
+/* The distinct ids of the penalty's window that are in the vocabulary, by
+ * id, each with its logit penalised as load() does it, into s->pen; FALSE
+ * where the window is longer than PENALISED_MAX. */
+static gboolean
+penalised_logits (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 *n_pen)
+{
+  *n_pen = 0;
+  if (!s->penalise)
+    return TRUE;
+  const guint from = s->hist_len - MIN (s->hist_len, s->hist_limit);
+  const guint w = s->hist_len - from;
+  if (w > PENALISED_MAX)
+    return FALSE;
+  if (w > s->pen_alloc) {
+    g_free (s->pen);
+    s->pen = g_new (LlmSamplerCandidate, w);
+    s->pen_alloc = w;
+  }
+  guint32 n = 0;
+  for (guint i = from; i < s->hist_len; i++)
+    if (s->hist[i] >= 0 && (guint32) s->hist[i] < n_vocab)
+      s->pen[n++] = (LlmSamplerCandidate) { .id = s->hist[i] };
+  qsort (s->pen, n, sizeof *s->pen, cmp_id);
+  const float penalty = s->params.repeat_penalty;
+  guint32 u = 0;
+  for (guint32 k = 0; k < n; k++) {
+    if (u > 0 && s->pen[u - 1].id == s->pen[k].id)
+      continue;
+    const float l = logits[s->pen[k].id];
+    const float v = isnan (l) ? -INFINITY : l;
+    s->pen[u++] = (LlmSamplerCandidate) { .id = s->pen[k].id,
+      .logit = v <= 0.0f ? v * penalty : v / penalty };
+  }
+  *n_pen = u;
+  return TRUE;
+}
+
 /* load() and filter(), by load_top where it can. */
 static guint32
 load_and_filter (LlmSampler *s, const float *logits, guint32 n_vocab)
 {
-  if (!s->penalise && s->params.top_k > 0 && (guint32) s->params.top_k < n_vocab) {
-    const guint32 n = load_top (s, logits, n_vocab, (guint32) s->params.top_k);
+  guint32 n_pen;
+  if (s->params.top_k > 0 && (guint32) s->params.top_k < n_vocab
+      && penalised_logits (s, logits, n_vocab, &n_pen)) {
+    const guint32 n = load_top (s, logits, n_vocab, (guint32) s->params.top_k, s->pen, n_pen);
     if (n > 0)
       return filter_after_top_k (s, n, TRUE);
   }

@@ -512,12 +512,32 @@ START_TEST (test_top_k_selects_the_k_largest_of_a_large_vocabulary)
 }
 END_TEST
 
-/* A sampler with a penalty that changes nothing (its history holds only an
- * id past the vocabulary) takes the general way, loading every candidate
- * and selecting from them; one without a penalty reads top-k's winners
- * straight from the logits. Both must give the same candidates in the same
+/* Candidates and draws of two samplers, equal to the bit. */
+static void
+assert_same_sampling (LlmSampler *a, LlmSampler *b, const float *logits, guint32 n,
+    const char *what)
+{
+  const LlmSamplerCandidate *ca = NULL, *cb = NULL;
+  const guint32 na = llm_sampler_candidates (a, logits, n, &ca);
+  const guint32 nb = llm_sampler_candidates (b, logits, n, &cb);
+  ck_assert_msg (na == nb, "%s: %u candidates against %u", what, na, nb);
+  for (guint32 i = 0; i < na; i++)
+    ck_assert_msg (ca[i].id == cb[i].id && ca[i].logit == cb[i].logit,
+        "%s: candidate %u is %d (%g) against %d (%g)", what, i, ca[i].id, ca[i].logit,
+        cb[i].id, cb[i].logit);
+  for (guint d = 0; d < 20; d++)
+    ck_assert_msg (llm_sampler_sample (a, logits, n) == llm_sampler_sample (b, logits, n),
+        "%s: draw %u", what, d);
+}
+
+/* Top-k reads its winners straight from the logits (with a penalty's few
+ * logits put in their place), unless the penalty's window is longer than
+ * the sampler sorts per call: then it loads every candidate, penalises and
+ * selects, the general way. Both must give the same candidates in the same
  * order, and the same draws, whatever the logits hold: ties across the
- * k-th place, NaN, -inf, +inf, fewer possible tokens than k. */
+ * k-th place, NaN, -inf, +inf, fewer possible tokens than k, penalised
+ * ids among them. A window made long by ids past the vocabulary (which
+ * the penalty ignores) takes the general way and penalises the same. */
 START_TEST (test_top_k_from_the_logits_matches_top_k_over_every_candidate)
 {
   static const guint32 sizes[] = { 1, 2, 7, 16, 17, 40, 41, 100, 1000, 32000 };
@@ -558,20 +578,24 @@ START_TEST (test_top_k_from_the_logits_matches_top_k_over_every_candidate)
         p.seed = 5 + si;
         LlmSamplerParams pen = p;
         pen.repeat_penalty = 1.5f;
-        g_autoptr (LlmSampler) a = llm_sampler_new (&p);
-        g_autoptr (LlmSampler) b = llm_sampler_new (&pen);
-        llm_sampler_accept (b, G_MAXINT32);
-        const LlmSamplerCandidate *ca = NULL, *cb = NULL;
-        const guint32 na = llm_sampler_candidates (a, logits, n, &ca);
-        const guint32 nb = llm_sampler_candidates (b, logits, n, &cb);
-        ck_assert_msg (na == nb, "n %u, k %d, kind %u: %u candidates against %u", n, ks[ki],
-            kind, na, nb);
-        for (guint32 i = 0; i < na; i++)
-          ck_assert_msg (ca[i].id == cb[i].id && ca[i].logit == cb[i].logit,
-              "n %u, k %d, kind %u: candidate %u is %d (%g) against %d (%g)", n, ks[ki], kind,
-              i, ca[i].id, ca[i].logit, cb[i].id, cb[i].logit);
-        for (guint d = 0; d < 20; d++)
-          ck_assert_int_eq (llm_sampler_sample (a, logits, n), llm_sampler_sample (b, logits, n));
+        pen.repeat_last_n = -1;
+        g_autoptr (LlmSampler) plain = llm_sampler_new (&p);
+        g_autoptr (LlmSampler) plain_general = llm_sampler_new (&pen);
+        g_autoptr (LlmSampler) penalised = llm_sampler_new (&pen);
+        g_autoptr (LlmSampler) penalised_general = llm_sampler_new (&pen);
+        for (guint i = 0; i < 300; i++) {
+          llm_sampler_accept (plain_general, G_MAXINT32);
+          llm_sampler_accept (penalised_general, G_MAXINT32);
+        }
+        /* Repeats and ids of every kind of logit among the penalised. */
+        for (guint i = 0; i < 24; i++) {
+          const gint32 id = g_rand_int_range (rand, 0, (gint32) n);
+          llm_sampler_accept (penalised, id);
+          llm_sampler_accept (penalised_general, id);
+        }
+        g_autofree char *what = g_strdup_printf ("n %u, k %d, kind %u", n, ks[ki], kind);
+        assert_same_sampling (plain, plain_general, logits, n, what);
+        assert_same_sampling (penalised, penalised_general, logits, n, what);
       }
   g_free (logits);
   g_rand_free (rand);
