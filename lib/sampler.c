@@ -830,6 +830,11 @@ llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab)
     return llm_argmax (logits, n_vocab);
 
   if (s->greedy) {
+    /* With a penalty: the best by the total order is the argmax. */
+    guint32 n_pen;
+    if (n_vocab > 1 && penalised_logits (s, logits, n_vocab, &n_pen)
+        && load_top (s, logits, n_vocab, 1, s->pen, n_pen) == 1)
+      return s->cand[0].id;
     load (s, logits, n_vocab);
     return argmax (s->cand, n_vocab);
   }

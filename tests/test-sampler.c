@@ -537,7 +537,8 @@ assert_same_sampling (LlmSampler *a, LlmSampler *b, const float *logits, guint32
  * order, and the same draws, whatever the logits hold: ties across the
  * k-th place, NaN, -inf, +inf, fewer possible tokens than k, penalised
  * ids among them. A window made long by ids past the vocabulary (which
- * the penalty ignores) takes the general way and penalises the same. */
+ * the penalty ignores) takes the general way and penalises the same.
+ * Greedy sampling with a penalty takes the best of the same scan. */
 START_TEST (test_top_k_from_the_logits_matches_top_k_over_every_candidate)
 {
   static const guint32 sizes[] = { 1, 2, 7, 16, 17, 40, 41, 100, 1000, 32000 };
@@ -583,19 +584,28 @@ START_TEST (test_top_k_from_the_logits_matches_top_k_over_every_candidate)
         g_autoptr (LlmSampler) plain_general = llm_sampler_new (&pen);
         g_autoptr (LlmSampler) penalised = llm_sampler_new (&pen);
         g_autoptr (LlmSampler) penalised_general = llm_sampler_new (&pen);
+        LlmSamplerParams greedy_pen = pen;
+        greedy_pen.temperature = 0.0f;
+        g_autoptr (LlmSampler) greedy = llm_sampler_new (&greedy_pen);
+        g_autoptr (LlmSampler) greedy_general = llm_sampler_new (&greedy_pen);
         for (guint i = 0; i < 300; i++) {
           llm_sampler_accept (plain_general, G_MAXINT32);
           llm_sampler_accept (penalised_general, G_MAXINT32);
+          llm_sampler_accept (greedy_general, G_MAXINT32);
         }
         /* Repeats and ids of every kind of logit among the penalised. */
         for (guint i = 0; i < 24; i++) {
           const gint32 id = g_rand_int_range (rand, 0, (gint32) n);
           llm_sampler_accept (penalised, id);
           llm_sampler_accept (penalised_general, id);
+          llm_sampler_accept (greedy, id);
+          llm_sampler_accept (greedy_general, id);
         }
         g_autofree char *what = g_strdup_printf ("n %u, k %d, kind %u", n, ks[ki], kind);
         assert_same_sampling (plain, plain_general, logits, n, what);
         assert_same_sampling (penalised, penalised_general, logits, n, what);
+        ck_assert_msg (llm_sampler_sample (greedy, logits, n)
+            == llm_sampler_sample (greedy_general, logits, n), "%s: greedy", what);
       }
   g_free (logits);
   g_rand_free (rand);
