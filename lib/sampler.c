@@ -710,7 +710,8 @@ filter (LlmSampler *s, guint32 n_vocab)
 static int
 cmp_id (const void *a, const void *b)
 {
-  const gint32 x = ((const LlmSamplerCandidate *) a)->id, y = ((const LlmSamplerCandidate *) b)->id;
+  const gint32 x = ((const LlmSamplerCandidate *) a)->id;
+  const gint32 y = ((const LlmSamplerCandidate *) b)->id;
   return (x > y) - (x < y);
 }
 
@@ -736,7 +737,8 @@ penalised_logits (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 *
   for (guint i = from; i < s->hist_len; i++)
     if (s->hist[i] >= 0 && (guint32) s->hist[i] < n_vocab)
       s->pen[n++] = (LlmSamplerCandidate) { .id = s->hist[i] };
-  qsort (s->pen, n, sizeof *s->pen, cmp_id);
+  if (n > 1)                    /* (s->pen is NULL while no window was held) */
+    qsort (s->pen, n, sizeof *s->pen, cmp_id);
   const float penalty = s->params.repeat_penalty;
   guint32 u = 0;
   for (guint32 k = 0; k < n; k++) {
