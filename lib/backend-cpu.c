@@ -968,7 +968,7 @@ gelu_rows (const void *args, guint t0, guint t1)
       llm_cpu_gelu_quick (a->kern, x, x, n);
       break;
     case LLM_GELU_ERF:
-      llm_cpu_gelu_erf (x, n);
+      llm_cpu_gelu_erf (a->kern, x, x, n);
       break;
     default:
       llm_cpu_gelu (a->kern, x, x, n);

@@ -8,6 +8,7 @@
 
 #include "llm-check.h"
 #include "cpu/matmul.h"
+#include "cpu/exp.h"
 #include "cpu/ops.h"
 #include "cpu/vision.h"
 
@@ -254,20 +255,30 @@ START_TEST (test_gelu_kernels_equal_the_reference)
   x[100] = 0.0f;
   x[101] = -0.0f;
   x[102] = 1e-30f;
+  x[103] = INFINITY;
+  x[104] = -INFINITY;
+  x[105] = NAN;
   const LlmCpuIsa isas[] = { LLM_CPU_ISA_SCALAR, LLM_CPU_ISA_AVX2, LLM_CPU_ISA_AVX512 };
-  for (guint quick = 0; quick < 2; quick++) {
-    (quick ? llm_gelu_quick : llm_gelu) (want, x, N);
+  static void (*const refs[]) (float *, const float *, size_t) = {
+    llm_gelu, llm_gelu_quick, llm_gelu_erf,
+  };
+  static void (*const kernels[]) (const LlmCpuKernels *, float *, const float *, size_t) = {
+    llm_cpu_gelu, llm_cpu_gelu_quick, llm_cpu_gelu_erf,
+  };
+  static const char *const names[] = { "tanh", "quick", "erf" };
+  for (guint g = 0; g < G_N_ELEMENTS (refs); g++) {
+    refs[g] (want, x, N);
     for (guint k = 0; k < G_N_ELEMENTS (isas); k++) {
       const LlmCpuKernels *kern = llm_cpu_kernels (isas[k]);
       if (kern == NULL)
         continue;
       for (guint off = 0; off < 9; off++) {
         memset (got, 0, N * sizeof *got);
-        (quick ? llm_cpu_gelu_quick : llm_cpu_gelu) (kern, got + off, x + off, N - off);
+        kernels[g] (kern, got + off, x + off, N - off);
         for (guint i = off; i < N; i++)
           ck_assert_msg (memcmp (&got[i], &want[i], sizeof (float)) == 0,
               "%s %s GELU at %g: %a, the reference %a", llm_cpu_isa_name (isas[k]),
-              quick ? "quick" : "tanh", x[i], got[i], want[i]);
+              names[g], x[i], got[i], want[i]);
       }
     }
   }
@@ -276,6 +287,30 @@ START_TEST (test_gelu_kernels_equal_the_reference)
   llm_cpu_gelu (llm_cpu_kernels_best (), got, got, N);
   llm_gelu (want, x, N);
   ck_assert (memcmp (got, want, N * sizeof *got) == 0);
+}
+END_TEST
+
+START_TEST (test_erf_is_within_6e_7_of_erf)
+{
+  /* Every 1e-3 over [-10, 10], where erf leaves 1 behind, and the ends:
+   * the reference against libm's double erf, and Whisper's GELU built on
+   * it within 3e-7 of its exact value relative to 1 + |GELU|. */
+  for (int i = -10000; i <= 10000; i++) {
+    const float x = (float) i / 1000.0f;
+    ck_assert_msg (fabs ((double) llm_erf_ref (x) - erf ((double) x)) <= 6e-7,
+        "erf (%g): %.9g against %.9g", x, llm_erf_ref (x), erf ((double) x));
+    const float v = 2.0f * x;
+    float y;
+    llm_gelu_erf (&y, &v, 1);
+    const double want = 0.5 * v * (1 + erf (v / sqrt (2.0)));
+    ck_assert_msg (fabs (y - want) <= 3e-7 * (1 + fabs (want)), "GELU (%g): %.9g against %.9g",
+        v, y, want);
+  }
+  ck_assert (llm_erf_ref (0.0f) == 0.0f && !signbit (llm_erf_ref (0.0f)));
+  ck_assert (llm_erf_ref (-0.0f) == 0.0f && signbit (llm_erf_ref (-0.0f)));
+  ck_assert (llm_erf_ref (INFINITY) == 1.0f && llm_erf_ref (-INFINITY) == -1.0f);
+  ck_assert (isnan (llm_erf_ref (NAN)));
+  ck_assert (llm_erf_ref (1e-30f) >= 0.0f && llm_erf_ref (1e-30f) < 1e-6f);
 }
 END_TEST
 
@@ -314,6 +349,7 @@ vision_ops_suite (void)
   tcase_add_test (tc, test_layernorm_sums_every_element_at_every_length);
   tcase_add_test (tc, test_gelus_match_their_formulas);
   tcase_add_test (tc, test_gelu_kernels_equal_the_reference);
+  tcase_add_test (tc, test_erf_is_within_6e_7_of_erf);
   tcase_add_test (tc, test_add_kernels_equal_the_reference);
   suite_add_tcase (s, tc);
   return s;

@@ -44,17 +44,6 @@ llm_cpu_conv1d_rows_range (const float *x, size_t n_ch, size_t n_len, size_t t_s
 }
 
 void
-llm_cpu_gelu_erf (float *x, size_t n)
-{
-  /* 1 / sqrt (2) */
-  const float k = 0.70710678118654752440f;
-  for (size_t i = 0; i < n; i++) {
-    const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + erff (v * k));
-  }
-}
-
-void
 llm_cpu_avg_pool_pairs (const float *x, float *y, size_t n_rows, size_t width)
 {
   for (size_t r = 0; r < n_rows / 2; r++) {

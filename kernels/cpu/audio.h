@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The operations of Whisper-style audio encoders around their matrix
  * products that the LM's kernels (ops.h) do not already have: the rows a
- * 1-D convolution multiplies by its kernel, GELU in its exact (erf) form
- * and pairs of frames averaged, each computed in float as ggml computes
- * it, so the same file gives llama.cpp's embeddings (Ultravox's RMS norms
- * and SwiGLU are the LM's llm_rmsnorm and llm_cpu_swiglu). Pure C, no
- * GLib. */
+ * 1-D convolution multiplies by its kernel and pairs of frames averaged,
+ * each computed in float as ggml computes it, so the same file gives
+ * llama.cpp's embeddings (Ultravox's RMS norms and SwiGLU are the LM's
+ * llm_rmsnorm and llm_cpu_swiglu, Whisper's GELU is ops.h's
+ * llm_cpu_gelu_erf). Pure C, no GLib. */
 #pragma once
 
 #include <stddef.h>
@@ -34,10 +34,6 @@ void llm_cpu_conv1d_rows_range (const float *x, size_t n_ch, size_t n_len, size_
     float *rows);
 
 size_t llm_cpu_conv1d_out_len (size_t n_len, size_t taps, size_t stride, size_t pad);
-
-/* In place over @n floats: x / 2 * (1 + erf (x / sqrt 2)) in float
- * (ggml_gelu_erf; Whisper's GELU). */
-void llm_cpu_gelu_erf (float *x, size_t n);
 
 /* Averages of consecutive pairs of @n_rows rows of @width floats:
  * n_rows / 2 rows (an odd last row is dropped, as nn.AvgPool1d (2, 2) and

@@ -34,6 +34,26 @@ llm_exp8 (__m256 x)
   return _mm256_blendv_ps (v, x, _mm256_cmp_ps (x, x, _CMP_UNORD_Q));
 }
 
+/* exp.h's llm_erf_ref, lane for lane. */
+static inline __attribute__ ((always_inline)) __m256
+llm_erf8 (__m256 x)
+{
+  const __m256 sign = _mm256_set1_ps (-0.0f);
+  const __m256 ax = _mm256_andnot_ps (sign, x);
+  const __m256 t = _mm256_div_ps (_mm256_set1_ps (1.0f),
+      _mm256_fmadd_ps (_mm256_set1_ps (LLM_ERF_P), ax, _mm256_set1_ps (1.0f)));
+  __m256 p = _mm256_set1_ps (LLM_ERF_A5);
+  p = _mm256_fmadd_ps (p, t, _mm256_set1_ps (LLM_ERF_A4));
+  p = _mm256_fmadd_ps (p, t, _mm256_set1_ps (LLM_ERF_A3));
+  p = _mm256_fmadd_ps (p, t, _mm256_set1_ps (LLM_ERF_A2));
+  p = _mm256_fmadd_ps (p, t, _mm256_set1_ps (LLM_ERF_A1));
+  const __m256 e = llm_exp8 (_mm256_xor_ps (sign, _mm256_mul_ps (ax, ax)));
+  const __m256 y = _mm256_fmadd_ps (_mm256_xor_ps (sign, _mm256_mul_ps (p, t)), e,
+      _mm256_set1_ps (1.0f));
+  /* copysignf: y's magnitude, x's sign. */
+  return _mm256_or_ps (_mm256_andnot_ps (sign, y), _mm256_and_ps (sign, x));
+}
+
 #ifdef __AVX512F__
 static inline __attribute__ ((always_inline)) __m512
 llm_exp16 (__m512 x)

@@ -48,6 +48,23 @@ llm_avx2_gelu (float *out, const float *x, size_t n)
 }
 
 void
+llm_avx2_gelu_erf (float *out, const float *x, size_t n)
+{
+  const __m256 half = _mm256_set1_ps (0.5f), one = _mm256_set1_ps (1.0f);
+  const __m256 k = _mm256_set1_ps (LLM_GELU_ERF_K);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps (x + i);
+    const __m256 e = llm_erf8 (_mm256_mul_ps (v, k));
+    _mm256_storeu_ps (out + i, _mm256_mul_ps (_mm256_mul_ps (half, v), _mm256_add_ps (one, e)));
+  }
+  for (; i < n; i++) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + llm_erf_ref (v * LLM_GELU_ERF_K));
+  }
+}
+
+void
 llm_avx2_gelu_quick (float *out, const float *x, size_t n)
 {
   const __m256 one = _mm256_set1_ps (1.0f);

@@ -9,4 +9,5 @@
 void llm_avx2_swiglu (float *out, const float *gate, const float *up, size_t n);
 void llm_avx2_gelu (float *out, const float *x, size_t n);
 void llm_avx2_gelu_quick (float *out, const float *x, size_t n);
+void llm_avx2_gelu_erf (float *out, const float *x, size_t n);
 void llm_avx2_add (float *out, const float *a, const float *b, size_t n);

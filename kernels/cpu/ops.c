@@ -272,6 +272,28 @@ llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, size_
   llm_gelu_quick (out, x, n);
 }
 
+void
+llm_gelu_erf (float *out, const float *x, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + llm_erf_ref (v * LLM_GELU_ERF_K));
+  }
+}
+
+void
+llm_cpu_gelu_erf (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
+{
+#ifdef LLM_HAVE_AVX2
+  if (kern->isa >= LLM_CPU_ISA_AVX2) {
+    llm_avx2_gelu_erf (out, x, n);
+    return;
+  }
+#endif
+  (void) kern;
+  llm_gelu_erf (out, x, n);
+}
+
 /* The pairs llm_rope turns: @n_rot clamped to @head_dim, even. */
 static size_t
 rope_half (size_t head_dim, size_t n_rot)

@@ -56,6 +56,12 @@ void llm_gelu_quick (float *out, const float *x, size_t n);
 /* Both with the vector kernels of @kern: the same bits. @out may be @x. */
 void llm_cpu_gelu (const LlmCpuKernels *kern, float *out, const float *x, size_t n);
 void llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, size_t n);
+/* x / 2 * (1 + erf (x / sqrt 2)) in float (ggml_gelu_erf; Whisper's GELU),
+ * erf as exp.h's llm_erf_ref (ggml calls libm's erff; the two GELUs are
+ * within 3e-7 of each other relative to 1 + |GELU|); the kernels' version
+ * gives the same bits. @out may be @x. */
+void llm_gelu_erf (float *out, const float *x, size_t n);
+void llm_cpu_gelu_erf (const LlmCpuKernels *kern, float *out, const float *x, size_t n);
 
 /* Rotary position embedding of @n_heads heads of @head_dim values at
  * position @pos, rotating the first @n_rot dimensions of each head.
