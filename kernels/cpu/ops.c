@@ -247,32 +247,6 @@ llm_gelu_quick (float *out, const float *x, size_t n)
 }
 
 void
-llm_cpu_gelu (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
-{
-#ifdef LLM_HAVE_AVX2
-  if (kern->isa >= LLM_CPU_ISA_AVX2) {
-    llm_avx2_gelu (out, x, n);
-    return;
-  }
-#endif
-  (void) kern;
-  llm_gelu (out, x, n);
-}
-
-void
-llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
-{
-#ifdef LLM_HAVE_AVX2
-  if (kern->isa >= LLM_CPU_ISA_AVX2) {
-    llm_avx2_gelu_quick (out, x, n);
-    return;
-  }
-#endif
-  (void) kern;
-  llm_gelu_quick (out, x, n);
-}
-
-void
 llm_gelu_erf (float *out, const float *x, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
@@ -281,17 +255,42 @@ llm_gelu_erf (float *out, const float *x, size_t n)
   }
 }
 
+typedef void (*LlmGeluFn) (float *out, const float *x, size_t n);
+
+/* @avx2 where the kernels have AVX2 (NULL: this build has none), else the
+ * reference @ref: the same bits either way. */
+static void
+gelu_by_isa (const LlmCpuKernels *kern, LlmGeluFn avx2, LlmGeluFn ref, float *out,
+    const float *x, size_t n)
+{
+  if (avx2 != NULL && kern->isa >= LLM_CPU_ISA_AVX2)
+    avx2 (out, x, n);
+  else
+    ref (out, x, n);
+}
+
+#ifdef LLM_HAVE_AVX2
+#define AVX2_GELU(f) (f)
+#else
+#define AVX2_GELU(f) NULL
+#endif
+
+void
+llm_cpu_gelu (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
+{
+  gelu_by_isa (kern, AVX2_GELU (llm_avx2_gelu), llm_gelu, out, x, n);
+}
+
+void
+llm_cpu_gelu_quick (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
+{
+  gelu_by_isa (kern, AVX2_GELU (llm_avx2_gelu_quick), llm_gelu_quick, out, x, n);
+}
+
 void
 llm_cpu_gelu_erf (const LlmCpuKernels *kern, float *out, const float *x, size_t n)
 {
-#ifdef LLM_HAVE_AVX2
-  if (kern->isa >= LLM_CPU_ISA_AVX2) {
-    llm_avx2_gelu_erf (out, x, n);
-    return;
-  }
-#endif
-  (void) kern;
-  llm_gelu_erf (out, x, n);
+  gelu_by_isa (kern, AVX2_GELU (llm_avx2_gelu_erf), llm_gelu_erf, out, x, n);
 }
 
 /* The pairs llm_rope turns: @n_rot clamped to @head_dim, even. */
