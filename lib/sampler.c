@@ -232,6 +232,33 @@ llm_sampler_rollback (LlmSampler *s, guint n)
   return TRUE;
 }
 
+/* --- the scratch and the penalty --- */
+
+/* Grows @buf to hold @n candidates (its contents are not kept). */
+static void
+scratch_hold (LlmSamplerCandidate **buf, guint32 *alloc, guint32 n)
+{
+  if (n > *alloc) {
+    g_free (*buf);
+    *buf = g_new (LlmSamplerCandidate, n);
+    *alloc = n;
+  }
+}
+
+/* The first accepted id in the penalty's window. */
+static guint
+window_start (const LlmSampler *s)
+{
+  return s->hist_len - MIN (s->hist_len, s->hist_limit);
+}
+
+/* llama.cpp's repetition penalty of one logit (NaN already read as -inf). */
+static inline float
+penalised (float logit, float penalty)
+{
+  return logit <= 0.0f ? logit * penalty : logit / penalty;
+}
+
 /* --- candidate ordering --- */
 
 /* The total order every stage sorts and selects by. */
@@ -307,24 +334,6 @@ larger (SamplerF4 a, SamplerF4 b)
 #endif
 }
 
-/* largest() of a block of @n <= 16, in one vector: over 151936 logits the
- * sampler's scan took 56 us with largest() on each block, 42 so. */
-static inline float
-block_largest (const float *x, guint32 n)
-{
-  SamplerF4 m = { -INFINITY, -INFINITY, -INFINITY, -INFINITY };
-  guint32 j = 0;
-  for (; j + 4 <= n; j += 4) {
-    SamplerF4 v;
-    memcpy (&v, x + j, sizeof v);
-    m = larger (v, m);
-  }
-  float r = MAX (MAX (m[0], m[1]), MAX (m[2], m[3]));
-  for (; j < n; j++)
-    r = x[j] > r ? x[j] : r;
-  return r;
-}
-
 /* The largest of @n logits, -inf if none is larger (NaN never is): sixteen
  * lanes in four independent vectors at a time, on every target GCC builds
  * for (a scalar loop's lanes stayed on the stack, each a store and a load
@@ -373,11 +382,7 @@ static guint32
 load_top (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m,
     const LlmSamplerCandidate *pen, guint32 n_pen)
 {
-  if (m > s->cand_alloc) {
-    g_free (s->cand);
-    s->cand = g_new (LlmSamplerCandidate, m);
-    s->cand_alloc = m;
-  }
+  scratch_hold (&s->cand, &s->cand_alloc, m);
   LlmSamplerCandidate *c = s->cand;
   /* @pen is by id, and ids are read in order: the next penalised one. */
   guint32 i = 0, held = 0, pi = 0;
@@ -402,7 +407,7 @@ load_top (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m,
     const guint32 end = MIN (i + 16, n_vocab);
     const gboolean penalised = pi < n_pen && pen[pi].id < (gint32) end;
     if (!penalised) {
-      const float block_max = block_largest (logits + i, end - i);
+      const float block_max = largest (logits + i, end - i);
       more |= block_max > -INFINITY;
       if (!(block_max > c[0].logit)) {
         i = end;
@@ -437,12 +442,7 @@ load_top (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m,
 static void
 load (LlmSampler *s, const float *logits, guint32 n_vocab)
 {
-  if (n_vocab > s->cand_alloc) {
-    g_free (s->cand);
-    s->cand = g_new (LlmSamplerCandidate, n_vocab);
-    s->cand_alloc = n_vocab;
-  }
-
+  scratch_hold (&s->cand, &s->cand_alloc, n_vocab);
   LlmSamplerCandidate *c = s->cand;
   for (guint32 i = 0; i < n_vocab; i++) {
     float l = logits[i];
@@ -458,15 +458,12 @@ load (LlmSampler *s, const float *logits, guint32 n_vocab)
    * p (unused until a softmax stage) marks the ids already done, which
    * saves a per-call set. */
   const float penalty = s->params.repeat_penalty;
-  for (guint i = s->hist_len - MIN (s->hist_len, s->hist_limit); i < s->hist_len; i++) {
+  for (guint i = window_start (s); i < s->hist_len; i++) {
     gint32 id = s->hist[i];
     if (id < 0 || (guint32) id >= n_vocab || c[id].p != 0.0f)
       continue;
     c[id].p = 1.0f;
-    if (c[id].logit <= 0.0f)
-      c[id].logit *= penalty;
-    else
-      c[id].logit /= penalty;
+    c[id].logit = penalised (c[id].logit, penalty);
   }
 }
 
@@ -765,15 +762,10 @@ penalised_logits (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 *
   *n_pen = 0;
   if (!s->penalise)
     return TRUE;
-  const guint from = s->hist_len - MIN (s->hist_len, s->hist_limit);
-  const guint w = s->hist_len - from;
+  const guint from = window_start (s), w = s->hist_len - from;
   if (w > PENALISED_MAX)
     return FALSE;
-  if (w > s->pen_alloc) {
-    g_free (s->pen);
-    s->pen = g_new (LlmSamplerCandidate, w);
-    s->pen_alloc = w;
-  }
+  scratch_hold (&s->pen, &s->pen_alloc, w);
   guint32 n = 0;
   for (guint i = from; i < s->hist_len; i++)
     if (s->hist[i] >= 0 && (guint32) s->hist[i] < n_vocab)
@@ -787,24 +779,31 @@ penalised_logits (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 *
       continue;
     const float l = logits[s->pen[k].id];
     const float v = isnan (l) ? -INFINITY : l;
-    s->pen[u++] = (LlmSamplerCandidate) { .id = s->pen[k].id,
-      .logit = v <= 0.0f ? v * penalty : v / penalty };
+    s->pen[u++] = (LlmSamplerCandidate) { .id = s->pen[k].id, .logit = penalised (v, penalty) };
   }
   *n_pen = u;
   return TRUE;
+}
+
+/* The @m best candidates by load_top, penalty included, best first at the
+ * front of the scratch; 0 where the general way must decide. */
+static guint32
+top_from_logits (LlmSampler *s, const float *logits, guint32 n_vocab, guint32 m)
+{
+  guint32 n_pen;
+  if (m == 0 || m >= n_vocab || !penalised_logits (s, logits, n_vocab, &n_pen))
+    return 0;
+  return load_top (s, logits, n_vocab, m, s->pen, n_pen);
 }
 
 /* load() and filter(), by load_top where it can. */
 static guint32
 load_and_filter (LlmSampler *s, const float *logits, guint32 n_vocab)
 {
-  guint32 n_pen;
-  if (s->params.top_k > 0 && (guint32) s->params.top_k < n_vocab
-      && penalised_logits (s, logits, n_vocab, &n_pen)) {
-    const guint32 n = load_top (s, logits, n_vocab, (guint32) s->params.top_k, s->pen, n_pen);
-    if (n > 0)
-      return filter_after_top_k (s, n, TRUE);
-  }
+  const guint32 n = s->params.top_k > 0
+      ? top_from_logits (s, logits, n_vocab, (guint32) s->params.top_k) : 0;
+  if (n > 0)
+    return filter_after_top_k (s, n, TRUE);
   load (s, logits, n_vocab);
   return filter (s, n_vocab);
 }
@@ -874,9 +873,7 @@ llm_sampler_sample (LlmSampler *s, const float *logits, guint32 n_vocab)
 
   if (s->greedy) {
     /* With a penalty: the best by the total order is the argmax. */
-    guint32 n_pen;
-    if (n_vocab > 1 && penalised_logits (s, logits, n_vocab, &n_pen)
-        && load_top (s, logits, n_vocab, 1, s->pen, n_pen) == 1)
+    if (top_from_logits (s, logits, n_vocab, 1) == 1)
       return s->cand[0].id;
     load (s, logits, n_vocab);
     return argmax (s->cand, n_vocab);
