@@ -349,51 +349,42 @@ llm_avx2_attn_max (const float *x, size_t n)
   return max;
 }
 
-/* llm_attn_softmax on the rows of @nq <= QB queries (row i at x + i *
- * stride, n[i] long, n_min the least), with the same roundings: exp.h's exp of
- * x - max in float, the sum in double in position order, one float
- * reciprocal, a multiply each. The double sums of the queries are the
- * lanes of one vector, so their add latencies overlap. */
+/* llm_attn_softmax on the rows of @nq queries (row i at x + i * stride,
+ * n[i] long), with the same roundings: exp.h's exp of x - max in float,
+ * position p's exponential added in double to partial sum p % 16, the
+ * lanes of four double vectors over each 16 positions (the rest in the
+ * same partial sums one at a time), folded in llm_attn_fold_sums' order,
+ * one float reciprocal, a multiply each. */
 static void
-softmax_rows (float *x, size_t stride, const size_t *n, int nq, size_t n_min)
+softmax_rows (float *x, size_t stride, const size_t *n, int nq)
 {
-  double sum[QB];
   for (int i = 0; i < nq; i++) {
     float *xi = x + i * stride;
-    const float max = llm_avx2_attn_max (xi, n[i]);
-    const __m256 vmax = _mm256_set1_ps (max);
+    const size_t ni = n[i];
+    const __m256 vmax = _mm256_set1_ps (llm_avx2_attn_max (xi, ni));
+    __m256d s[4] = { _mm256_setzero_pd (), _mm256_setzero_pd (), _mm256_setzero_pd (),
+      _mm256_setzero_pd () };
     size_t p = 0;
-    for (; p + 8 <= n[i]; p += 8)
-      _mm256_storeu_ps (xi + p, llm_exp8 (_mm256_sub_ps (_mm256_loadu_ps (xi + p), vmax)));
-    for (; p < n[i]; p++)
-      xi[p] = llm_exp_ref (xi[p] - max);
-  }
-
-  /* Positions every query has: 4 at a time, transposed so that lane i is
-   * query i; missing queries read query 0 and their lanes are ignored. */
-  const float *r[QB];
-  for (int i = 0; i < QB; i++)
-    r[i] = x + (i < nq ? i : 0) * stride;
-  __m256d acc = _mm256_setzero_pd ();
-  size_t p = 0;
-  for (; p + 4 <= n_min; p += 4)
-    acc = add4_positions (acc, r, p);
-  double lanes[4];
-  _mm256_storeu_pd (lanes, acc);
-  for (int i = 0; i < nq; i++) {
-    double s = lanes[i];
-    for (size_t q = p; q < n[i]; q++)
-      s += x[i * stride + q];
-    sum[i] = s;
-  }
-
-  for (int i = 0; i < nq; i++) {
-    float *xi = x + i * stride;
-    const __m256 inv = _mm256_set1_ps ((float) (1.0 / sum[i]));
+    for (; p + 16 <= ni; p += 16) {
+      UNROLL for (int h = 0; h < 2; h++) {
+        const __m256 e = llm_exp8 (_mm256_sub_ps (_mm256_loadu_ps (xi + p + 8 * h), vmax));
+        _mm256_storeu_ps (xi + p + 8 * h, e);
+        s[2 * h] = _mm256_add_pd (s[2 * h], _mm256_cvtps_pd (_mm256_castps256_ps128 (e)));
+        s[2 * h + 1] = _mm256_add_pd (s[2 * h + 1], _mm256_cvtps_pd (_mm256_extractf128_ps (e, 1)));
+      }
+    }
+    double part[LLM_ATTN_SUM_PARTS];
+    UNROLL for (int h = 0; h < 4; h++)
+      _mm256_storeu_pd (part + 4 * h, s[h]);
+    for (; p < ni; p++) {
+      xi[p] = llm_exp_ref (xi[p] - _mm256_cvtss_f32 (vmax));
+      part[p % LLM_ATTN_SUM_PARTS] += xi[p];
+    }
+    const __m256 inv = _mm256_set1_ps ((float) (1.0 / llm_attn_fold_sums (part)));
     size_t q = 0;
-    for (; q + 8 <= n[i]; q += 8)
+    for (; q + 8 <= ni; q += 8)
       _mm256_storeu_ps (xi + q, _mm256_mul_ps (_mm256_loadu_ps (xi + q), inv));
-    for (; q < n[i]; q++)
+    for (; q < ni; q++)
       xi[q] *= _mm256_cvtss_f32 (inv);
   }
 }
@@ -447,14 +438,7 @@ void
 llm_avx2_attn_probs (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
 {
   llm_avx2_attn_prefetch_values (c, v, offset, head_dim);
-  /* QB rows at a time; each row's result is its own. */
-  for (int i = 0; i < c->nq; i += QB) {
-    const int k = c->nq - i < QB ? c->nq - i : QB;
-    size_t lo = SIZE_MAX;
-    for (int j = i; j < i + k; j++)
-      lo = c->n[j] < lo ? c->n[j] : lo;
-    softmax_rows (c->scores + i * c->n_max, c->n_max, c->n + i, k, lo);
-  }
+  softmax_rows (c->scores, c->n_max, c->n, c->nq);
   if (v->type == LLM_ATTN_F16)
     for (int i = 0; i < c->nq; i++)
       llm_avx2_attn_round_to_half (c->scores + i * c->n_max, c->n[i]);

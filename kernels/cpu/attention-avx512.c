@@ -380,60 +380,53 @@ lanes_below (size_t i, size_t n)
 }
 
 /* llm_attn_softmax on the rows of @c's queries (row i at scores + i *
- * n_max, n[i] long) with the reference's roundings, as
- * attention-avx2.c's softmax_rows: exp.h's exp of x - max in float (16
- * lanes here, each the scalar's bits), each query's sum in double in
- * position order, one float reciprocal, a multiply each. The sum is a
- * chain of one dependent add a position, which there follows all the
- * exps and takes the queries 4 at a time; here each 16 positions' exps
- * join the sums as they are made, so the chain runs beside the exps, and
- * 8 queries keep two chains going side by side. With @to_half (F16
- * values) each probability is rounded to half precision in the same
- * pass, as llm_avx2_attn_round_to_half would in one of its own. */
+ * n_max, n[i] long) with the reference's roundings: exp.h's exp of x -
+ * max in float (16 lanes here, each the scalar's bits), position p's
+ * exponential added in double to partial sum p % 16, which is lane p % 16
+ * of the two double vectors (positions a query does not have add +0,
+ * which leaves a sum as it is), folded in llm_attn_fold_sums' order, one
+ * float reciprocal, a multiply each. With @to_half (F16 values) each
+ * probability is rounded to half precision in the same pass, as
+ * llm_avx2_attn_round_to_half would in one of its own. */
 static void
 softmax16 (LlmAttnCall *c, bool to_half)
 {
-  const int nq = c->nq;
   float *x = c->scores;
   const size_t stride = c->n_max;
-  float max[ZQ];
-  for (int i = 0; i < nq; i++)
-    max[i] = llm_avx2_attn_max (x + i * stride, c->n[i]);
-  /* Lane i of group g is query 4 g + i; missing queries read query 0 and
-   * their lanes are ignored. */
-  const float *r[2][4];
-  for (int i = 0; i < 8; i++)
-    r[i / 4][i % 4] = x + (i < nq ? i : 0) * stride;
-  __m256d acc[2] = { _mm256_setzero_pd (), _mm256_setzero_pd () };
-  size_t p = 0;
-  for (; p + 16 <= c->n_min; p += 16) {
-    for (int i = 0; i < nq; i++) {
-      float *xi = x + i * stride + p;
-      _mm512_storeu_ps (xi, llm_exp16 (_mm512_sub_ps (_mm512_loadu_ps (xi),
-                  _mm512_set1_ps (max[i]))));
-    }
-    for (size_t q = 0; q < 16; q += 4) {
-      acc[0] = add4_positions (acc[0], r[0], p + q);
-      if (nq > 4)
-        acc[1] = add4_positions (acc[1], r[1], p + q);
-    }
-  }
-  double lanes[8];
-  _mm256_storeu_pd (lanes, acc[0]);
-  _mm256_storeu_pd (lanes + 4, acc[1]);
-  for (int i = 0; i < nq; i++) {
+  for (int i = 0; i < c->nq; i++) {
     float *xi = x + i * stride;
     const size_t n = c->n[i];
-    for (size_t q = p; q < n; q += 16) {
-      const __mmask16 m = lanes_below (q, n);
-      _mm512_mask_storeu_ps (xi + q, m, llm_exp16 (_mm512_sub_ps (
-                  _mm512_maskz_loadu_ps (m, xi + q), _mm512_set1_ps (max[i]))));
+    const __m512 max = _mm512_set1_ps (llm_avx2_attn_max (xi, n));
+    __m512d lo = _mm512_setzero_pd (), hi = _mm512_setzero_pd ();
+    size_t q = 0;
+    for (; q + 16 <= n; q += 16) {
+      const __m512 e = llm_exp16 (_mm512_sub_ps (_mm512_loadu_ps (xi + q), max));
+      _mm512_storeu_ps (xi + q, e);
+      lo = _mm512_add_pd (lo, _mm512_cvtps_pd (_mm512_castps512_ps256 (e)));
+      hi = _mm512_add_pd (hi, _mm512_cvtps_pd (_mm512_extractf32x8_ps (e, 1)));
     }
-    double sum = lanes[i];
-    for (size_t q = p; q < n; q++)
-      sum += xi[q];
+    if (q < n) {
+      const __mmask16 m = lanes_below (q, n);
+      const __m512 e = _mm512_maskz_mov_ps (m,
+          llm_exp16 (_mm512_sub_ps (_mm512_maskz_loadu_ps (m, xi + q), max)));
+      _mm512_mask_storeu_ps (xi + q, m, e);
+      lo = _mm512_add_pd (lo, _mm512_cvtps_pd (_mm512_castps512_ps256 (e)));
+      hi = _mm512_add_pd (hi, _mm512_cvtps_pd (_mm512_extractf32x8_ps (e, 1)));
+    }
+    /* part[l] + part[l + 8], then + 4, + 2, + 1 */
+    const __m512d s8 = _mm512_add_pd (lo, hi);
+    const __m256d s4 = _mm256_add_pd (_mm512_castpd512_pd256 (s8),
+        _mm512_extractf64x4_pd (s8, 1));
+    const __m128d s2 = _mm_add_pd (_mm256_castpd256_pd128 (s4), _mm256_extractf128_pd (s4, 1));
+    const double sum = _mm_cvtsd_f64 (_mm_add_sd (s2, _mm_unpackhi_pd (s2, s2)));
     const __m512 inv = _mm512_set1_ps ((float) (1.0 / sum));
-    for (size_t q = 0; q < n; q += 16) {
+    for (q = 0; q + 16 <= n; q += 16) {
+      __m512 p = _mm512_mul_ps (_mm512_loadu_ps (xi + q), inv);
+      if (to_half)
+        p = _mm512_cvtph_ps (_mm512_cvtps_ph (p, _MM_FROUND_TO_NEAREST_INT));
+      _mm512_storeu_ps (xi + q, p);
+    }
+    if (q < n) {
       const __mmask16 m = lanes_below (q, n);
       __m512 p = _mm512_mul_ps (_mm512_maskz_loadu_ps (m, xi + q), inv);
       if (to_half)

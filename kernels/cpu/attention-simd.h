@@ -50,21 +50,6 @@ transpose8 (__m256 r[8])
   r[7] = _mm256_permute2f128_ps (s3, s7, 0x31);
 }
 
-/* Adds positions p .. p + 3 of rows @r[0..3] (float) to the lanes of
- * @acc (double, lane i row i), one position after the other: the
- * softmax's sums in position order, four queries at once. */
-INLINE __m256d
-add4_positions (__m256d acc, const float *const *r, size_t p)
-{
-  __m128 a = _mm_loadu_ps (r[0] + p), b = _mm_loadu_ps (r[1] + p);
-  __m128 c = _mm_loadu_ps (r[2] + p), d = _mm_loadu_ps (r[3] + p);
-  _MM_TRANSPOSE4_PS (a, b, c, d);
-  acc = _mm256_add_pd (acc, _mm256_cvtps_pd (a));
-  acc = _mm256_add_pd (acc, _mm256_cvtps_pd (b));
-  acc = _mm256_add_pd (acc, _mm256_cvtps_pd (c));
-  return _mm256_add_pd (acc, _mm256_cvtps_pd (d));
-}
-
 /* Asks for the cache lines of bytes [b0, b1) of @row: where one head's
  * rows end in a block and the next block's begin, the hardware
  * prefetchers start over. Into L1: 16 streams of 246M Q4_0 at depth 400

@@ -75,8 +75,26 @@ void llm_attn_scores (const LlmAttnRows *k, size_t p0, size_t count, size_t offs
     const float *qp, size_t n, float scale, float *scores, float *tmp);
 
 /* In place: x = exp(x - max) / sum, exponentials in float, their sum in
- * double as ggml's soft_max does. */
+ * double as ggml's soft_max does, but not in one chain: position p goes
+ * into partial sum p % 16 (LLM_ATTN_SUM_PARTS), and the partial sums are
+ * folded as llm_attn_fold_sums does. The vector kernels keep the 16 sums
+ * in the lanes of their double vectors; ggml's one chain made them carry
+ * one dependent add a position and transpose four queries' exponentials
+ * to get there (a quarter of a decode step's attention). In double the
+ * order hardly shows: see llm_attn_softmax. */
 void llm_attn_softmax (float *x, size_t n);
+
+#define LLM_ATTN_SUM_PARTS 16
+
+/* part[l] += part[l + w] for l < w, w = 8, 4, 2, 1: the softmax's sum. */
+static inline double
+llm_attn_fold_sums (double part[LLM_ATTN_SUM_PARTS])
+{
+  for (size_t w = LLM_ATTN_SUM_PARTS / 2; w >= 1; w /= 2)
+    for (size_t l = 0; l < w; l++)
+      part[l] = part[l] + part[l + w];
+  return part[0];
+}
 
 /* out = sum over p in [p0, p0 + count) of probs[i] * V_p[offset, offset + n),
  * accumulated in float onto what @out holds. For F16 values each probability
