@@ -885,12 +885,17 @@ START_TEST (test_a_freed_huge_block_serves_the_next_of_its_size)
 END_TEST
 
 /* The last block is cut to the capacity, so bytes never pass
- * capacity x rows even when capacity is not a multiple of the block. */
+ * capacity x rows even when capacity is not a multiple of the block;
+ * where keys are in panels of 16 positions (F16), to the capacity
+ * rounded up to whole panels: 70 positions take 80. */
 START_TEST (test_bytes_never_exceed_the_capacity)
 {
   g_autoptr (LlmKvCache) kv = new_cache (LLM_KV_F32, LLM_KV_POLICY_FULL, 70, 0, 1, 1, 32, NULL);
   ck_assert (llm_kv_cache_reserve (kv, 70, NULL));
   ck_assert_uint_eq (llm_kv_cache_bytes (kv), 2 * 70 * 32 * sizeof (float));
+  g_autoptr (LlmKvCache) half = new_cache (LLM_KV_F16, LLM_KV_POLICY_FULL, 70, 0, 1, 2, 32, NULL);
+  ck_assert (llm_kv_cache_reserve (half, 70, NULL));
+  ck_assert_uint_eq (llm_kv_cache_bytes (half), 2 * 80 * 2 * 32 * sizeof (guint16));
 }
 END_TEST
 

@@ -203,6 +203,124 @@ scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows
   }
 }
 
+/* F16 keys in panels (LlmAttnRows.panels): @tp tiles of 8 positions
+ * from @p0, each at its half of a panel (a tile wholly past @n reads the
+ * first one's; lanes at or past n are computed and never stored), and
+ * how many of each are below n. */
+INLINE void
+panel_tiles (const LlmAttnRows *k, size_t p0, size_t n, int tp, const uint16_t **pan,
+    size_t *cnt)
+{
+  for (int t = 0; t < tp; t++) {
+    const size_t pt = p0 + 8 * (size_t) t;
+    cnt[t] = pt < n ? (n - pt < 8 ? n - pt : 8) : 0;
+    pan[t] = pt < n ? llm_attn_panel (k, pt) + pt % LLM_ATTN_PANEL : pan[0];
+  }
+}
+
+/* acc[i][t] = dot (qp_i, K_p) in lane p - p0 - 8 t of tile t, dimensions
+ * in order as scores_tiles takes them, each dimension of 8 positions one
+ * load and one conversion instead of a transpose's share. */
+INLINE void
+panel_products (int nq, int tp, const uint16_t *const *pan, size_t head_dim, const float *qp,
+    __m256 acc[QB][4])
+{
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int t = 0; t < tp; t++)
+      acc[i][t] = _mm256_setzero_ps ();
+  for (size_t j = 0; j < head_dim; j++) {
+    __m256 kj[4];
+    UNROLL for (int t = 0; t < tp; t++)
+      kj[t] = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (pan[t] + LLM_ATTN_PANEL * j)));
+    UNROLL for (int i = 0; i < nq; i++) {
+      const __m256 b = _mm256_broadcast_ss (qp + i * head_dim + j);
+      UNROLL for (int t = 0; t < tp; t++)
+        acc[i][t] = _mm256_fmadd_ps (b, kj[t], acc[i][t]);
+    }
+  }
+}
+
+/* scale * acc[i][t] to the @cnt[t] scores of tile t from @p0. */
+INLINE void
+panel_store (int nq, int tp, __m256 acc[QB][4], const size_t *cnt, size_t p0, float scale,
+    float *scores, size_t stride)
+{
+  const __m256 vscale = _mm256_set1_ps (scale);
+  UNROLL for (int t = 0; t < tp; t++) {
+    const size_t pt = p0 + 8 * (size_t) t;
+    UNROLL for (int i = 0; i < nq; i++) {
+      const __m256 sv = _mm256_mul_ps (acc[i][t], vscale);
+      if (cnt[t] == 8) {
+        _mm256_storeu_ps (scores + i * stride + pt, sv);
+      } else if (cnt[t] > 0) {
+        float tmp[8];
+        _mm256_storeu_ps (tmp, sv);
+        memcpy (scores + i * stride + pt, tmp, cnt[t] * sizeof (float));
+      }
+    }
+  }
+}
+
+/* scores_tiles over keys in panels. */
+INLINE void
+scores_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
+    float scale, float *scores, size_t stride)
+{
+  const int tp = nq <= 2 ? 4 : 2;
+  size_t s0, s1;
+  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
+  for (size_t p0 = 0; p0 < n; p0 += 8 * (size_t) tp) {
+    const uint16_t *pan[4];
+    size_t cnt[4];
+    panel_tiles (k, p0, n, tp, pan, cnt);
+    prefetch_rows (k, p0 + PREFETCH_ROWS, n, 8 * (size_t) tp, s0, s1);
+    __m256 acc[QB][4];
+    panel_products (nq, tp, pan, head_dim, qp, acc);
+    panel_store (nq, tp, acc, cnt, p0, scale, scores, stride);
+  }
+}
+
+/* scores_groups over keys in panels: each panel is read from memory
+ * once, by the first group, and from L1 by the others. */
+INLINE void
+scores_groups_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
+    float scale)
+{
+  const size_t n = llm_attn_calls_n_max (g, ng);
+  size_t s0, s1;
+  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
+  for (size_t p0 = 0; p0 < n; p0 += 16) {
+    prefetch_rows (k, p0 + PREFETCH_ROWS, n, 16, s0, s1);
+    for (int i = 0; i < ng; i++) {
+      if (g[i].n_max <= p0)
+        continue;
+      const uint16_t *pan[2];
+      size_t cnt[2];
+      panel_tiles (k, p0, g[i].n_max, 2, pan, cnt);
+      __m256 acc[QB][4];
+      switch (g[i].nq) {
+        case 1: panel_products (1, 2, pan, head_dim, g[i].qp, acc); break;
+        case 2: panel_products (2, 2, pan, head_dim, g[i].qp, acc); break;
+        case 3: panel_products (3, 2, pan, head_dim, g[i].qp, acc); break;
+        default: panel_products (4, 2, pan, head_dim, g[i].qp, acc); break;
+      }
+      panel_store (g[i].nq, 2, acc, cnt, p0, scale, g[i].scores, g[i].n_max);
+    }
+  }
+}
+
+static void
+scores_f16_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
+    float scale, float *scores, size_t stride)
+{
+  switch (nq) {
+    case 1: scores_panels (1, k, head_dim, qp, n, scale, scores, stride); break;
+    case 2: scores_panels (2, k, head_dim, qp, n, scale, scores, stride); break;
+    case 3: scores_panels (3, k, head_dim, qp, n, scale, scores, stride); break;
+    default: scores_panels (4, k, head_dim, qp, n, scale, scores, stride); break;
+  }
+}
+
 /* out_i[j0, j0 + 8 * nw) += probs_i[p] * V_p[d, d + 8 * nw) for the
  * @cnt rows from @row on (positions p0...), in order; rows at or past
  * @n_all are skipped by the queries that do not see them. */
@@ -454,7 +572,10 @@ scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t h
       scores_f32 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_F16:
-      scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      if (k->panels)
+        scores_f16_panels (c->nq, k, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      else
+        scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_Q8_0:
       scores_q8_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
@@ -517,13 +638,24 @@ llm_avx2_attn_drive (const LlmAttnDriver *d, const LlmAttnRows *k, const LlmAttn
     d->finish (&c[i], v, offset, head_dim);
 }
 
+/* F16 keys' groups, in rows or in panels. */
+static void
+scores_groups_f16_any (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t offset,
+    size_t head_dim, float scale)
+{
+  if (k->panels)
+    scores_groups_panels (g, ng, k, head_dim, scale);
+  else
+    scores_groups_f16 (g, ng, k, offset, head_dim, scale);
+}
+
 void
 llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
 {
   static const LlmAttnDriver driver = {
     .per_group = QB, .max_groups = LLM_AVX2_ATTN_GROUPS, .scores = scores_call,
-    .groups = { [LLM_ATTN_F32] = scores_groups_f32, [LLM_ATTN_F16] = scores_groups_f16,
+    .groups = { [LLM_ATTN_F32] = scores_groups_f32, [LLM_ATTN_F16] = scores_groups_f16_any,
       [LLM_ATTN_Q8_0] = scores_groups_q8_0, [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
     .groups_dims = KB_DIMS, .finish = probs_values_call,
   };

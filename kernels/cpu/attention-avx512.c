@@ -295,6 +295,82 @@ scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows
   }
 }
 
+/* F16 keys in panels (LlmAttnRows.panels). The panels of the tile pair
+ * from @p0 (a tile wholly past @n reads the first one's; the lanes of
+ * positions at or past n are computed and never stored). */
+INLINE void
+panel_pair (const LlmAttnRows *k, size_t p0, size_t n, const uint16_t *pan[TP])
+{
+  UNROLL for (int t = 0; t < TP; t++) {
+    const size_t pt = p0 + TR * (size_t) t;
+    pan[t] = llm_attn_panel (k, pt < n ? pt : p0);
+  }
+}
+
+/* acc[i][t] = dot (qp_i, K_p) in lane p - p0 of tile t, dimensions in
+ * order as scores_tiles takes them, each dimension of 16 positions one
+ * load and one conversion. */
+INLINE void
+panel_products (int nq, const uint16_t *const pan[TP], size_t head_dim, const float *qp,
+    __m512 acc[ZQ][TP])
+{
+  UNROLL for (int i = 0; i < nq; i++)
+    UNROLL for (int t = 0; t < TP; t++)
+      acc[i][t] = _mm512_setzero_ps ();
+  for (size_t j = 0; j < head_dim; j++) {
+    __m512 kj[TP];
+    UNROLL for (int t = 0; t < TP; t++)
+      kj[t] = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (pan[t] + TR * j)));
+    UNROLL for (int i = 0; i < nq; i++) {
+      const __m512 b = _mm512_set1_ps (qp[i * head_dim + j]);
+      UNROLL for (int t = 0; t < TP; t++)
+        acc[i][t] = _mm512_fmadd_ps (b, kj[t], acc[i][t]);
+    }
+  }
+}
+
+#define PANEL_PRODUCTS(unused, nq, ...) panel_products (nq, __VA_ARGS__)
+
+/* scores_tiles over keys in panels. */
+INLINE void
+scores_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
+    float scale, float *scores, size_t stride)
+{
+  size_t s0, s1;
+  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
+  for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
+    const uint16_t *pan[TP];
+    panel_pair (k, p0, n, pan);
+    prefetch_rows (k, p0 + PREFETCH_ROWS, n, TR * TP, s0, s1);
+    __m512 acc[ZQ][TP];
+    panel_products (nq, pan, head_dim, qp, acc);
+    store_scores (nq, acc, p0, n, scale, scores, stride);
+  }
+}
+
+/* scores_groups over keys in panels: each tile pair's panels are read
+ * from memory once, by the first group, and from L1 by the others. */
+INLINE void
+scores_groups_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
+    float scale)
+{
+  const size_t n = llm_attn_calls_n_max (g, ng);
+  size_t s0, s1;
+  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
+  for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
+    const uint16_t *pan[TP];
+    panel_pair (k, p0, n, pan);
+    prefetch_rows (k, p0 + PREFETCH_ROWS, n, TR * TP, s0, s1);
+    for (int i = 0; i < ng; i++) {
+      if (g[i].n_max <= p0)
+        continue;
+      __m512 acc[ZQ][TP];
+      BY_NQ (PANEL_PRODUCTS, 0, g[i].nq, pan, head_dim, g[i].qp, acc)
+      store_scores (g[i].nq, acc, p0, g[i].n_max, scale, g[i].scores, g[i].n_max);
+    }
+  }
+}
+
 /* out_i[j0, j0 + 16 * nw) += probs_i[p] * V_p[d, d + 16 * nw) for the @cnt
  * rows from @row on (positions p0...), in order; rows at or past @n_all
  * are skipped by the queries that do not see them. */
@@ -466,6 +542,25 @@ probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
   }
 
 INSTANCES (LLM_ATTN_F16, f16)
+
+#define SCORES_PANELS(unused, nq, ...) scores_panels (nq, __VA_ARGS__)
+static void
+scores_f16_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
+    float scale, float *scores, size_t stride)
+{
+  BY_NQ (SCORES_PANELS, 0, nq, k, head_dim, qp, n, scale, scores, stride)
+}
+
+/* F16 keys' groups, in rows or in panels. */
+static void
+scores_groups_f16_any (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t offset,
+    size_t head_dim, float scale)
+{
+  if (k->panels)
+    scores_groups_panels (g, ng, k, head_dim, scale);
+  else
+    scores_groups_f16 (g, ng, k, offset, head_dim, scale);
+}
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
@@ -476,7 +571,10 @@ scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t h
 {
   switch (k->type) {
     case LLM_ATTN_F16:
-      scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      if (k->panels)
+        scores_f16_panels (c->nq, k, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      else
+        scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_Q8_0:
       scores_q8_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
@@ -514,7 +612,7 @@ llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
 {
   static const LlmAttnDriver driver = {
     .per_group = ZQ, .max_groups = LLM_AVX512_ATTN_GROUPS, .scores = scores_call,
-    .groups = { [LLM_ATTN_F16] = scores_groups_f16, [LLM_ATTN_Q8_0] = scores_groups_q8_0,
+    .groups = { [LLM_ATTN_F16] = scores_groups_f16_any, [LLM_ATTN_Q8_0] = scores_groups_q8_0,
       [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
     .groups_dims = KB_DIMS, .finish = probs_values_call,
   };

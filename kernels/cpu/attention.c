@@ -128,10 +128,16 @@ llm_attn_scores (const LlmAttnRows *k, size_t p0, size_t count, size_t offset,
         dot = dot_f32 ((const float *) row + offset, qp, n);
         break;
       case LLM_ATTN_F16: {
+        /* a row's values one after another, or a panel's 16 apart */
         const uint16_t *h = (const uint16_t *) row + offset;
+        size_t step = 1;
+        if (k->panels) {
+          h = llm_attn_panel (k, p0 + i) + (p0 + i) % LLM_ATTN_PANEL;
+          step = LLM_ATTN_PANEL;
+        }
         dot = 0.0f;
         for (size_t j = 0; j < n; j++)
-          dot += llm_fp16_to_f32 (h[j]) * qp[j];
+          dot += llm_fp16_to_f32 (h[j * step]) * qp[j];
         break;
       }
       default:

@@ -40,7 +40,15 @@ void llm_attn_row_load (LlmAttnType type, const void *row, size_t offset, size_t
  * the rows block b holds: block_rows, except that the last block before
  * @n_rows holds only the rest. Segments let a block keep the rows of
  * several heads one after another (head-major); with segment 0 (and
- * n_rows unused) a block is simply block_rows rows. */
+ * n_rows unused) a block is simply block_rows rows.
+ *
+ * With @panels (F16 keys of one head, values from offset 0): positions
+ * [16 g, 16 g + 16) take the bytes rows 16 g .. 16 g + 15 would, as a
+ * panel: value d of position p at llm_attn_panel (rows, p)[16 d + p % 16]
+ * (block_rows and every r_b are multiples of 16). The scores' products
+ * then read a dimension of 16 positions with one load, where rows need a
+ * transpose in registers first (as much work as the products at 4
+ * queries). */
 typedef struct {
   const void *const *blocks;
   size_t block_rows;
@@ -48,7 +56,10 @@ typedef struct {
   LlmAttnType type;
   size_t segment;
   size_t n_rows;
+  int panels;
 } LlmAttnRows;
+
+#define LLM_ATTN_PANEL 16
 
 static inline const void *
 llm_attn_row (const LlmAttnRows *rows, size_t p)
@@ -61,6 +72,13 @@ llm_attn_row (const LlmAttnRows *rows, size_t p)
     first += rows->segment * r_b;
   }
   return (const uint8_t *) rows->blocks[b] + first * rows->row_bytes;
+}
+
+/* The panel holding position @p (LlmAttnRows.panels). */
+static inline const uint16_t *
+llm_attn_panel (const LlmAttnRows *rows, size_t p)
+{
+  return (const uint16_t *) llm_attn_row (rows, p - p % LLM_ATTN_PANEL);
 }
 
 /* The query as the dot product with keys of @type sees it: for F16 keys it is
