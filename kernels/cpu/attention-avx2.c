@@ -66,6 +66,27 @@ tile8 (const LlmAttnRows *k, size_t pt, size_t n, const uint8_t *rows[8],
   return cnt;
 }
 
+/* scale * acc[i][t] to the @cnt[t] scores of tile t from @p0. */
+INLINE void
+store_tiles (int nq, int tp, __m256 acc[QB][4], const size_t *cnt, size_t p0, float scale,
+    float *scores, size_t stride)
+{
+  const __m256 vscale = _mm256_set1_ps (scale);
+  UNROLL for (int t = 0; t < tp; t++) {
+    const size_t pt = p0 + 8 * (size_t) t;
+    UNROLL for (int i = 0; i < nq; i++) {
+      const __m256 sv = _mm256_mul_ps (acc[i][t], vscale);
+      if (cnt[t] == 8) {
+        _mm256_storeu_ps (scores + i * stride + pt, sv);
+      } else if (cnt[t] > 0) {
+        float tmp[8];
+        _mm256_storeu_ps (tmp, sv);
+        memcpy (scores + i * stride + pt, tmp, cnt[t] * sizeof (float));
+      }
+    }
+  }
+}
+
 /* scores[i * stride + p] = scale * dot(qp_i, K_p) for p in [0, n) and the
  * @nq queries at @qp (head_dim floats apart). Tiles of 8 rows are expanded
  * and transposed 8 dimensions at a time, in registers (through a buffer,
@@ -79,7 +100,6 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
 {
   enum { TP_MAX = 4 };
   const int tp = nq <= 2 ? 4 : 2;
-  const __m256 vscale = _mm256_set1_ps (scale);
   size_t s0, s1;
   keys_begin (type, k, offset, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   for (size_t p0 = 0; p0 < n; p0 += 8 * (size_t) tp) {
@@ -107,19 +127,7 @@ scores_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t offset,
       }
     }
 
-    UNROLL for (int t = 0; t < tp; t++) {
-      const size_t pt = p0 + 8 * (size_t) t;
-      UNROLL for (int i = 0; i < nq; i++) {
-        const __m256 sv = _mm256_mul_ps (acc[i][t], vscale);
-        if (cnt[t] == 8) {
-          _mm256_storeu_ps (scores + i * stride + pt, sv);
-        } else if (cnt[t] > 0) {
-          float tmp[8];
-          _mm256_storeu_ps (tmp, sv);
-          memcpy (scores + i * stride + pt, tmp, cnt[t] * sizeof (float));
-        }
-      }
-    }
+    store_tiles (nq, tp, acc, cnt, p0, scale, scores, stride);
   }
 }
 
@@ -240,27 +248,6 @@ panel_products (int nq, int tp, const uint16_t *const *pan, size_t head_dim, con
   }
 }
 
-/* scale * acc[i][t] to the @cnt[t] scores of tile t from @p0. */
-INLINE void
-panel_store (int nq, int tp, __m256 acc[QB][4], const size_t *cnt, size_t p0, float scale,
-    float *scores, size_t stride)
-{
-  const __m256 vscale = _mm256_set1_ps (scale);
-  UNROLL for (int t = 0; t < tp; t++) {
-    const size_t pt = p0 + 8 * (size_t) t;
-    UNROLL for (int i = 0; i < nq; i++) {
-      const __m256 sv = _mm256_mul_ps (acc[i][t], vscale);
-      if (cnt[t] == 8) {
-        _mm256_storeu_ps (scores + i * stride + pt, sv);
-      } else if (cnt[t] > 0) {
-        float tmp[8];
-        _mm256_storeu_ps (tmp, sv);
-        memcpy (scores + i * stride + pt, tmp, cnt[t] * sizeof (float));
-      }
-    }
-  }
-}
-
 /* scores_tiles over keys in panels. */
 INLINE void
 scores_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
@@ -276,7 +263,7 @@ scores_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, s
     prefetch_rows (k, p0 + PREFETCH_ROWS, n, 8 * (size_t) tp, s0, s1);
     __m256 acc[QB][4];
     panel_products (nq, tp, pan, head_dim, qp, acc);
-    panel_store (nq, tp, acc, cnt, p0, scale, scores, stride);
+    store_tiles (nq, tp, acc, cnt, p0, scale, scores, stride);
   }
 }
 
@@ -304,7 +291,7 @@ scores_groups_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t
         case 3: panel_products (3, 2, pan, head_dim, g[i].qp, acc); break;
         default: panel_products (4, 2, pan, head_dim, g[i].qp, acc); break;
       }
-      panel_store (g[i].nq, 2, acc, cnt, p0, scale, g[i].scores, g[i].n_max);
+      store_tiles (g[i].nq, 2, acc, cnt, p0, scale, g[i].scores, g[i].n_max);
     }
   }
 }
@@ -628,7 +615,9 @@ llm_avx2_attn_drive (const LlmAttnDriver *d, const LlmAttnRows *k, const LlmAttn
     at += (size_t) c[ng].nq * (c[ng].n_max + head_dim);
     ng++;
   }
-  if (ng > 1 && head_dim <= d->groups_dims && d->groups[k->type] != NULL) {
+  if (ng > 1 && k->panels) {
+    d->panels (c, ng, k, head_dim, scale);
+  } else if (ng > 1 && head_dim <= d->groups_dims && d->groups[k->type] != NULL) {
     d->groups[k->type] (c, ng, k, offset, head_dim, scale);
   } else {
     for (int i = 0; i < ng; i++)
@@ -638,26 +627,15 @@ llm_avx2_attn_drive (const LlmAttnDriver *d, const LlmAttnRows *k, const LlmAttn
     d->finish (&c[i], v, offset, head_dim);
 }
 
-/* F16 keys' groups, in rows or in panels. */
-static void
-scores_groups_f16_any (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t offset,
-    size_t head_dim, float scale)
-{
-  if (k->panels)
-    scores_groups_panels (g, ng, k, head_dim, scale);
-  else
-    scores_groups_f16 (g, ng, k, offset, head_dim, scale);
-}
-
 void
 llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     size_t head_dim, const LlmAttnQuery *queries, size_t n_q, float scale, float *scratch)
 {
   static const LlmAttnDriver driver = {
     .per_group = QB, .max_groups = LLM_AVX2_ATTN_GROUPS, .scores = scores_call,
-    .groups = { [LLM_ATTN_F32] = scores_groups_f32, [LLM_ATTN_F16] = scores_groups_f16_any,
+    .groups = { [LLM_ATTN_F32] = scores_groups_f32, [LLM_ATTN_F16] = scores_groups_f16,
       [LLM_ATTN_Q8_0] = scores_groups_q8_0, [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
-    .groups_dims = KB_DIMS, .finish = probs_values_call,
+    .groups_dims = KB_DIMS, .panels = scores_groups_panels, .finish = probs_values_call,
   };
   llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }

@@ -51,7 +51,9 @@ bool llm_avx2_attn_begin (LlmAttnCall *c, const LlmAttnQuery *queries, size_t n_
 /* A kernel's parts for llm_avx2_attn_drive: one group's scores, with its
  * own expanding of the keys; by key type (NULL where it has none), the
  * scores of several groups over one expanding of the keys, for head sizes
- * up to @groups_dims; one group's probabilities and values. */
+ * up to @groups_dims, and of several groups over F16 keys in panels
+ * (LlmAttnRows.panels, any head size); one group's probabilities and
+ * values. */
 typedef struct {
   int per_group;
   int max_groups;
@@ -60,6 +62,8 @@ typedef struct {
   void (*groups[LLM_ATTN_Q4_0 + 1]) (const LlmAttnCall *c, int ng, const LlmAttnRows *k,
       size_t offset, size_t head_dim, float scale);
   size_t groups_dims;
+  void (*panels) (const LlmAttnCall *c, int ng, const LlmAttnRows *k, size_t head_dim,
+      float scale);
   void (*finish) (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim);
 } LlmAttnDriver;
 

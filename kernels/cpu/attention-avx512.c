@@ -331,25 +331,9 @@ panel_products (int nq, const uint16_t *const pan[TP], size_t head_dim, const fl
 
 #define PANEL_PRODUCTS(unused, nq, ...) panel_products (nq, __VA_ARGS__)
 
-/* scores_tiles over keys in panels. */
-INLINE void
-scores_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
-    float scale, float *scores, size_t stride)
-{
-  size_t s0, s1;
-  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
-  for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
-    const uint16_t *pan[TP];
-    panel_pair (k, p0, n, pan);
-    prefetch_rows (k, p0 + PREFETCH_ROWS, n, TR * TP, s0, s1);
-    __m512 acc[ZQ][TP];
-    panel_products (nq, pan, head_dim, qp, acc);
-    store_scores (nq, acc, p0, n, scale, scores, stride);
-  }
-}
-
-/* scores_groups over keys in panels: each tile pair's panels are read
- * from memory once, by the first group, and from L1 by the others. */
+/* scores_groups over keys in panels (for one group too): each tile
+ * pair's panels are read from memory once, by the first group, and from
+ * L1 by the others. */
 INLINE void
 scores_groups_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
     float scale)
@@ -543,24 +527,6 @@ probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
 
 INSTANCES (LLM_ATTN_F16, f16)
 
-#define SCORES_PANELS(unused, nq, ...) scores_panels (nq, __VA_ARGS__)
-static void
-scores_f16_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
-    float scale, float *scores, size_t stride)
-{
-  BY_NQ (SCORES_PANELS, 0, nq, k, head_dim, qp, n, scale, scores, stride)
-}
-
-/* F16 keys' groups, in rows or in panels. */
-static void
-scores_groups_f16_any (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t offset,
-    size_t head_dim, float scale)
-{
-  if (k->panels)
-    scores_groups_panels (g, ng, k, head_dim, scale);
-  else
-    scores_groups_f16 (g, ng, k, offset, head_dim, scale);
-}
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
@@ -572,7 +538,7 @@ scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t h
   switch (k->type) {
     case LLM_ATTN_F16:
       if (k->panels)
-        scores_f16_panels (c->nq, k, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+        scores_groups_panels (c, 1, k, head_dim, scale);
       else
         scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
@@ -612,9 +578,9 @@ llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
 {
   static const LlmAttnDriver driver = {
     .per_group = ZQ, .max_groups = LLM_AVX512_ATTN_GROUPS, .scores = scores_call,
-    .groups = { [LLM_ATTN_F16] = scores_groups_f16_any, [LLM_ATTN_Q8_0] = scores_groups_q8_0,
+    .groups = { [LLM_ATTN_F16] = scores_groups_f16, [LLM_ATTN_Q8_0] = scores_groups_q8_0,
       [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
-    .groups_dims = KB_DIMS, .finish = probs_values_call,
+    .groups_dims = KB_DIMS, .panels = scores_groups_panels, .finish = probs_values_call,
   };
   llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }
