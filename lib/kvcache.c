@@ -376,20 +376,22 @@ llm_kv_cache_n_evicted (const LlmKvCache *kv)
 }
 
 /* The positions the blocks hold: the capacity, rounded up to whole
- * panels (LLM_ATTN_PANEL positions) where keys are in panels. */
-static inline guint32
+ * panels (LLM_ATTN_PANEL positions) where keys are in panels (in 64 bits:
+ * a capacity may be G_MAXUINT32). */
+static inline guint64
 panel_capacity (const LlmKvCache *kv)
 {
   if (!kv->k_panels)
     return kv->capacity;
-  return (kv->capacity + LLM_ATTN_PANEL - 1) / LLM_ATTN_PANEL * LLM_ATTN_PANEL;
+  return ((guint64) kv->capacity + LLM_ATTN_PANEL - 1) / LLM_ATTN_PANEL * LLM_ATTN_PANEL;
 }
 
 /* Rows block @b holds: block_pos, the last one cut to panel_capacity. */
 static inline guint32
 block_rows (const LlmKvCache *kv, guint32 b)
 {
-  return MIN (kv->block_pos, panel_capacity (kv) - b * kv->block_pos);
+  return (guint32) MIN ((guint64) kv->block_pos,
+      panel_capacity (kv) - (guint64) b * kv->block_pos);
 }
 
 /* Blocks that positions [0, @end) take. */
@@ -742,7 +744,7 @@ attn_rows (const LlmKvCache *kv, guint layer, guint kv_head, LlmAttnRows *k, Llm
     .row_bytes = kv->slice_bytes,
     .type = kv->attn_type,
     .segment = by_head ? kv_head : 0,
-    .n_rows = panel_capacity (kv),
+    .n_rows = (gsize) panel_capacity (kv),
     .panels = kv->k_panels,
   };
   *v = *k;
