@@ -6,7 +6,7 @@
  * Blocks: every layer's keys and values are blocks of block_pos rows,
  * allocated by reserve() as the cache grows (writes never allocate, so
  * threads can write at once without locks). The last block is cut to the
- * capacity (F16: rounded up to whole panels of 16 positions, see Layout),
+ * capacity (F16, Q8_0: rounded up to whole panels of 16 positions, see Layout),
  * so allocated bytes never exceed that many rows.
  * block_pos is KV_BLOCK_LONG where such a block is at least a huge page
  * (LLM_KV_POOL_HUGE_BYTES), else KV_BLOCK_SHORT. Long: attention reads
@@ -45,14 +45,15 @@
  * Where a head's slice is not whole quant blocks (Q8_0/Q4_0 with a head
  * size that is not a multiple of 32) a block is plain rows instead.
  *
- * F16 keys go in panels (LlmAttnRows.panels): 16 positions of a head
- * take the bytes of their 16 rows, value d of each position side by
- * side, so the scores' products load a dimension of 16 positions at once
- * instead of transposing rows in registers. One decode step's attention
- * (4 queries over F16 keys, one thread, Zen 5) ran 1.36-1.54x faster on
- * plain AVX2 and 1.07-1.19x on AVX-512; a key is stored and read back a
- * value at a time (row_store, row_load), a few microseconds a step.
- * Values stay rows: their products want a row's values side by side. */
+ * F16 and Q8_0 keys go in panels (LlmAttnRows.panels): 16 positions of
+ * a head take the bytes of their 16 rows, value d (Q8_0: code d, the
+ * block scales after the codes) of each position side by side, so the
+ * scores' products load a dimension of 16 positions at once instead of
+ * transposing rows in registers. One decode step's attention (4 queries
+ * over F16 keys, one thread, Zen 5) ran 1.36-1.54x faster on plain AVX2
+ * and 1.07-1.19x on AVX-512; a key is stored and read back through a row
+ * (llm_attn_panel_put, _get), a few microseconds a step. Values stay
+ * rows: their products want a row's values side by side. */
 #include "kvcache.h"
 #include "kvpool.h"
 
@@ -61,8 +62,10 @@
 #include "cpu/attention.h"
 #include "cpu/ops.h"
 
-/* Head sizes whose keys go in panels (a key is converted on the stack). */
+/* Head sizes whose keys go in panels (a key is converted on the stack),
+ * and the bytes of such a key as a row. */
 #define PANEL_HEAD_MAX 1024u
+#define PANEL_ROW_MAX (PANEL_HEAD_MAX * 2)
 #define KV_BLOCK_SHORT 64u
 #define KV_BLOCK_LONG 256u
 
@@ -251,7 +254,7 @@ llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guin
   kv->n_slices = head_bytes > 0 ? n_head_kv : 1;
   kv->slice_n = kv->row_n / kv->n_slices;
   kv->slice_bytes = kv->row_bytes / kv->n_slices;
-  kv->k_panels = kv->attn_type == LLM_ATTN_F16 && head_dim <= PANEL_HEAD_MAX;
+  kv->k_panels = llm_attn_panels_fit (kv->attn_type, head_dim) && head_dim <= PANEL_HEAD_MAX;
   kv->config = *config;
   if (rope)
     kv->rope = *rope;
@@ -409,13 +412,11 @@ slice_ptr (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, guint h)
   return blocks[b] + ((gsize) h * block_rows (kv, b) + pos % kv->block_pos) * kv->slice_bytes;
 }
 
-/* Value 0 of head @h's key at @pos in a panel layout: value d is
- * LLM_ATTN_PANEL * d further on. */
-static inline guint16 *
+/* The panel of head @h's key at @pos (see Layout). */
+static inline guint8 *
 panel_ptr (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, guint h)
 {
-  return (guint16 *) slice_ptr (kv, blocks, pos - pos % LLM_ATTN_PANEL, h)
-      + pos % LLM_ATTN_PANEL;
+  return slice_ptr (kv, blocks, pos - pos % LLM_ATTN_PANEL, h);
 }
 
 /* Stores row @pos of @blocks, keys (@keys) or values. */
@@ -425,11 +426,10 @@ row_store (const LlmKvCache *kv, const LlmCpuKernels *kern, guint8 *const *block
 {
   for (guint h = 0; h < kv->n_slices; h++) {
     if (keys && kv->k_panels) {
-      guint16 half[PANEL_HEAD_MAX];
-      llm_attn_row_store (kern, kv->attn_type, src + h * kv->slice_n, half, kv->slice_n);
-      guint16 *at = panel_ptr (kv, blocks, pos, h);
-      for (gsize d = 0; d < kv->slice_n; d++)
-        at[LLM_ATTN_PANEL * d] = half[d];
+      guint8 row[PANEL_ROW_MAX];
+      llm_attn_row_store (kern, kv->attn_type, src + h * kv->slice_n, row, kv->slice_n);
+      llm_attn_panel_put (kv->attn_type, panel_ptr (kv, blocks, pos, h), pos % LLM_ATTN_PANEL,
+          row, kv->slice_n);
       continue;
     }
     llm_attn_row_store (kern, kv->attn_type, src + h * kv->slice_n, slice_ptr (kv, blocks, pos, h),
@@ -442,11 +442,10 @@ row_load (const LlmKvCache *kv, guint8 *const *blocks, guint32 pos, float *dst, 
 {
   for (guint h = 0; h < kv->n_slices; h++) {
     if (keys && kv->k_panels) {
-      guint16 half[PANEL_HEAD_MAX];
-      const guint16 *at = panel_ptr (kv, blocks, pos, h);
-      for (gsize d = 0; d < kv->slice_n; d++)
-        half[d] = at[LLM_ATTN_PANEL * d];
-      llm_attn_row_load (kv->attn_type, half, 0, kv->slice_n, dst + h * kv->slice_n);
+      guint8 row[PANEL_ROW_MAX];
+      llm_attn_panel_get (kv->attn_type, panel_ptr (kv, blocks, pos, h), pos % LLM_ATTN_PANEL,
+          row, kv->slice_n);
+      llm_attn_row_load (kv->attn_type, row, 0, kv->slice_n, dst + h * kv->slice_n);
       continue;
     }
     llm_attn_row_load (kv->attn_type, slice_ptr (kv, blocks, pos, h), 0, kv->slice_n,
@@ -459,10 +458,11 @@ row_copy (const LlmKvCache *kv, guint8 *const *blocks, guint32 dst, guint32 src,
 {
   for (guint h = 0; h < kv->n_slices; h++) {
     if (keys && kv->k_panels) {
-      guint16 *to = panel_ptr (kv, blocks, dst, h);
-      const guint16 *from = panel_ptr (kv, blocks, src, h);
-      for (gsize d = 0; d < kv->slice_n; d++)
-        to[LLM_ATTN_PANEL * d] = from[LLM_ATTN_PANEL * d];
+      guint8 row[PANEL_ROW_MAX];
+      llm_attn_panel_get (kv->attn_type, panel_ptr (kv, blocks, src, h), src % LLM_ATTN_PANEL,
+          row, kv->slice_n);
+      llm_attn_panel_put (kv->attn_type, panel_ptr (kv, blocks, dst, h), dst % LLM_ATTN_PANEL,
+          row, kv->slice_n);
       continue;
     }
     memcpy (slice_ptr (kv, blocks, dst, h), slice_ptr (kv, blocks, src, h), kv->slice_bytes);

@@ -593,14 +593,15 @@ END_TEST
  * shifts a key must equal the raw key rotated once at its current position.
  * Each shift composes a rotation by -chunk with float angles (ggml's running
  * product) and float cos/sin, a few 1e-7 per shift on unit-sized keys, so
- * 1e-5 leaves room for the handful of shifts a key lives through. */
+ * 1e-5 leaves room for the handful of shifts a key lives through (F32).
+ * F16 and Q8_0 keys, kept in panels, are read out of theirs, rotated and
+ * written back at each shift, rounding again each time: within @tol. */
 static void
-check_shift (LlmKvPolicy policy, guint32 sink, const LlmKvRope *rope)
+check_shift (LlmKvType type, float tol, LlmKvPolicy policy, guint32 sink, const LlmKvRope *rope)
 {
   const guint n_head_kv = 2, d = 32, row_n = n_head_kv * d;
   const guint32 window = 16, n_tokens = 60;
-  g_autoptr (LlmKvCache) kv = new_cache (LLM_KV_F32, policy, window, sink, 1,
-      n_head_kv, d, rope);
+  g_autoptr (LlmKvCache) kv = new_cache (type, policy, window, sink, 1, n_head_kv, d, rope);
   GRand *rand = g_rand_new_with_seed (10);
   float raw[60][64], k[64], v[64] = { 0 }, got[64];
 
@@ -621,7 +622,7 @@ check_shift (LlmKvPolicy policy, guint32 sink, const LlmKvRope *rope)
           rope->neox);
       llm_kv_cache_read (kv, 0, c, got, NULL);
       for (guint i = 0; i < row_n; i++)
-        ck_assert_msg (fabsf (got[i] - k[i]) <= 1e-5f,
+        ck_assert_msg (fabsf (got[i] - k[i]) <= tol,
             "after token %u, position %u (token %" G_GUINT64_FORMAT ") [%u]: %.8g vs %.8g",
             t, c, token, i, got[i], k[i]);
     }
@@ -636,9 +637,13 @@ START_TEST (test_shifted_key_equals_key_rotated_at_its_new_position)
   const LlmKvRope neox = { .n_rot = 32, .freq_base = 1000000.0f, .freq_scale = 1.0f,
     .neox = TRUE };
   const LlmKvRope partial = { .n_rot = 16, .freq_base = 10000.0f, .freq_scale = 0.25f };
-  check_shift (LLM_KV_POLICY_WINDOW, 0, &normal);
-  check_shift (LLM_KV_POLICY_WINDOW, 0, &neox);
-  check_shift (LLM_KV_POLICY_SINK_WINDOW, 3, &partial);
+  check_shift (LLM_KV_F32, 1e-5f, LLM_KV_POLICY_WINDOW, 0, &normal);
+  check_shift (LLM_KV_F32, 1e-5f, LLM_KV_POLICY_WINDOW, 0, &neox);
+  check_shift (LLM_KV_F32, 1e-5f, LLM_KV_POLICY_SINK_WINDOW, 3, &partial);
+  /* a half's ulp is 2^-11 of a value under 2 (keys here are under 1.5),
+   * a handful of roundings; Q8_0's step is the block's largest / 127 */
+  check_shift (LLM_KV_F16, 4e-3f, LLM_KV_POLICY_WINDOW, 0, &normal);
+  check_shift (LLM_KV_Q8_0, 6e-2f, LLM_KV_POLICY_SINK_WINDOW, 3, &partial);
 }
 END_TEST
 

@@ -211,58 +211,88 @@ scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows
   }
 }
 
-/* F16 keys in panels (LlmAttnRows.panels): @tp tiles of 8 positions
- * from @p0, each at its half of a panel (a tile wholly past @n reads the
- * first one's; lanes at or past n are computed and never stored), and
- * how many of each are below n. */
+/* Keys in panels (LlmAttnRows.panels): @tp tiles of 8 positions from
+ * @p0, each a panel and its half (lane offset @ln 0 or 8; a tile wholly
+ * past @n reads the first one's; lanes at or past n are computed and
+ * never stored), and how many of each are below n. */
 INLINE void
-panel_tiles (const LlmAttnRows *k, size_t p0, size_t n, int tp, const uint16_t **pan,
-    size_t *cnt)
+panel_tiles (const LlmAttnRows *k, size_t p0, size_t n, int tp, const uint8_t **pan,
+    size_t *ln, size_t *cnt)
 {
   for (int t = 0; t < tp; t++) {
     const size_t pt = p0 + 8 * (size_t) t;
     cnt[t] = pt < n ? (n - pt < 8 ? n - pt : 8) : 0;
-    pan[t] = pt < n ? llm_attn_panel (k, pt) + pt % LLM_ATTN_PANEL : pan[0];
+    pan[t] = pt < n ? llm_attn_panel (k, pt) : pan[0];
+    ln[t] = pt < n ? pt % LLM_ATTN_PANEL : ln[0];
   }
 }
 
+/* fn (T, n, ...) for n = @nq (1 to 4), so that the query loops unroll. */
+#define BY_NQ4(fn, T, nq, ...) \
+  switch (nq) { \
+    case 1: fn (T, 1, __VA_ARGS__); break; \
+    case 2: fn (T, 2, __VA_ARGS__); break; \
+    case 3: fn (T, 3, __VA_ARGS__); break; \
+    default: fn (T, 4, __VA_ARGS__); break; \
+  }
+
+/* acc[i][t] += qp_i[j] * K_p[j] in lane p - p0 - 8 t of tile t, for
+ * dimensions j of [j0, j1) in order, with the reference's roundings
+ * (madd_exact); @kd is dimension j of the tile's 8 positions. */
+#define PANEL_DIMS(T, nq, tp, j0, j1, kd) \
+  for (size_t j = (j0); j < (j1); j++) { \
+    __m256 kj[4]; \
+    UNROLL for (int t = 0; t < (tp); t++) \
+      kj[t] = (kd); \
+    UNROLL for (int i = 0; i < (nq); i++) { \
+      const __m256 b = _mm256_broadcast_ss (qp + i * head_dim + j); \
+      UNROLL for (int t = 0; t < (tp); t++) \
+        acc[i][t] = madd_exact ((T), b, kj[t], acc[i][t]); \
+    } \
+  }
+
 /* acc[i][t] = dot (qp_i, K_p) in lane p - p0 - 8 t of tile t, dimensions
  * in order as scores_tiles takes them, each dimension of 8 positions one
- * load and one conversion instead of a transpose's share. */
+ * load and conversion (Q8_0: and the multiply by the block's scales that
+ * load8 does, exact in float) instead of a transpose's share. */
 INLINE void
-panel_products (int nq, int tp, const uint16_t *const *pan, size_t head_dim, const float *qp,
-    __m256 acc[QB][4])
+panel_products (LlmAttnType type, int nq, int tp, const uint8_t *const *pan, const size_t *ln,
+    size_t head_dim, const float *qp, __m256 acc[QB][4])
 {
   UNROLL for (int i = 0; i < nq; i++)
     UNROLL for (int t = 0; t < tp; t++)
       acc[i][t] = _mm256_setzero_ps ();
-  for (size_t j = 0; j < head_dim; j++) {
-    __m256 kj[4];
+  if (type == LLM_ATTN_F16) {
+    PANEL_DIMS (LLM_ATTN_F16, nq, tp, 0, head_dim, _mm256_cvtph_ps (_mm_loadu_si128 (
+                (const __m128i *) ((const uint16_t *) pan[t] + LLM_ATTN_PANEL * j + ln[t]))))
+    return;
+  }
+  for (size_t c = 0; c < head_dim; c += LLM_QK8_0) {
+    __m256 d[4];
     UNROLL for (int t = 0; t < tp; t++)
-      kj[t] = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (pan[t] + LLM_ATTN_PANEL * j)));
-    UNROLL for (int i = 0; i < nq; i++) {
-      const __m256 b = _mm256_broadcast_ss (qp + i * head_dim + j);
-      UNROLL for (int t = 0; t < tp; t++)
-        acc[i][t] = _mm256_fmadd_ps (b, kj[t], acc[i][t]);
-    }
+      d[t] = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) ((const uint16_t *) (pan[t]
+                      + LLM_ATTN_PANEL * head_dim) + LLM_ATTN_PANEL * (c / LLM_QK8_0) + ln[t])));
+    PANEL_DIMS (LLM_ATTN_Q8_0, nq, tp, c, c + LLM_QK8_0, _mm256_mul_ps (_mm256_cvtepi32_ps (
+                _mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const __m128i *) (pan[t]
+                            + LLM_ATTN_PANEL * j + ln[t])))), d[t]))
   }
 }
 
 /* scores_tiles over keys in panels. */
 INLINE void
-scores_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
-    float scale, float *scores, size_t stride)
+scores_panels_tiles (LlmAttnType type, int nq, const LlmAttnRows *k, size_t head_dim,
+    const float *qp, size_t n, float scale, float *scores, size_t stride)
 {
   const int tp = nq <= 2 ? 4 : 2;
   size_t s0, s1;
-  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
+  keys_begin (type, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   for (size_t p0 = 0; p0 < n; p0 += 8 * (size_t) tp) {
-    const uint16_t *pan[4];
-    size_t cnt[4];
-    panel_tiles (k, p0, n, tp, pan, cnt);
+    const uint8_t *pan[4];
+    size_t ln[4], cnt[4];
+    panel_tiles (k, p0, n, tp, pan, ln, cnt);
     prefetch_rows (k, p0 + PREFETCH_ROWS, n, 8 * (size_t) tp, s0, s1);
     __m256 acc[QB][4];
-    panel_products (nq, tp, pan, head_dim, qp, acc);
+    panel_products (type, nq, tp, pan, ln, head_dim, qp, acc);
     store_tiles (nq, tp, acc, cnt, p0, scale, scores, stride);
   }
 }
@@ -270,42 +300,49 @@ scores_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, s
 /* scores_groups over keys in panels: each panel is read from memory
  * once, by the first group, and from L1 by the others. */
 INLINE void
-scores_groups_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
-    float scale)
+scores_groups_panels (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows *k,
+    size_t head_dim, float scale)
 {
   const size_t n = llm_attn_calls_n_max (g, ng);
   size_t s0, s1;
-  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
+  keys_begin (type, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   for (size_t p0 = 0; p0 < n; p0 += 16) {
     prefetch_rows (k, p0 + PREFETCH_ROWS, n, 16, s0, s1);
     for (int i = 0; i < ng; i++) {
       if (g[i].n_max <= p0)
         continue;
-      const uint16_t *pan[2];
-      size_t cnt[2];
-      panel_tiles (k, p0, g[i].n_max, 2, pan, cnt);
+      const uint8_t *pan[2];
+      size_t ln[2], cnt[2];
+      panel_tiles (k, p0, g[i].n_max, 2, pan, ln, cnt);
       __m256 acc[QB][4];
-      switch (g[i].nq) {
-        case 1: panel_products (1, 2, pan, head_dim, g[i].qp, acc); break;
-        case 2: panel_products (2, 2, pan, head_dim, g[i].qp, acc); break;
-        case 3: panel_products (3, 2, pan, head_dim, g[i].qp, acc); break;
-        default: panel_products (4, 2, pan, head_dim, g[i].qp, acc); break;
-      }
+      BY_NQ4 (panel_products, type, g[i].nq, 2, pan, ln, head_dim, g[i].qp, acc)
       store_tiles (g[i].nq, 2, acc, cnt, p0, scale, g[i].scores, g[i].n_max);
     }
   }
 }
 
+/* One group's scores over keys in panels, by their type. */
 static void
-scores_f16_panels (int nq, const LlmAttnRows *k, size_t head_dim, const float *qp, size_t n,
-    float scale, float *scores, size_t stride)
+scores_panels (const LlmAttnCall *c, const LlmAttnRows *k, size_t head_dim, float scale)
 {
-  switch (nq) {
-    case 1: scores_panels (1, k, head_dim, qp, n, scale, scores, stride); break;
-    case 2: scores_panels (2, k, head_dim, qp, n, scale, scores, stride); break;
-    case 3: scores_panels (3, k, head_dim, qp, n, scale, scores, stride); break;
-    default: scores_panels (4, k, head_dim, qp, n, scale, scores, stride); break;
+  if (k->type == LLM_ATTN_F16) {
+    BY_NQ4 (scores_panels_tiles, LLM_ATTN_F16, c->nq, k, head_dim, c->qp, c->n_max, scale,
+        c->scores, c->n_max)
+  } else {
+    BY_NQ4 (scores_panels_tiles, LLM_ATTN_Q8_0, c->nq, k, head_dim, c->qp, c->n_max, scale,
+        c->scores, c->n_max)
   }
+}
+
+/* Several groups' scores over keys in panels, by their type. */
+static void
+scores_groups_panels_any (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
+    float scale)
+{
+  if (k->type == LLM_ATTN_F16)
+    scores_groups_panels (LLM_ATTN_F16, g, ng, k, head_dim, scale);
+  else
+    scores_groups_panels (LLM_ATTN_Q8_0, g, ng, k, head_dim, scale);
 }
 
 /* out_i[j0, j0 + 8 * nw) += probs_i[p] * V_p[d, d + 8 * nw) for the
@@ -554,15 +591,16 @@ static void
 scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t head_dim,
     float scale)
 {
+  if (k->panels) {
+    scores_panels (c, k, head_dim, scale);
+    return;
+  }
   switch (k->type) {
     case LLM_ATTN_F32:
       scores_f32 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_F16:
-      if (k->panels)
-        scores_f16_panels (c->nq, k, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
-      else
-        scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_Q8_0:
       scores_q8_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
@@ -635,7 +673,7 @@ llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     .per_group = QB, .max_groups = LLM_AVX2_ATTN_GROUPS, .scores = scores_call,
     .groups = { [LLM_ATTN_F32] = scores_groups_f32, [LLM_ATTN_F16] = scores_groups_f16,
       [LLM_ATTN_Q8_0] = scores_groups_q8_0, [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
-    .groups_dims = KB_DIMS, .panels = scores_groups_panels, .finish = probs_values_call,
+    .groups_dims = KB_DIMS, .panels = scores_groups_panels_any, .finish = probs_values_call,
   };
   llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }

@@ -295,11 +295,11 @@ scores_groups (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows
   }
 }
 
-/* F16 keys in panels (LlmAttnRows.panels). The panels of the tile pair
- * from @p0 (a tile wholly past @n reads the first one's; the lanes of
+/* Keys in panels (LlmAttnRows.panels). The panels of the tile pair from
+ * @p0 (a tile wholly past @n reads the first one's; the lanes of
  * positions at or past n are computed and never stored). */
 INLINE void
-panel_pair (const LlmAttnRows *k, size_t p0, size_t n, const uint16_t *pan[TP])
+panel_pair (const LlmAttnRows *k, size_t p0, size_t n, const uint8_t *pan[TP])
 {
   UNROLL for (int t = 0; t < TP; t++) {
     const size_t pt = p0 + TR * (size_t) t;
@@ -307,49 +307,67 @@ panel_pair (const LlmAttnRows *k, size_t p0, size_t n, const uint16_t *pan[TP])
   }
 }
 
+/* acc[i][t] += qp_i[j] * K_p[j] in lane p - p0 of tile t, for dimensions
+ * j of [j0, j1) in order, with the reference's roundings (madd_exact16);
+ * @kd[t] is dimension j of the tile's 16 positions. */
+#define PANEL_DIMS(T, nq, j0, j1, kd) \
+  for (size_t j = (j0); j < (j1); j++) { \
+    __m512 kj[TP]; \
+    UNROLL for (int t = 0; t < TP; t++) \
+      kj[t] = (kd); \
+    UNROLL for (int i = 0; i < (nq); i++) { \
+      const __m512 b = _mm512_set1_ps (qp[i * head_dim + j]); \
+      UNROLL for (int t = 0; t < TP; t++) \
+        acc[i][t] = madd_exact16 ((T), b, kj[t], acc[i][t]); \
+    } \
+  }
+
 /* acc[i][t] = dot (qp_i, K_p) in lane p - p0 of tile t, dimensions in
  * order as scores_tiles takes them, each dimension of 16 positions one
- * load and one conversion. */
+ * load and conversion (Q8_0: and the multiply by the block's 16 scales
+ * that load16 does, exact in float). */
 INLINE void
-panel_products (int nq, const uint16_t *const pan[TP], size_t head_dim, const float *qp,
-    __m512 acc[ZQ][TP])
+panel_products (LlmAttnType type, int nq, const uint8_t *const pan[TP], size_t head_dim,
+    const float *qp, __m512 acc[ZQ][TP])
 {
   UNROLL for (int i = 0; i < nq; i++)
     UNROLL for (int t = 0; t < TP; t++)
       acc[i][t] = _mm512_setzero_ps ();
-  for (size_t j = 0; j < head_dim; j++) {
-    __m512 kj[TP];
+  if (type == LLM_ATTN_F16) {
+    PANEL_DIMS (LLM_ATTN_F16, nq, 0, head_dim, _mm512_cvtph_ps (_mm256_loadu_si256 (
+                (const __m256i *) ((const uint16_t *) pan[t] + TR * j))))
+    return;
+  }
+  for (size_t c = 0; c < head_dim; c += LLM_QK8_0) {
+    __m512 d[TP];
     UNROLL for (int t = 0; t < TP; t++)
-      kj[t] = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (pan[t] + TR * j)));
-    UNROLL for (int i = 0; i < nq; i++) {
-      const __m512 b = _mm512_set1_ps (qp[i * head_dim + j]);
-      UNROLL for (int t = 0; t < TP; t++)
-        acc[i][t] = _mm512_fmadd_ps (b, kj[t], acc[i][t]);
-    }
+      d[t] = _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (pan[t] + TR * head_dim
+                  + 2 * TR * (c / LLM_QK8_0))));
+    PANEL_DIMS (LLM_ATTN_Q8_0, nq, c, c + LLM_QK8_0, _mm512_mul_ps (_mm512_cvtepi32_ps (
+                _mm512_cvtepi8_epi32 (_mm_loadu_si128 ((const __m128i *) (pan[t] + TR * j)))),
+            d[t]))
   }
 }
-
-#define PANEL_PRODUCTS(unused, nq, ...) panel_products (nq, __VA_ARGS__)
 
 /* scores_groups over keys in panels (for one group too): each tile
  * pair's panels are read from memory once, by the first group, and from
  * L1 by the others. */
 INLINE void
-scores_groups_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
-    float scale)
+scores_groups_panels (LlmAttnType type, const LlmAttnCall *g, int ng, const LlmAttnRows *k,
+    size_t head_dim, float scale)
 {
   const size_t n = llm_attn_calls_n_max (g, ng);
   size_t s0, s1;
-  keys_begin (LLM_ATTN_F16, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
+  keys_begin (type, k, 0, head_dim, n, PREFETCH_ROWS, &s0, &s1);
   for (size_t p0 = 0; p0 < n; p0 += TR * TP) {
-    const uint16_t *pan[TP];
+    const uint8_t *pan[TP];
     panel_pair (k, p0, n, pan);
     prefetch_rows (k, p0 + PREFETCH_ROWS, n, TR * TP, s0, s1);
     for (int i = 0; i < ng; i++) {
       if (g[i].n_max <= p0)
         continue;
       __m512 acc[ZQ][TP];
-      BY_NQ (PANEL_PRODUCTS, 0, g[i].nq, pan, head_dim, g[i].qp, acc)
+      BY_NQ (panel_products, type, g[i].nq, pan, head_dim, g[i].qp, acc)
       store_scores (g[i].nq, acc, p0, g[i].n_max, scale, g[i].scores, g[i].n_max);
     }
   }
@@ -527,6 +545,17 @@ probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
 
 INSTANCES (LLM_ATTN_F16, f16)
 
+/* Groups' scores over keys in panels, by their type. */
+static void
+scores_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
+    float scale)
+{
+  if (k->type == LLM_ATTN_F16)
+    scores_groups_panels (LLM_ATTN_F16, g, ng, k, head_dim, scale);
+  else
+    scores_groups_panels (LLM_ATTN_Q8_0, g, ng, k, head_dim, scale);
+}
+
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
 
@@ -535,12 +564,13 @@ static void
 scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t head_dim,
     float scale)
 {
+  if (k->panels) {
+    scores_panels (c, 1, k, head_dim, scale);
+    return;
+  }
   switch (k->type) {
     case LLM_ATTN_F16:
-      if (k->panels)
-        scores_groups_panels (c, 1, k, head_dim, scale);
-      else
-        scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
+      scores_f16 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
       break;
     case LLM_ATTN_Q8_0:
       scores_q8_0 (c->nq, k, offset, head_dim, c->qp, c->n_max, scale, c->scores, c->n_max);
@@ -580,7 +610,7 @@ llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     .per_group = ZQ, .max_groups = LLM_AVX512_ATTN_GROUPS, .scores = scores_call,
     .groups = { [LLM_ATTN_F16] = scores_groups_f16, [LLM_ATTN_Q8_0] = scores_groups_q8_0,
       [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
-    .groups_dims = KB_DIMS, .panels = scores_groups_panels, .finish = probs_values_call,
+    .groups_dims = KB_DIMS, .panels = scores_panels, .finish = probs_values_call,
   };
   llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }

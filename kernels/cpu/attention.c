@@ -40,6 +40,46 @@ llm_attn_row_bytes (LlmAttnType type, size_t n)
   return 0;
 }
 
+int
+llm_attn_panels_fit (LlmAttnType type, size_t n)
+{
+  return type == LLM_ATTN_F16 || (type == LLM_ATTN_Q8_0 && n % LLM_QK8_0 == 0);
+}
+
+void
+llm_attn_panel_put (LlmAttnType type, uint8_t *panel, size_t lane, const void *row, size_t n)
+{
+  if (type == LLM_ATTN_F16) {
+    uint16_t *h = (uint16_t *) panel + lane;
+    for (size_t d = 0; d < n; d++)
+      h[LLM_ATTN_PANEL * d] = ((const uint16_t *) row)[d];
+    return;
+  }
+  const LlmBlockQ8_0 *b = row;
+  uint16_t *scales = (uint16_t *) (panel + LLM_ATTN_PANEL * n) + lane;
+  for (size_t d = 0; d < n; d++)
+    panel[LLM_ATTN_PANEL * d + lane] = (uint8_t) b[d / LLM_QK8_0].qs[d % LLM_QK8_0];
+  for (size_t k = 0; k < n / LLM_QK8_0; k++)
+    scales[LLM_ATTN_PANEL * k] = b[k].d;
+}
+
+void
+llm_attn_panel_get (LlmAttnType type, const uint8_t *panel, size_t lane, void *row, size_t n)
+{
+  if (type == LLM_ATTN_F16) {
+    const uint16_t *h = (const uint16_t *) panel + lane;
+    for (size_t d = 0; d < n; d++)
+      ((uint16_t *) row)[d] = h[LLM_ATTN_PANEL * d];
+    return;
+  }
+  LlmBlockQ8_0 *b = row;
+  const uint16_t *scales = (const uint16_t *) (panel + LLM_ATTN_PANEL * n) + lane;
+  for (size_t d = 0; d < n; d++)
+    b[d / LLM_QK8_0].qs[d % LLM_QK8_0] = (int8_t) panel[LLM_ATTN_PANEL * d + lane];
+  for (size_t k = 0; k < n / LLM_QK8_0; k++)
+    b[k].d = scales[LLM_ATTN_PANEL * k];
+}
+
 void
 llm_attn_row_store (const LlmCpuKernels *kern, LlmAttnType type, const float *src, void *dst,
     size_t n)
@@ -120,24 +160,25 @@ void
 llm_attn_scores (const LlmAttnRows *k, size_t p0, size_t count, size_t offset,
     const float *qp, size_t n, float scale, float *scores, float *tmp)
 {
+  /* a panel's position gathered into a row (head sizes up to 1024) */
+  _Alignas (64) uint8_t gathered[1024 * sizeof (uint16_t)];
   for (size_t i = 0; i < count; i++) {
     const void *row = llm_attn_row (k, p0 + i);
+    if (k->panels) {
+      llm_attn_panel_get (k->type, llm_attn_panel (k, p0 + i), (p0 + i) % LLM_ATTN_PANEL,
+          gathered, n);
+      row = gathered;
+    }
     float dot;
     switch (k->type) {
       case LLM_ATTN_F32:
         dot = dot_f32 ((const float *) row + offset, qp, n);
         break;
       case LLM_ATTN_F16: {
-        /* a row's values one after another, or a panel's 16 apart */
         const uint16_t *h = (const uint16_t *) row + offset;
-        size_t step = 1;
-        if (k->panels) {
-          h = llm_attn_panel (k, p0 + i) + (p0 + i) % LLM_ATTN_PANEL;
-          step = LLM_ATTN_PANEL;
-        }
         dot = 0.0f;
         for (size_t j = 0; j < n; j++)
-          dot += llm_fp16_to_f32 (h[j * step]) * qp[j];
+          dot += llm_fp16_to_f32 (h[j]) * qp[j];
         break;
       }
       default:

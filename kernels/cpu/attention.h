@@ -42,13 +42,16 @@ void llm_attn_row_load (LlmAttnType type, const void *row, size_t offset, size_t
  * several heads one after another (head-major); with segment 0 (and
  * n_rows unused) a block is simply block_rows rows.
  *
- * With @panels (F16 keys of one head, values from offset 0): positions
- * [16 g, 16 g + 16) take the bytes rows 16 g .. 16 g + 15 would, as a
- * panel: value d of position p at llm_attn_panel (rows, p)[16 d + p % 16]
- * (block_rows and every r_b are multiples of 16). The scores' products
- * then read a dimension of 16 positions with one load, where rows need a
- * transpose in registers first (as much work as the products at 4
- * queries). */
+ * With @panels (F16 or Q8_0 keys of one head, values from offset 0):
+ * positions [16 g, 16 g + 16) take the bytes rows 16 g .. 16 g + 15
+ * would, as a panel (llm_attn_panel): F16, value d of position p at
+ * halves[16 d + p % 16]; Q8_0, code d at codes[16 d + p % 16] (n bytes a
+ * position), then the scale of block b at halves[16 b + p % 16] after the
+ * codes (block_rows and every r_b are multiples of 16). The scores'
+ * products then read a dimension of 16 positions with one load, where
+ * rows need a transpose in registers first (as much work as the products
+ * at 4 queries). llm_attn_panel_put and _get move one position's row in
+ * and out. */
 typedef struct {
   const void *const *blocks;
   size_t block_rows;
@@ -75,11 +78,22 @@ llm_attn_row (const LlmAttnRows *rows, size_t p)
 }
 
 /* The panel holding position @p (LlmAttnRows.panels). */
-static inline const uint16_t *
+static inline const uint8_t *
 llm_attn_panel (const LlmAttnRows *rows, size_t p)
 {
-  return (const uint16_t *) llm_attn_row (rows, p - p % LLM_ATTN_PANEL);
+  return (const uint8_t *) llm_attn_row (rows, p - p % LLM_ATTN_PANEL);
 }
+
+/* Whether rows of @type and @n values can be panels: F16, or Q8_0 of
+ * whole blocks. */
+int llm_attn_panels_fit (LlmAttnType type, size_t n);
+
+/* Lane @lane of the panel at @panel from @row (a row of @type and @n
+ * values as llm_attn_row_store writes it), and back. */
+void llm_attn_panel_put (LlmAttnType type, uint8_t *panel, size_t lane, const void *row,
+    size_t n);
+void llm_attn_panel_get (LlmAttnType type, const uint8_t *panel, size_t lane, void *row,
+    size_t n);
 
 /* The query as the dot product with keys of @type sees it: for F16 keys it is
  * rounded to half precision, as ggml converts the F32 operand of an F16 x F32
