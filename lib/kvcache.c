@@ -6,8 +6,9 @@
  * Blocks: every layer's keys and values are blocks of block_pos rows,
  * allocated by reserve() as the cache grows (writes never allocate, so
  * threads can write at once without locks). The last block is cut to the
- * capacity (F16, Q8_0: rounded up to whole panels of 16 positions, see Layout),
- * so allocated bytes never exceed that many rows.
+ * capacity (with keys in panels, F16 and Q8_0: rounded up to whole
+ * panels of 16 positions, see Layout), so allocated bytes never exceed
+ * that many rows.
  * block_pos is KV_BLOCK_LONG where such a block is at least a huge page
  * (LLM_KV_POOL_HUGE_BYTES), else KV_BLOCK_SHORT. Long: attention reads
  * each head's rows of a block as one run (32 KiB in F16 at head size 64)
@@ -62,10 +63,8 @@
 #include "cpu/attention.h"
 #include "cpu/ops.h"
 
-/* Head sizes whose keys go in panels (a key is converted on the stack),
- * and the bytes of such a key as a row. */
-#define PANEL_HEAD_MAX 1024u
-#define PANEL_ROW_MAX (PANEL_HEAD_MAX * 2)
+/* The bytes of a key in panels as a row, on the stack. */
+#define PANEL_ROW_MAX (LLM_ATTN_PANEL_VALUES_MAX * 2)
 #define KV_BLOCK_SHORT 64u
 #define KV_BLOCK_LONG 256u
 
@@ -254,7 +253,7 @@ llm_kv_cache_new_in_pool (LlmKvPool *pool, guint n_layers, guint n_head_kv, guin
   kv->n_slices = head_bytes > 0 ? n_head_kv : 1;
   kv->slice_n = kv->row_n / kv->n_slices;
   kv->slice_bytes = kv->row_bytes / kv->n_slices;
-  kv->k_panels = llm_attn_panels_fit (kv->attn_type, head_dim) && head_dim <= PANEL_HEAD_MAX;
+  kv->k_panels = llm_attn_panels_fit (kv->attn_type, head_dim);
   kv->config = *config;
   if (rope)
     kv->rope = *rope;

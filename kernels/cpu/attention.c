@@ -43,7 +43,8 @@ llm_attn_row_bytes (LlmAttnType type, size_t n)
 int
 llm_attn_panels_fit (LlmAttnType type, size_t n)
 {
-  return type == LLM_ATTN_F16 || (type == LLM_ATTN_Q8_0 && n % LLM_QK8_0 == 0);
+  return n <= LLM_ATTN_PANEL_VALUES_MAX
+      && (type == LLM_ATTN_F16 || (type == LLM_ATTN_Q8_0 && n % LLM_QK8_0 == 0));
 }
 
 void
@@ -160,8 +161,8 @@ void
 llm_attn_scores (const LlmAttnRows *k, size_t p0, size_t count, size_t offset,
     const float *qp, size_t n, float scale, float *scores, float *tmp)
 {
-  /* a panel's position gathered into a row (head sizes up to 1024) */
-  _Alignas (64) uint8_t gathered[1024 * sizeof (uint16_t)];
+  /* a panel's position gathered into a row */
+  _Alignas (64) uint8_t gathered[LLM_ATTN_PANEL_VALUES_MAX * sizeof (uint16_t)];
   for (size_t i = 0; i < count; i++) {
     const void *row = llm_attn_row (k, p0 + i);
     if (k->panels) {

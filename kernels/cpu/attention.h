@@ -84,8 +84,12 @@ llm_attn_panel (const LlmAttnRows *rows, size_t p)
   return (const uint8_t *) llm_attn_row (rows, p - p % LLM_ATTN_PANEL);
 }
 
+/* Values a row in panels holds at most (a position's row is gathered on
+ * the stack). */
+#define LLM_ATTN_PANEL_VALUES_MAX 1024
+
 /* Whether rows of @type and @n values can be panels: F16, or Q8_0 of
- * whole blocks. */
+ * whole blocks, up to LLM_ATTN_PANEL_VALUES_MAX values. */
 int llm_attn_panels_fit (LlmAttnType type, size_t n);
 
 /* Lane @lane of the panel at @panel from @row (a row of @type and @n
