@@ -334,16 +334,7 @@ scores_panels (const LlmAttnCall *c, const LlmAttnRows *k, size_t head_dim, floa
   }
 }
 
-/* Several groups' scores over keys in panels, by their type. */
-static void
-scores_groups_panels_any (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
-    float scale)
-{
-  if (k->type == LLM_ATTN_F16)
-    scores_groups_panels (LLM_ATTN_F16, g, ng, k, head_dim, scale);
-  else
-    scores_groups_panels (LLM_ATTN_Q8_0, g, ng, k, head_dim, scale);
-}
+PANELS_BY_TYPE (panels_by_type)
 
 /* out_i[j0, j0 + 8 * nw) += probs_i[p] * V_p[d, d + 8 * nw) for the
  * @cnt rows from @row on (positions p0...), in order; rows at or past
@@ -673,7 +664,7 @@ llm_avx2_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     .per_group = QB, .max_groups = LLM_AVX2_ATTN_GROUPS, .scores = scores_call,
     .groups = { [LLM_ATTN_F32] = scores_groups_f32, [LLM_ATTN_F16] = scores_groups_f16,
       [LLM_ATTN_Q8_0] = scores_groups_q8_0, [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
-    .groups_dims = KB_DIMS, .panels = scores_groups_panels_any, .finish = probs_values_call,
+    .groups_dims = KB_DIMS, .panels = panels_by_type, .finish = probs_values_call,
   };
   llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }

@@ -545,16 +545,7 @@ probs16 (LlmAttnCall *c, const LlmAttnRows *v, size_t offset, size_t head_dim)
 
 INSTANCES (LLM_ATTN_F16, f16)
 
-/* Groups' scores over keys in panels, by their type. */
-static void
-scores_panels (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim,
-    float scale)
-{
-  if (k->type == LLM_ATTN_F16)
-    scores_groups_panels (LLM_ATTN_F16, g, ng, k, head_dim, scale);
-  else
-    scores_groups_panels (LLM_ATTN_Q8_0, g, ng, k, head_dim, scale);
-}
+PANELS_BY_TYPE (panels_by_type)
 
 INSTANCES (LLM_ATTN_Q8_0, q8_0)
 INSTANCES (LLM_ATTN_Q4_0, q4_0)
@@ -565,7 +556,7 @@ scores_call (const LlmAttnCall *c, const LlmAttnRows *k, size_t offset, size_t h
     float scale)
 {
   if (k->panels) {
-    scores_panels (c, 1, k, head_dim, scale);
+    panels_by_type (c, 1, k, head_dim, scale);
     return;
   }
   switch (k->type) {
@@ -610,7 +601,7 @@ llm_avx512_attention (const LlmAttnRows *k, const LlmAttnRows *v, size_t offset,
     .per_group = ZQ, .max_groups = LLM_AVX512_ATTN_GROUPS, .scores = scores_call,
     .groups = { [LLM_ATTN_F16] = scores_groups_f16, [LLM_ATTN_Q8_0] = scores_groups_q8_0,
       [LLM_ATTN_Q4_0] = scores_groups_q4_0 },
-    .groups_dims = KB_DIMS, .panels = scores_panels, .finish = probs_values_call,
+    .groups_dims = KB_DIMS, .panels = panels_by_type, .finish = probs_values_call,
   };
   llm_avx2_attn_drive (&driver, k, v, offset, head_dim, queries, n_q, scale, scratch);
 }

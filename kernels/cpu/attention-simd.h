@@ -50,6 +50,18 @@ transpose8 (__m256 r[8])
   r[7] = _mm256_permute2f128_ps (s3, s7, 0x31);
 }
 
+/* @name: groups' scores over keys in panels (LlmAttnRows.panels), by
+ * their type, through the including kernel file's scores_groups_panels. */
+#define PANELS_BY_TYPE(name) \
+  static void \
+  name (const LlmAttnCall *g, int ng, const LlmAttnRows *k, size_t head_dim, float scale) \
+  { \
+    if (k->type == LLM_ATTN_F16) \
+      scores_groups_panels (LLM_ATTN_F16, g, ng, k, head_dim, scale); \
+    else \
+      scores_groups_panels (LLM_ATTN_Q8_0, g, ng, k, head_dim, scale); \
+  }
+
 /* Asks for the cache lines of bytes [b0, b1) of @row: where one head's
  * rows end in a block and the next block's begin, the hardware
  * prefetchers start over. Into L1: 16 streams of 246M Q4_0 at depth 400
